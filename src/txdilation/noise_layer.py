@@ -1,0 +1,199 @@
+"""The Noise session of one L2 connection (crypto layer, I/O-free).
+
+Dilation runs ``Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s`` with the dilation key as the PSK, no
+Noise prologue and empty handshake payloads. The Leader is the initiator: it sends handshake
+message 1 (48 bytes), the Follower answers with message 2 (48 bytes), and both sides then hold
+transport keys.
+
+A record plaintext of at most 65519 bytes is one Noise transport message; a longer one is cut
+into consecutive 65519-byte pieces, each encrypted with its own nonce (65535 bytes of ciphertext,
+the last piece shorter), and the ciphertexts are concatenated into ONE frame payload. The
+receiver decrypts a payload of at most 65535 bytes at once, a longer one in 65535-byte slices.
+
+Invariants:
+
+- every failure (wrong key, garbage, wrong length, out-of-order call, failed authentication)
+  raises :class:`~txdilation.errors.NoiseError`, never the library's own exceptions;
+- after a :class:`~txdilation.errors.NoiseError` the session is dead (its nonces may be out of
+  step): every later call raises :class:`~txdilation.errors.NoiseError` again;
+- the ``noise`` package (noiseprotocol) is used only inside :class:`NoiseSession`, so that the
+  transport step can later be driven by ``cryptography`` directly.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import NoReturn, TypeVar
+
+from cryptography.exceptions import InvalidTag
+from noise import exceptions as noise_exceptions
+from noise.connection import NoiseConnection
+
+from .errors import NoiseError
+from .roles import Role
+
+NOISE_PROTOCOL_NAME = b"Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s"
+MAX_PLAINTEXT_PIECE = 65519
+MAX_CIPHERTEXT_PIECE = 65535
+HANDSHAKE_MESSAGE_SIZE = 48  # 32-byte ephemeral public key + 16-byte tag of the empty payload
+DILATION_KEY_SIZE = 32
+
+# What noiseprotocol (and cryptography beneath it) raise on bad input or misuse.
+_LIBRARY_FAILURES = (
+    InvalidTag,
+    ValueError,  # e.g. a low-order X25519 point from the peer
+    noise_exceptions.NoiseHandshakeError,
+    noise_exceptions.NoiseInvalidMessage,
+    noise_exceptions.NoiseMaxNonceError,
+    noise_exceptions.NoisePSKError,
+    noise_exceptions.NoiseValidationError,
+    noise_exceptions.NoiseValueError,
+)
+
+_T = TypeVar("_T")
+
+
+class _Phase(enum.Enum):
+    FRESH = enum.auto()  # nothing sent or received
+    AWAITING_REPLY = enum.auto()  # Leader: message 1 sent
+    COMPLETE = enum.auto()
+    FAILED = enum.auto()
+
+
+class NoiseSession:
+    """The Noise handshake and transport encryption of one L2 connection."""
+
+    def __init__(self, role: Role, dilation_key: bytes) -> None:
+        """
+        :param role: the Leader is the Noise initiator, the Follower the responder.
+        :param dilation_key: the 32-byte PSK (see :func:`txdilation.keys.derive_dilation_key`).
+        :raises ValueError: when ``dilation_key`` is not 32 bytes.
+        """
+        if len(dilation_key) != DILATION_KEY_SIZE:
+            raise ValueError(f"dilation key must be 32 bytes, got {len(dilation_key)}")
+        self._role = role
+        self._phase = _Phase.FRESH
+        self._failure = ""
+        self._noise = NoiseConnection.from_name(NOISE_PROTOCOL_NAME)
+        self._noise.set_psks(bytes(dilation_key))
+        if role is Role.LEADER:
+            self._noise.set_as_initiator()
+        else:
+            self._noise.set_as_responder()
+        self._noise.start_handshake()
+
+    @property
+    def handshake_complete(self) -> bool:
+        """True once both handshake messages have been exchanged successfully."""
+        return self._phase is _Phase.COMPLETE
+
+    def start(self) -> bytes | None:
+        """Begin the handshake.
+
+        :returns: the Leader's handshake message 1 (48 bytes) to frame and send; None for the
+            Follower, which waits for message 1.
+        :raises NoiseError: when called again on a Leader, or after a failure.
+        """
+        self._check_alive()
+        if self._role is Role.FOLLOWER:
+            return None
+        if self._phase is not _Phase.FRESH:
+            self._fail("start() called twice")
+        message = self._guard("writing handshake message 1", self._noise.write_message)
+        self._phase = _Phase.AWAITING_REPLY
+        return bytes(message)
+
+    def receive_handshake(self, message: bytes) -> bytes | None:
+        """Process the peer's handshake message, completing the handshake.
+
+        :param message: the payload of the first frame after the peer's prologue.
+        :returns: for the Follower, handshake message 2 (48 bytes) to frame and send; None for
+            the Leader.
+        :raises NoiseError: when the message is not 48 bytes or does not authenticate (e.g. the
+            peer has another dilation key), when the Leader has not called :meth:`start`, when
+            the handshake is already complete, or after a failure.
+        """
+        self._check_alive()
+        expected = _Phase.AWAITING_REPLY if self._role is Role.LEADER else _Phase.FRESH
+        if self._phase is not expected:
+            self._fail(f"unexpected handshake message in phase {self._phase.name}")
+        if len(message) != HANDSHAKE_MESSAGE_SIZE:
+            self._fail(f"handshake message must be 48 bytes, got {len(message)}")
+        payload = self._guard("reading handshake message", self._noise.read_message, bytes(message))
+        if payload:
+            self._fail("handshake message carries a payload")
+        reply: bytes | None = None
+        if self._role is Role.FOLLOWER:
+            reply = bytes(self._guard("writing handshake message 2", self._noise.write_message))
+        if not self._noise.handshake_finished:
+            self._fail("handshake did not complete")
+        self._phase = _Phase.COMPLETE
+        return reply
+
+    def encrypt(self, plaintext: bytes) -> bytes:
+        """Encrypt one record plaintext into one frame payload.
+
+        :returns: one transport message for up to 65519 bytes, else the concatenated ciphertexts
+            of consecutive 65519-byte pieces.
+        :raises NoiseError: before the handshake completes, or after a failure.
+        """
+        self._check_complete()
+        encrypt = self._noise.encrypt
+        plaintext = bytes(plaintext)
+        if len(plaintext) <= MAX_PLAINTEXT_PIECE:
+            return bytes(self._guard("encrypting", encrypt, plaintext))
+        pieces = [
+            self._guard("encrypting", encrypt, plaintext[start : start + MAX_PLAINTEXT_PIECE])
+            for start in range(0, len(plaintext), MAX_PLAINTEXT_PIECE)
+        ]
+        return b"".join(pieces)
+
+    def decrypt(self, payload: bytes) -> bytes:
+        """Decrypt one frame payload into one record plaintext.
+
+        :returns: the plaintext (pieces joined when the payload exceeds 65535 bytes).
+        :raises NoiseError: when a piece does not authenticate, before the handshake completes,
+            or after a failure.
+        """
+        self._check_complete()
+        decrypt = self._noise.decrypt
+        if len(payload) <= MAX_CIPHERTEXT_PIECE:
+            return bytes(self._guard("decrypting", decrypt, bytes(payload)))
+        with memoryview(payload) as view:
+            pieces = [
+                self._guard(
+                    "decrypting", decrypt, view[start : start + MAX_CIPHERTEXT_PIECE].tobytes()
+                )
+                for start in range(0, len(view), MAX_CIPHERTEXT_PIECE)
+            ]
+        return b"".join(pieces)
+
+    def _guard(self, doing: str, call: Callable[..., _T], *args: bytes) -> _T:
+        """Run a noiseprotocol call, turning its failures into NoiseError (and death)."""
+        try:
+            return call(*args)
+        except _LIBRARY_FAILURES as e:
+            self._fail(f"{doing} failed: {type(e).__name__}: {e}")
+
+    def _check_complete(self) -> None:
+        self._check_alive()
+        if self._phase is not _Phase.COMPLETE:
+            self._fail("the Noise handshake is not complete")
+
+    def _check_alive(self) -> None:
+        if self._phase is _Phase.FAILED:
+            raise NoiseError(f"Noise session already failed: {self._failure}")
+
+    def _fail(self, message: str) -> NoReturn:
+        self._phase = _Phase.FAILED
+        self._failure = message
+        raise NoiseError(message)
+
+
+__all__ = [
+    "MAX_CIPHERTEXT_PIECE",
+    "MAX_PLAINTEXT_PIECE",
+    "NOISE_PROTOCOL_NAME",
+    "NoiseSession",
+]

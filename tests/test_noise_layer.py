@@ -1,0 +1,320 @@
+"""Tests for txdilation.noise_layer (NoiseSession) and the txdilation._noise drop-in names."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import noise.connection
+import noise.exceptions
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from twisted.trial.unittest import SynchronousTestCase
+from wormhole._dilation import _noise as stock_noise
+
+from txdilation import _noise
+from txdilation.errors import NoiseError
+from txdilation.framer import max_frame_size_for_record
+from txdilation.noise_layer import (
+    MAX_CIPHERTEXT_PIECE,
+    MAX_PLAINTEXT_PIECE,
+    NOISE_PROTOCOL_NAME,
+    NoiseSession,
+)
+from txdilation.roles import Role
+
+KEY = bytes(range(32))
+OTHER_KEY = bytes(range(1, 33))
+SIZES = [0, 1, 65510, 65511, 65519, 65520, 2 * 65519, 2 * 65519 + 1, 5 * 2**20]
+
+
+def pair(leader_key: bytes = KEY, follower_key: bytes = KEY) -> tuple[NoiseSession, NoiseSession]:
+    """A Leader and a Follower session that completed the handshake with each other."""
+    leader = NoiseSession(Role.LEADER, leader_key)
+    follower = NoiseSession(Role.FOLLOWER, follower_key)
+    message1 = leader.start()
+    assert message1 is not None
+    assert follower.start() is None
+    message2 = follower.receive_handshake(message1)
+    assert message2 is not None
+    assert leader.receive_handshake(message2) is None
+    return leader, follower
+
+
+def plain(initiator: bool, key: bytes = KEY) -> Any:
+    """A bare noiseprotocol connection configured as stock Dilation configures it."""
+    connection = noise.connection.NoiseConnection.from_name(NOISE_PROTOCOL_NAME)
+    connection.set_psks(key)
+    if initiator:
+        connection.set_as_initiator()
+    else:
+        connection.set_as_responder()
+    connection.start_handshake()
+    return connection
+
+
+def plaintext_of(size: int) -> bytes:
+    """A plaintext whose pieces differ, so misordered pieces would show."""
+    return (bytes(range(256)) * (size // 256 + 1))[:size]
+
+
+class HandshakeTests(SynchronousTestCase):
+    def test_handshake(self) -> None:
+        """Leader sends 48 bytes, Follower answers 48 bytes, then both are complete."""
+        leader = NoiseSession(Role.LEADER, KEY)
+        follower = NoiseSession(Role.FOLLOWER, KEY)
+        self.assertFalse(leader.handshake_complete)
+        self.assertIsNone(follower.start())
+        message1 = leader.start()
+        assert message1 is not None
+        self.assertEqual(len(message1), 48)
+        self.assertFalse(leader.handshake_complete)
+        message2 = follower.receive_handshake(message1)
+        assert message2 is not None
+        self.assertEqual(len(message2), 48)
+        self.assertTrue(follower.handshake_complete)
+        self.assertIsNone(leader.receive_handshake(message2))
+        self.assertTrue(leader.handshake_complete)
+
+    def test_follower_without_start(self) -> None:
+        """The Follower need not call start() before receiving message 1."""
+        leader = NoiseSession(Role.LEADER, KEY)
+        follower = NoiseSession(Role.FOLLOWER, KEY)
+        message1 = leader.start()
+        assert message1 is not None
+        self.assertIsNotNone(follower.receive_handshake(message1))
+
+    def test_ephemerals_differ(self) -> None:
+        """Two handshakes with the same key use fresh ephemerals (different message 1)."""
+        first = NoiseSession(Role.LEADER, KEY).start()
+        second = NoiseSession(Role.LEADER, KEY).start()
+        self.assertNotEqual(first, second)
+
+    def test_wrong_key(self) -> None:
+        """A Follower with another dilation key refuses message 1 with NoiseError."""
+        leader = NoiseSession(Role.LEADER, KEY)
+        follower = NoiseSession(Role.FOLLOWER, OTHER_KEY)
+        message1 = leader.start()
+        assert message1 is not None
+        self.assertRaises(NoiseError, follower.receive_handshake, message1)
+        self.assertFalse(follower.handshake_complete)
+
+    def test_message2_of_another_handshake(self) -> None:
+        """A Leader refuses a well-formed message 2 that answers someone else's message 1.
+
+        (With NNpsk0 a Follower holding another key already fails on message 1, so this is
+        how a Leader meets a wrong or replayed answer.)
+        """
+        leader = NoiseSession(Role.LEADER, KEY)
+        leader.start()
+        message1 = NoiseSession(Role.LEADER, KEY).start()
+        assert message1 is not None
+        message2 = NoiseSession(Role.FOLLOWER, KEY).receive_handshake(message1)
+        assert message2 is not None
+        self.assertRaises(NoiseError, leader.receive_handshake, message2)
+        self.assertFalse(leader.handshake_complete)
+
+    @settings(max_examples=50)
+    @given(st.binary(min_size=48, max_size=48))
+    def test_garbage_message1(self, garbage: bytes) -> None:
+        """Any 48 random bytes as message 1 raise NoiseError (nothing else)."""
+        follower = NoiseSession(Role.FOLLOWER, KEY)
+        self.assertRaises(NoiseError, follower.receive_handshake, garbage)
+
+    @settings(max_examples=50)
+    @given(st.binary(min_size=48, max_size=48))
+    def test_garbage_message2(self, garbage: bytes) -> None:
+        """Any 48 random bytes as message 2 raise NoiseError (nothing else)."""
+        leader = NoiseSession(Role.LEADER, KEY)
+        leader.start()
+        self.assertRaises(NoiseError, leader.receive_handshake, garbage)
+
+    def test_low_order_point(self) -> None:
+        """An all-zero ephemeral key in message 2 (which breaks X25519) raises NoiseError."""
+        leader = NoiseSession(Role.LEADER, KEY)
+        leader.start()
+        self.assertRaises(NoiseError, leader.receive_handshake, bytes(48))
+
+    def test_wrong_length(self) -> None:
+        """A handshake message of 47 or 49 bytes raises NoiseError, also when otherwise valid."""
+        for size in [0, 47, 49]:
+            with self.subTest(size=size):
+                leader = NoiseSession(Role.LEADER, KEY)
+                message1 = leader.start()
+                assert message1 is not None
+                padded = (message1 + b"\x00")[:size]
+                follower = NoiseSession(Role.FOLLOWER, KEY)
+                self.assertRaises(NoiseError, follower.receive_handshake, padded)
+
+    def test_payload_refused(self) -> None:
+        """A valid handshake message that carries a payload is refused (payloads are empty)."""
+        theirs = plain(initiator=True)
+        message1 = bytes(theirs.write_message(b"hello"))
+        self.assertEqual(len(message1), 48 + 5)
+        follower = NoiseSession(Role.FOLLOWER, KEY)
+        self.assertRaises(NoiseError, follower.receive_handshake, message1)
+
+    def test_called_twice(self) -> None:
+        """A second handshake message (or a second Leader start()) raises NoiseError."""
+        leader, follower = pair()
+        self.assertRaises(NoiseError, leader.receive_handshake, bytes(48))
+        self.assertRaises(NoiseError, follower.receive_handshake, bytes(48))
+        again = NoiseSession(Role.LEADER, KEY)
+        again.start()
+        self.assertRaises(NoiseError, again.start)
+
+    def test_leader_before_start(self) -> None:
+        """A Leader that has not sent message 1 cannot accept message 2."""
+        leader = NoiseSession(Role.LEADER, KEY)
+        self.assertRaises(NoiseError, leader.receive_handshake, bytes(48))
+
+    def test_bad_key_size(self) -> None:
+        """A dilation key that is not 32 bytes is a programming error (ValueError)."""
+        self.assertRaises(ValueError, NoiseSession, Role.LEADER, b"short")
+
+
+class TransportTests(SynchronousTestCase):
+    def test_both_ways(self) -> None:
+        """After the handshake each side decrypts what the other encrypts, in order."""
+        leader, follower = pair()
+        for i in range(3):
+            self.assertEqual(follower.decrypt(leader.encrypt(b"L%d" % i)), b"L%d" % i)
+            self.assertEqual(leader.decrypt(follower.encrypt(b"F%d" % i)), b"F%d" % i)
+
+    def test_kcm_size(self) -> None:
+        """The one-byte KCM plaintext becomes a 17-byte ciphertext."""
+        leader, _ = pair()
+        self.assertEqual(len(leader.encrypt(b"\x00")), 17)
+
+    def test_sizes_both_ways(self) -> None:
+        """Records around the 65519-byte piece size and of 5 MiB round-trip both ways.
+
+        The payload has one 16-byte tag per 65519-byte piece: 65519 -> 65535,
+        65520 -> 65535 + 17; in general max_frame_size_for_record(size).
+        """
+        leader, follower = pair()
+        for size in SIZES:
+            with self.subTest(size=size):
+                message = plaintext_of(size)
+                for sender, receiver in [(leader, follower), (follower, leader)]:
+                    payload = sender.encrypt(message)
+                    self.assertEqual(len(payload), max_frame_size_for_record(size))
+                    self.assertEqual(receiver.decrypt(payload), message)
+
+    def test_piece_boundaries(self) -> None:
+        """65519 bytes fit in one 65535-byte message; 65520 need a second 17-byte one."""
+        leader, _ = pair()
+        self.assertEqual(len(leader.encrypt(plaintext_of(65519))), MAX_CIPHERTEXT_PIECE)
+        self.assertEqual(len(leader.encrypt(plaintext_of(65520))), MAX_CIPHERTEXT_PIECE + 17)
+
+    def test_tampered(self) -> None:
+        """A flipped bit anywhere (first or a later piece) raises NoiseError."""
+        for size, position in [(10, 3), (200_000, 5), (200_000, 70_000), (200_000, -1)]:
+            with self.subTest(size=size, position=position):
+                leader, follower = pair()
+                payload = bytearray(leader.encrypt(plaintext_of(size)))
+                payload[position] ^= 0x01
+                self.assertRaises(NoiseError, follower.decrypt, bytes(payload))
+
+    def test_truncated(self) -> None:
+        """A ciphertext shorter than a tag, or missing its last piece, raises NoiseError."""
+        leader, follower = pair()
+        self.assertRaises(NoiseError, follower.decrypt, leader.encrypt(b"abc")[:10])
+        leader, follower = pair()
+        payload = leader.encrypt(plaintext_of(100_000))
+        self.assertRaises(NoiseError, follower.decrypt, payload[: MAX_CIPHERTEXT_PIECE + 5])
+
+    def test_replay(self) -> None:
+        """Decrypting the same ciphertext twice fails: each piece uses the next nonce."""
+        leader, follower = pair()
+        payload = leader.encrypt(b"once")
+        self.assertEqual(follower.decrypt(payload), b"once")
+        self.assertRaises(NoiseError, follower.decrypt, payload)
+
+    def test_dead_after_failure(self) -> None:
+        """After a NoiseError the session refuses even valid ciphertext and encryption."""
+        leader, follower = pair()
+        good = leader.encrypt(b"good")
+        self.assertRaises(NoiseError, follower.decrypt, b"\x00" * 20)
+        self.assertRaises(NoiseError, follower.decrypt, good)
+        self.assertRaises(NoiseError, follower.encrypt, b"x")
+
+    def test_before_handshake(self) -> None:
+        """encrypt and decrypt before the handshake completes raise NoiseError."""
+        self.assertRaises(NoiseError, NoiseSession(Role.FOLLOWER, KEY).decrypt, bytes(17))
+        self.assertRaises(NoiseError, NoiseSession(Role.LEADER, KEY).encrypt, b"x")
+        leader = NoiseSession(Role.LEADER, KEY)
+        leader.start()
+        self.assertRaises(NoiseError, leader.decrypt, bytes(17))
+
+    @settings(max_examples=25)
+    @given(st.binary(max_size=200_000))
+    def test_round_trip_any(self, message: bytes) -> None:
+        """Any plaintext round-trips, with the payload size max_frame_size_for_record says."""
+        leader, follower = pair()
+        payload = leader.encrypt(message)
+        self.assertEqual(len(payload), max_frame_size_for_record(len(message)))
+        self.assertEqual(follower.decrypt(payload), message)
+
+
+class PlainNoiseInteropTests(SynchronousTestCase):
+    """Interop with a bare noiseprotocol connection, as stock Dilation drives it."""
+
+    def check_transport(self, ours: NoiseSession, theirs: Any) -> None:
+        big = plaintext_of(3 * MAX_PLAINTEXT_PIECE + 100)
+        # Ours -> plain: the plain side decrypts the frame piece by piece.
+        payload = ours.encrypt(big)
+        pieces = [
+            theirs.decrypt(payload[start : start + MAX_CIPHERTEXT_PIECE])
+            for start in range(0, len(payload), MAX_CIPHERTEXT_PIECE)
+        ]
+        self.assertEqual(len(pieces), 4)
+        self.assertEqual(b"".join(pieces), big)
+        self.assertEqual(theirs.decrypt(ours.encrypt(b"small")), b"small")
+        # Plain -> ours: stock concatenates piece ciphertexts into one frame.
+        frame = b"".join(
+            theirs.encrypt(big[start : start + MAX_PLAINTEXT_PIECE])
+            for start in range(0, len(big), MAX_PLAINTEXT_PIECE)
+        )
+        self.assertEqual(ours.decrypt(frame), big)
+        self.assertEqual(ours.decrypt(theirs.encrypt(b"\x00")), b"\x00")
+
+    def test_we_lead(self) -> None:
+        """Our Leader completes the handshake and exchanges data with a plain responder."""
+        ours = NoiseSession(Role.LEADER, KEY)
+        theirs = plain(initiator=False)
+        message1 = ours.start()
+        self.assertEqual(bytes(theirs.read_message(message1)), b"")
+        self.assertIsNone(ours.receive_handshake(bytes(theirs.write_message())))
+        self.assertTrue(theirs.handshake_finished)
+        self.check_transport(ours, theirs)
+
+    def test_we_follow(self) -> None:
+        """Our Follower completes the handshake and exchanges data with a plain initiator."""
+        ours = NoiseSession(Role.FOLLOWER, KEY)
+        theirs = plain(initiator=True)
+        message2 = ours.receive_handshake(bytes(theirs.write_message()))
+        self.assertEqual(bytes(theirs.read_message(message2)), b"")
+        self.assertTrue(theirs.handshake_finished)
+        self.check_transport(ours, theirs)
+
+
+class DropInNamesTests(SynchronousTestCase):
+    def test_constants_match_stock(self) -> None:
+        """_noise's size constants equal stock wormhole._dilation._noise's."""
+        self.assertEqual(_noise.NOISE_MAX_PAYLOAD, stock_noise.NOISE_MAX_PAYLOAD)
+        self.assertEqual(_noise.NOISE_MAX_CIPHERTEXT, stock_noise.NOISE_MAX_CIPHERTEXT)
+        self.assertEqual(MAX_PLAINTEXT_PIECE, stock_noise.NOISE_MAX_PAYLOAD)
+
+    def test_names_are_noiseprotocols(self) -> None:
+        """_noise re-exports noiseprotocol's NoiseConnection and exceptions (truthy, usable)."""
+        self.assertIs(_noise.NoiseConnection, noise.connection.NoiseConnection)
+        self.assertIs(_noise.NoiseInvalidMessage, noise.exceptions.NoiseInvalidMessage)
+        self.assertIs(_noise.NoiseHandshakeError, noise.exceptions.NoiseHandshakeError)
+        self.assertTrue(_noise.NoiseConnection)
+
+    def test_random_keys(self) -> None:
+        """Sessions built from the same random key interoperate (no fixed-key artefact)."""
+        key = os.urandom(32)
+        leader, follower = pair(key, key)
+        self.assertEqual(follower.decrypt(leader.encrypt(b"k")), b"k")
