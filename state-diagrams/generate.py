@@ -271,7 +271,7 @@ def render_dot(machine: AnyMachine, name: str, origin: str) -> str:
     def state_name(state: object) -> str:
         text = _text(state)
         other = states.setdefault(text, state)
-        if other is not state:
+        if other != state:
             raise DiagramError(f"{origin}: two different states are both named {text!r}")
         return text
 
