@@ -1,0 +1,537 @@
+"""Session telemetry: schema ``txdilation-telemetry/1`` events about one dilated wormhole.
+
+Layer: observability, beside the protocol (no protocol logic here). The Manager and the
+Connector call one method per event; each call builds one flat JSON-ready record and hands it to
+
+- ``twisted.logger`` (namespace ``txdilation.telemetry``; the record is the event key
+  ``telemetry``), always;
+- a JSON-lines file when the environment variable ``TXDILATION_EVENTS=PATH`` is set (appended,
+  one object per line, flushed after each line; one shared handle per path and process);
+- an optional extra ``sink`` callable given by the caller.
+
+Invariants:
+
+- every record validates against ``telemetry-schema.json`` (shipped beside this module);
+- every string value in a record comes from a fixed vocabulary, a hex identifier made here, or
+  the schema name: codes, keys, sides, hostnames, IP addresses, payload and free-text error
+  messages can never reach a record (unknown values become ``"other"``);
+- the ``pair`` id is the first 16 hex digits of SHA-256 over both mailbox sides, sorted, so both
+  peers compute the same id; the sides themselves are never recorded;
+- telemetry never raises into the protocol for bad numbers: negative durations (clock steps) are
+  clamped to 0 and non-finite ones are dropped.
+
+Time comes from the ``IReactorTime`` passed in (``ts`` is ``clock.seconds()``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import secrets
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import IO, Any, Final
+
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+
+from .roles import Role
+
+SCHEMA: Final = "txdilation-telemetry/1"
+"""The ``schema`` value of every record."""
+
+NAMESPACE: Final = "txdilation.telemetry"
+"""The ``twisted.logger`` namespace the records are emitted in."""
+
+ENV_VAR: Final = "TXDILATION_EVENTS"
+"""Environment variable naming the JSON-lines file to append records to."""
+
+SCHEMA_RESOURCE: Final = "telemetry-schema.json"
+"""File name of the JSON Schema, package data of ``txdilation``."""
+
+OTHER: Final = "other"
+"""What any value outside a vocabulary is recorded as."""
+
+HINT_TYPES: Final = frozenset({"direct-tcp-v1", "tor-tcp-v1", "relay-v1", OTHER})
+DIRECTIONS: Final = frozenset({"outbound", "inbound"})
+ATTEMPT_OUTCOMES: Final = frozenset(
+    {
+        "selected",  # this attempt became the generation's connection
+        "superseded",  # finished the handshake but another candidate was selected
+        "cancelled",  # stopped before finishing because another candidate won or we stopped
+        "connect_failed",  # TCP connect (or relay line) failed
+        "handshake_failed",  # prologue/Noise/KCM failed
+        "timeout",
+        OTHER,
+    }
+)
+LOST_REASONS: Final = frozenset(
+    {"closed", "peer_closed", "timeout", "protocol_error", "network_error", "stopped", OTHER}
+)
+END_REASONS: Final = frozenset(
+    {"happy", "closed", "lonely", "errory", "scary", "failed", "stopped", OTHER}
+)
+EVENTS: Final = (
+    "dilation_requested",
+    "please_received",
+    "hints_sent",
+    "hints_received",
+    "attempt_started",
+    "attempt_ended",
+    "connection_selected",
+    "connection_lost",
+    "reconnect",
+    "reconnecting",
+    "traffic",
+    "ping_rtt",
+    "subchannel_opened",
+    "subchannel_closed",
+    "session_ended",
+)
+"""Every ``event`` name of schema ``txdilation-telemetry/1``."""
+
+_SESSION_ID = re.compile(r"[0-9a-f]{16,64}")
+
+Record = dict[str, Any]
+Sink = Callable[[Mapping[str, Any]], None]
+
+
+def pair_id(side_a: str, side_b: str) -> str:
+    """Return the id both peers compute for their wormhole from the two mailbox sides.
+
+    :param side_a: one mailbox side (ours or theirs, order does not matter).
+    :param side_b: the other mailbox side.
+    :returns: 16 lowercase hex digits: SHA-256 over ``"txdilation-pair-v1:" + low + ":" + high``.
+    """
+    low, high = sorted((side_a, side_b))
+    digest = hashlib.sha256(f"txdilation-pair-v1:{low}:{high}".encode()).hexdigest()
+    return digest[:16]
+
+
+def schema_text() -> str:
+    """Return the JSON Schema (draft 2020-12) that every record validates against."""
+    return resources.files("txdilation").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8")
+
+
+def vocabulary(value: object, allowed: frozenset[str]) -> str:
+    """Return ``value`` if it is one of ``allowed``, else ``"other"`` (never the value itself)."""
+    return value if isinstance(value, str) and value in allowed else OTHER
+
+
+def _duration(value: float | None) -> float | None:
+    """A duration as recorded: None stays None, non-finite becomes None, negative becomes 0."""
+    if value is None:
+        return None
+    seconds = float(value)
+    if not math.isfinite(seconds):
+        return None
+    return max(seconds, 0.0)
+
+
+def _count(value: int) -> int:
+    """A counter as recorded: a non-negative int (bools and negatives are programming errors)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"telemetry counters are non-negative ints, not {value!r}")
+    return value
+
+
+def _hint_counts(counts: Mapping[str, int]) -> dict[str, int]:
+    """Per-hint-type counts keyed by vocabulary only (unknown types are summed under other)."""
+    out: dict[str, int] = {}
+    for hint_type, n in counts.items():
+        key = vocabulary(hint_type, HINT_TYPES)
+        out[key] = out.get(key, 0) + _count(n)
+    return out
+
+
+class JsonLinesWriter:
+    """Appends records to one file as JSON lines, flushing after each line.
+
+    Use :func:`writer_for` to share one writer per path within a process.
+    """
+
+    def __init__(self, path: str) -> None:
+        """Open ``path`` for appending (created if missing).
+
+        :raises OSError: the file cannot be opened.
+        """
+        self.path = path
+        self._file: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        self._lock = threading.Lock()
+
+    def __call__(self, record: Mapping[str, Any]) -> None:
+        """Write one record as one line; a closed writer drops it."""
+        line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
+        with self._lock:
+            if self._file is not None:
+                self._file.write(line)
+                self._file.flush()
+
+    def close(self) -> None:
+        """Close the file; later records are dropped."""
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+_writers: dict[str, JsonLinesWriter] = {}
+_writers_lock = threading.Lock()
+
+
+def writer_for(path: str) -> JsonLinesWriter:
+    """Return the process-wide writer appending to ``path`` (opened on first use).
+
+    :raises OSError: the file cannot be opened.
+    """
+    key = os.path.abspath(path)
+    with _writers_lock:
+        writer = _writers.get(key)
+        if writer is None or writer._file is None:
+            writer = _writers[key] = JsonLinesWriter(key)
+        return writer
+
+
+def sink_from_environ(environ: Mapping[str, str]) -> Sink | None:
+    """Return the JSON-lines writer named by ``TXDILATION_EVENTS`` in ``environ``, if set.
+
+    :raises OSError: the named file cannot be opened.
+    """
+    path = environ.get(ENV_VAR, "")
+    return writer_for(path) if path else None
+
+
+@dataclass(frozen=True, slots=True)
+class TrafficStats:
+    """Cumulative counters of one session's durable record stream (all generations)."""
+
+    records_sent: int = 0
+    bytes_sent: int = 0
+    records_acked: int = 0
+    bytes_retransmitted: int = 0
+    records_received: int = 0
+    bytes_received: int = 0
+    queue_bytes: int = 0
+
+
+class Telemetry:
+    """The telemetry of one dilated wormhole, as seen by one peer.
+
+    Construct one per ``dilate()`` call; call :meth:`set_role`, :meth:`set_pair` and
+    :meth:`set_generation` as those become known, and one method per event. All methods
+    return None and are cheap; none does network I/O.
+    """
+
+    def __init__(
+        self,
+        clock: IReactorTime,
+        *,
+        session_id: str | None = None,
+        sink: Sink | None = None,
+        environ: Mapping[str, str] | None = None,
+        log: Logger | None = None,
+    ) -> None:
+        """
+        :param clock: where ``ts`` and computed durations come from.
+        :param session_id: 16-64 lowercase hex digits; random when None.
+        :param sink: extra callable receiving every record (after the log and the env file).
+        :param environ: consulted for ``TXDILATION_EVENTS``; ``os.environ`` when None.
+        :param log: the ``twisted.logger.Logger`` to emit on (namespace ``txdilation.telemetry``
+            by default).
+        :raises ValueError: ``session_id`` is not 16-64 lowercase hex digits.
+        :raises OSError: the file named by ``TXDILATION_EVENTS`` cannot be opened.
+        """
+        if session_id is None:
+            session_id = secrets.token_hex(8)
+        if not _SESSION_ID.fullmatch(session_id):
+            raise ValueError("session_id must be 16-64 lowercase hex digits")
+        self.session_id = session_id
+        self._clock = clock
+        self._log = log if log is not None else Logger(namespace=NAMESPACE)
+        self._sinks = [
+            s
+            for s in (sink_from_environ(os.environ if environ is None else environ), sink)
+            if s is not None
+        ]
+        self._seq = 0
+        self._role: str | None = None
+        self._generation: int | None = None
+        self._pair: str | None = None
+        self._requested_at: float | None = None
+        self._selected_at: float | None = None
+        self._periodic: IDelayedCall | None = None
+
+    # --- context -----------------------------------------------------------------------
+
+    def set_role(self, role: Role | str) -> None:
+        """Record our role on later records.
+
+        :param role: ``Role.LEADER``/``Role.FOLLOWER`` or their names in any case.
+        :raises ValueError: ``role`` is neither (a programming error).
+        """
+        name = (role.value if isinstance(role, Role) else str(role)).lower()
+        if name not in ("leader", "follower"):
+            raise ValueError(f"unknown role {role!r}")
+        self._role = name
+
+    def set_generation(self, generation: int) -> None:
+        """Record the current connection generation on later records."""
+        self._generation = _count(generation)
+
+    def set_pair(self, my_side: str, their_side: str) -> None:
+        """Derive and record the pair id from both mailbox sides (the sides are not kept)."""
+        self._pair = pair_id(my_side, their_side)
+
+    @property
+    def pair(self) -> str | None:
+        """The pair id, once :meth:`set_pair` was called."""
+        return self._pair
+
+    # --- events ------------------------------------------------------------------------
+
+    def dilation_requested(self) -> None:
+        """The application called ``dilate()`` (starts the time-to-dilate clock)."""
+        self._requested_at = self._clock.seconds()
+        self._emit("dilation_requested", {})
+
+    def please_received(self) -> None:
+        """The peer's ``please`` arrived (both sides want to dilate)."""
+        self._emit("please_received", {})
+
+    def hints_sent(self, counts: Mapping[str, int]) -> None:
+        """We sent connection hints: ``counts`` maps hint type to number of hints."""
+        self._emit("hints_sent", {"hints": _hint_counts(counts)})
+
+    def hints_received(self, counts: Mapping[str, int]) -> None:
+        """The peer's connection hints arrived: ``counts`` maps hint type to number."""
+        self._emit("hints_received", {"hints": _hint_counts(counts)})
+
+    def attempt_started(self, attempt_id: int, hint_type: str, direction: str) -> None:
+        """A candidate connection started.
+
+        :param attempt_id: unique within the session (e.g. a counter in the Connector).
+        :param hint_type: ``direct-tcp-v1``, ``tor-tcp-v1`` or ``relay-v1``.
+        :param direction: ``outbound`` (we connected) or ``inbound`` (our listener accepted).
+        :raises ValueError: ``direction`` is neither (a programming error).
+        """
+        self._emit("attempt_started", self._attempt(attempt_id, hint_type, direction))
+
+    def attempt_ended(
+        self,
+        attempt_id: int,
+        hint_type: str,
+        direction: str,
+        outcome: str,
+        connect_s: float | None,
+        handshake_s: float | None,
+    ) -> None:
+        """A candidate connection's race is over for it.
+
+        :param outcome: one of :data:`ATTEMPT_OUTCOMES`.
+        :param connect_s: seconds until TCP (and relay) connected, None if it never did.
+        :param handshake_s: seconds from connected to KCM done, None if never.
+        """
+        fields = self._attempt(attempt_id, hint_type, direction)
+        fields["outcome"] = vocabulary(outcome, ATTEMPT_OUTCOMES)
+        fields["connect_s"] = _duration(connect_s)
+        fields["handshake_s"] = _duration(handshake_s)
+        self._emit("attempt_ended", fields)
+
+    def connection_selected(
+        self,
+        hint_type: str,
+        via_relay: bool,
+        since_request_s: float | None = None,
+        candidates: int = 1,
+    ) -> None:
+        """A connection was selected for the current generation.
+
+        :param since_request_s: seconds since ``dilate()``; computed from the clock when None.
+        :param candidates: how many candidates had reached the selectable point.
+        """
+        now = self._clock.seconds()
+        self._selected_at = now
+        if since_request_s is None and self._requested_at is not None:
+            since_request_s = now - self._requested_at
+        fields: Record = {
+            "hint_type": vocabulary(hint_type, HINT_TYPES),
+            "via_relay": bool(via_relay),
+            "since_request_s": _duration(since_request_s),
+            "candidates": _count(candidates),
+        }
+        self._emit("connection_selected", fields)
+
+    def connection_lost(self, reason: str, uptime_s: float | None = None) -> None:
+        """The selected connection is gone.
+
+        :param reason: one of :data:`LOST_REASONS` (anything else is recorded as ``other``).
+        :param uptime_s: seconds since selection; computed from the clock when None.
+        """
+        if uptime_s is None and self._selected_at is not None:
+            uptime_s = self._clock.seconds() - self._selected_at
+        self._selected_at = None
+        fields = {"reason": vocabulary(reason, LOST_REASONS), "uptime_s": _duration(uptime_s)}
+        self._emit("connection_lost", fields)
+
+    def reconnect(self) -> None:
+        """We (the Leader) asked for a new generation."""
+        self._emit("reconnect", {})
+
+    def reconnecting(self) -> None:
+        """We (the Follower) acknowledged a new generation."""
+        self._emit("reconnecting", {})
+
+    def traffic(
+        self,
+        records_sent: int,
+        bytes_sent: int,
+        records_acked: int,
+        bytes_retransmitted: int,
+        records_received: int,
+        bytes_received: int,
+        queue_bytes: int,
+        final: bool = False,
+    ) -> None:
+        """Cumulative traffic counters of the session (all generations); ``final`` at the end."""
+        stats = TrafficStats(
+            records_sent,
+            bytes_sent,
+            records_acked,
+            bytes_retransmitted,
+            records_received,
+            bytes_received,
+            queue_bytes,
+        )
+        self._emit_traffic(stats, final)
+
+    def ping_rtt(self, rtt_s: float) -> None:
+        """A PONG answered our PING after ``rtt_s`` seconds."""
+        self._emit("ping_rtt", {"rtt_s": _duration(rtt_s)})
+
+    def subchannel_opened(self, scid: int, initiator: bool) -> None:
+        """Subchannel ``scid`` opened; ``initiator`` is True when we sent the OPEN."""
+        self._emit("subchannel_opened", {"scid": _count(scid), "initiator": bool(initiator)})
+
+    def subchannel_closed(
+        self, scid: int, bytes_in: int, bytes_out: int, duration_s: float | None
+    ) -> None:
+        """Subchannel ``scid`` closed after carrying ``bytes_in``/``bytes_out`` payload bytes."""
+        fields = {
+            "scid": _count(scid),
+            "bytes_in": _count(bytes_in),
+            "bytes_out": _count(bytes_out),
+            "duration_s": _duration(duration_s),
+        }
+        self._emit("subchannel_closed", fields)
+
+    def session_ended(self, reason: str) -> None:
+        """The wormhole closed; ``reason`` is one of :data:`END_REASONS`. Stops periodic traffic."""
+        self.stop_periodic_traffic()
+        self._emit("session_ended", {"reason": vocabulary(reason, END_REASONS)})
+
+    # --- periodic traffic --------------------------------------------------------------
+
+    def start_periodic_traffic(self, interval_s: float, sample: Callable[[], TrafficStats]) -> None:
+        """Emit a ``traffic`` record from ``sample()`` every ``interval_s`` seconds.
+
+        Replaces any earlier schedule; :meth:`session_ended` stops it.
+
+        :raises ValueError: ``interval_s`` is not positive.
+        """
+        if not interval_s > 0:
+            raise ValueError("interval_s must be positive")
+        self.stop_periodic_traffic()
+
+        def tick() -> None:
+            self._periodic = self._clock.callLater(interval_s, tick)
+            self._emit_traffic(sample(), False)
+
+        self._periodic = self._clock.callLater(interval_s, tick)
+
+    def stop_periodic_traffic(self) -> None:
+        """Cancel the periodic ``traffic`` records, if any."""
+        if self._periodic is not None:
+            if self._periodic.active():
+                self._periodic.cancel()
+            self._periodic = None
+
+    # --- internals ---------------------------------------------------------------------
+
+    def _attempt(self, attempt_id: int, hint_type: str, direction: str) -> Record:
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be outbound or inbound, not {direction!r}")
+        return {
+            "attempt": _count(attempt_id),
+            "hint_type": vocabulary(hint_type, HINT_TYPES),
+            "direction": direction,
+        }
+
+    def _emit_traffic(self, stats: TrafficStats, final: bool) -> None:
+        fields: Record = {
+            "records_sent": _count(stats.records_sent),
+            "bytes_sent": _count(stats.bytes_sent),
+            "records_acked": _count(stats.records_acked),
+            "bytes_retransmitted": _count(stats.bytes_retransmitted),
+            "records_received": _count(stats.records_received),
+            "bytes_received": _count(stats.bytes_received),
+            "queue_bytes": _count(stats.queue_bytes),
+            "final": bool(final),
+        }
+        self._emit("traffic", fields)
+
+    def _emit(self, event: str, fields: Record) -> None:
+        record: Record = {
+            "schema": SCHEMA,
+            "ts": self._clock.seconds(),
+            "seq": self._seq,
+            "event": event,
+            "session": self.session_id,
+            "role": self._role,
+        }
+        if self._generation is not None:
+            record["generation"] = self._generation
+        if self._pair is not None:
+            record["pair"] = self._pair
+        record.update({k: v for k, v in fields.items() if v is not None})
+        self._seq += 1
+        self._log.info("telemetry {telemetry[event]}", telemetry=record)
+        for sink in self._sinks:
+            sink(record)
+
+
+def record_from_log_event(event: Mapping[str, Any]) -> Record | None:
+    """Return the telemetry record carried by a ``twisted.logger`` event, or None.
+
+    For observers of the global log that want the records (e.g. a ``--events`` option).
+    """
+    if event.get("log_namespace") != NAMESPACE:
+        return None
+    record = event.get("telemetry")
+    return dict(record) if isinstance(record, Mapping) else None
+
+
+__all__ = [
+    "ATTEMPT_OUTCOMES",
+    "DIRECTIONS",
+    "END_REASONS",
+    "ENV_VAR",
+    "EVENTS",
+    "HINT_TYPES",
+    "LOST_REASONS",
+    "NAMESPACE",
+    "SCHEMA",
+    "JsonLinesWriter",
+    "Telemetry",
+    "TrafficStats",
+    "pair_id",
+    "record_from_log_event",
+    "schema_text",
+    "sink_from_environ",
+    "vocabulary",
+    "writer_for",
+]
