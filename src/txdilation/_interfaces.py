@@ -15,7 +15,7 @@ Only the interfaces below cross those boundaries.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zope.interface import Attribute, Interface
 
@@ -34,13 +34,13 @@ class IDilatedConnection(Interface):
     description = Attribute("str: how this connection was made, e.g. '->tcp:127.0.0.1:4001'")
     is_direct = Attribute("bool: False when it goes through a transit relay")
 
-    def send_record(record: object) -> None:
+    def send_record(record: Any) -> None:
         """Encode, encrypt, frame and write one record."""
 
-    def send_records(records: object) -> None:
+    def send_records(records: Any) -> None:
         """Like send_record for each of an iterable of records, with one transport write."""
 
-    def registerProducer(producer: object, streaming: bool) -> None:
+    def registerProducer(producer: Any, streaming: bool) -> None:
         """Register a producer with the underlying TCP transport (it pauses/resumes it)."""
 
     def unregisterProducer() -> None:
@@ -62,7 +62,7 @@ class IDilatedConnection(Interface):
 class IRecordSink(Interface):
     """Where a selected L2 connection delivers what it receives (the Manager)."""
 
-    def got_record(record: object) -> None:
+    def got_record(record: Any) -> None:
         """One parsed record (never KCM before selection; a later KCM is a violation)."""
 
     def connection_lost(connection: IDilatedConnection, reason: str) -> None:
@@ -72,21 +72,21 @@ class IRecordSink(Interface):
 class ICandidateOwner(Interface):
     """What an L2 connection reports to before it is selected (the Connector)."""
 
-    def candidate_ready(connection: object) -> None:
+    def candidate_ready(connection: Any) -> None:
         """KCM exchange reached the point where this connection may be selected.
 
         Follower: the Leader's KCM arrived (the Follower must select synchronously, so that
         records arriving in the same read are delivered). Leader: the Follower's KCM arrived.
         """
 
-    def candidate_failed(connection: object, reason: str) -> None:
+    def candidate_failed(connection: Any, reason: str) -> None:
         """The connection closed or failed before it was selected."""
 
 
 class IMultiplexer(Interface):
     """L4/L5 as the manager drives it (implemented by multiplexer.Multiplexer)."""
 
-    def set_role(role: object) -> None:
+    def set_role(role: Any) -> None:
         """Our role is known (decides scid parity). Called once, before connection_made."""
 
     def connection_made(connection: IDilatedConnection) -> None:
@@ -95,7 +95,7 @@ class IMultiplexer(Interface):
     def connection_lost() -> None:
         """The selected connection is gone; queue from now on."""
 
-    def got_record(record: object) -> None:
+    def got_record(record: Any) -> None:
         """An Open, Data, Close or Ack record from the selected connection."""
 
     def stop(reason: str) -> None:

@@ -1,0 +1,363 @@
+"""L2: one candidate connection, pumped from ``dataReceived`` through the I/O-free cores.
+
+Byte flow in: :class:`~txdilation.framer.Framer` (relay ``ok``, prologue, frames) ->
+:class:`~txdilation.noise_layer.NoiseSession` (handshake, then decrypt) ->
+:func:`~txdilation.connection.parse_record`. Out: record -> encode -> encrypt -> one
+``writeSequence([length, payload])``.
+
+Lifecycle (the module-level Automat machine ``l2_machine``)::
+
+    idle -> relaying -> prologuing -> handshaking -> confirming -> nominated -> selected
+                                        (any) --lost--> closed
+
+Invariants:
+- nothing but handshake messages and KCM is sent before selection;
+- the Follower sends its KCM right after handshake message 2; the Leader sends its KCM only
+  in ``select()``;
+- a record other than KCM before selection, or a KCM after it, is a protocol violation: the
+  connection is aborted with a logged reason;
+- the Follower's owner selects synchronously inside ``candidate_ready`` so that records that
+  arrived in the same read as the Leader's KCM reach the sink in order;
+- any :class:`~txdilation.errors.DilationProtocolError` drops this connection only;
+- an unselected connection that does not get selected within ``handshake_timeout`` seconds is
+  aborted (idle or slow-loris connections cannot pile up).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+from typing import Protocol as TypingProtocol
+
+from automat import TypeMachineBuilder
+from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
+from twisted.internet.protocol import Protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from ._interfaces import ICandidateOwner, IDilatedConnection, IRecordSink
+from .connection import KCM, Record, encode_record, parse_record
+from .errors import DilationProtocolError, FramingError
+from .framer import (
+    DEFAULT_MAX_RECORD_SIZE,
+    Frame,
+    Framer,
+    PrologueReceived,
+    RelayAccepted,
+    max_frame_size_for_record,
+)
+from .noise_layer import NoiseSession
+from .roles import FOLLOWER, LEADER, Role
+
+DEFAULT_HANDSHAKE_TIMEOUT = 30.0
+
+_log = Logger(namespace="txdilation.l2")
+
+
+class L2Events(TypingProtocol):
+    """Lifecycle inputs of one L2 connection."""
+
+    def connected_via_relay(self) -> None:
+        """TCP connected to a transit relay: send the relay line, wait for ``ok``."""
+
+    def connected_directly(self) -> None:
+        """TCP connected (either direction) without a relay: send our prologue."""
+
+    def relay_accepted(self) -> None:
+        """The relay answered ``ok``: the peer is on the other end now."""
+
+    def prologue_received(self) -> None:
+        """The peer's prologue arrived intact."""
+
+    def handshake_completed(self) -> None:
+        """The Noise handshake finished; transport messages may flow."""
+
+    def kcm_received(self) -> None:
+        """The peer's KCM arrived (before selection)."""
+
+    def select(self, sink: IRecordSink) -> None:
+        """The connector chose this connection: deliver records to ``sink`` from now on."""
+
+    def lost(self, reason: str) -> None:
+        """The TCP connection is gone."""
+
+
+def _noop(*args: object) -> None:
+    return None
+
+
+@implementer(IDilatedConnection)
+class DilatedConnectionProtocol(Protocol):
+    """One L2 connection (a Twisted protocol); see the module docstring for its invariants."""
+
+    def __init__(
+        self,
+        *,
+        role: Role,
+        dilation_key: bytes,
+        owner: ICandidateOwner,
+        description: str,
+        is_direct: bool,
+        relay_line: bytes | None,
+        clock: IReactorTime,
+        max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+        handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
+    ) -> None:
+        self.role = role
+        self.description = description
+        self.is_direct = is_direct
+        self._owner = owner
+        self._relay_line = relay_line
+        self._clock = clock
+        self._max_record_size = max_record_size
+        self._handshake_timeout = handshake_timeout
+        self._framer = Framer(role, expect_relay=relay_line is not None)
+        self._noise = NoiseSession(role, dilation_key)
+        self._sink: IRecordSink | None = None
+        self._on_frame: Callable[[bytes], None] = self._frame_too_early
+        self._timer: IDelayedCall | None = None
+        self._open = False
+        self.reading_paused = False
+        self._failed_reason: str | None = None
+        self.events: L2Events = l2_machine(self)
+
+    def __repr__(self) -> str:
+        return f"<DilatedConnectionProtocol {self.role.value} {self.description}>"
+
+    # --- Twisted Protocol ---
+
+    def connectionMade(self) -> None:
+        self._open = True
+        self._timer = self._clock.callLater(self._handshake_timeout, self._timed_out)
+        if self._relay_line is not None:
+            self.events.connected_via_relay()
+        else:
+            self.events.connected_directly()
+
+    def dataReceived(self, data: bytes) -> None:
+        framer = self._framer
+        framer.receive_data(data)
+        try:
+            while self._failed_reason is None:
+                event = framer.next_event()
+                if event is None:
+                    return
+                if type(event) is Frame:
+                    self._on_frame(event.payload)
+                elif type(event) is PrologueReceived:
+                    self.events.prologue_received()
+                elif type(event) is RelayAccepted:
+                    self.events.relay_accepted()
+        except DilationProtocolError as e:
+            self.fail(f"{type(e).__name__}: {e}")
+
+    def connectionLost(self, reason: Failure | None = None) -> None:
+        self._open = False
+        why = self._failed_reason or (reason.getErrorMessage() if reason else "closed")
+        self.events.lost(why)
+
+    # --- frame handlers, swapped by the machine's behaviours ---
+
+    def _frame_too_early(self, payload: bytes) -> None:
+        raise FramingError("frame before the handshake could start")
+
+    def _frame_handshake(self, payload: bytes) -> None:
+        reply = self._noise.receive_handshake(payload)
+        if reply is not None:
+            self._write_frame(reply)
+        self._framer.set_max_frame_size(max_frame_size_for_record(self._max_record_size))
+        self.events.handshake_completed()
+
+    def _frame_before_selection(self, payload: bytes) -> None:
+        record = parse_record(self._noise.decrypt(payload))
+        if type(record) is not KCM:
+            raise DilationProtocolError(f"{type(record).__name__} record before selection")
+        self.events.kcm_received()
+
+    def _frame_selected(self, payload: bytes) -> None:
+        record = parse_record(self._noise.decrypt(payload))
+        if type(record) is KCM:
+            raise DilationProtocolError("KCM on an already selected connection")
+        sink = self._sink
+        assert sink is not None
+        sink.got_record(record)
+
+    @property
+    def _tcp(self) -> Any:
+        """The TCP transport while open (ITCPTransport + IProducer + IConsumer), else None."""
+        return self.transport if self._open else None
+
+    # --- sending ---
+
+    def _write_frame(self, payload: bytes) -> None:
+        if self._open and self.transport is not None:
+            self.transport.writeSequence(Framer.frame(payload))
+
+    def send_record(self, record: Record) -> None:
+        """Encode, encrypt, frame and write one record (no-op once closed)."""
+        self._write_frame(self._noise.encrypt(encode_record(record)))
+
+    def send_records(self, records: Iterable[Record]) -> None:
+        """Send several records with one ``writeSequence``."""
+        if not (self._open and self.transport is not None):
+            return
+        parts: list[bytes] = []
+        encrypt = self._noise.encrypt
+        frame = Framer.frame
+        for record in records:
+            parts.extend(frame(encrypt(encode_record(record))))
+        if parts:
+            self.transport.writeSequence(parts)
+
+    # --- IDilatedConnection controls ---
+
+    def registerProducer(self, producer: IPushProducer, streaming: bool) -> None:
+        if self._tcp is not None:
+            self._tcp.registerProducer(producer, streaming)
+
+    def unregisterProducer(self) -> None:
+        if self._tcp is not None:
+            self._tcp.unregisterProducer()
+
+    def pause_reading(self) -> None:
+        if self._tcp is not None:
+            self.reading_paused = True
+            self._tcp.pauseProducing()
+
+    def resume_reading(self) -> None:
+        if self._tcp is not None:
+            self.reading_paused = False
+            self._tcp.resumeProducing()
+
+    def disconnect(self) -> None:
+        """Close politely (stock's name; magic-wormhole's tests call it)."""
+        if self._tcp is not None:
+            self._tcp.loseConnection()
+
+    def abort(self) -> None:
+        """Close at once, without waiting for buffered data or TCP timeouts."""
+        if self._tcp is not None:
+            self._tcp.abortConnection()
+
+    def fail(self, reason: str) -> None:
+        """Drop this connection because of ``reason`` (logged once)."""
+        if self._failed_reason is None:
+            self._failed_reason = reason
+            _log.info("dropping L2 connection {desc}: {reason}", desc=self.description,
+                      reason=reason)
+        self.abort()
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        self.fail(f"not selected within {self._handshake_timeout:g}s")
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+
+def _build_l2_machine() -> Callable[[DilatedConnectionProtocol], L2Events]:
+    b = TypeMachineBuilder(L2Events, DilatedConnectionProtocol)
+    idle = b.state("idle")
+    relaying = b.state("relaying")
+    prologuing = b.state("prologuing")
+    handshaking = b.state("handshaking")
+    confirming = b.state("confirming")
+    nominated = b.state("nominated")
+    selected = b.state("selected")
+    closed = b.state("closed")
+
+    @idle.upon(L2Events.connected_via_relay).to(relaying)
+    def send_relay_line(events: L2Events, c: DilatedConnectionProtocol) -> None:
+        assert c._relay_line is not None and c.transport is not None
+        c.transport.write(c._relay_line)
+
+    @idle.upon(L2Events.connected_directly).to(prologuing)
+    @relaying.upon(L2Events.relay_accepted).to(prologuing)
+    def send_prologue(events: L2Events, c: DilatedConnectionProtocol) -> None:
+        assert c.transport is not None
+        c.transport.write(c._framer.our_prologue)
+
+    @prologuing.upon(L2Events.prologue_received).to(handshaking)
+    def start_handshake(events: L2Events, c: DilatedConnectionProtocol) -> None:
+        c._on_frame = c._frame_handshake
+        message = c._noise.start()
+        if message is not None:
+            c._write_frame(message)
+
+    @handshaking.upon(L2Events.handshake_completed).to(confirming)
+    def await_kcm(events: L2Events, c: DilatedConnectionProtocol) -> None:
+        c._on_frame = c._frame_before_selection
+        if c.role is FOLLOWER:
+            c.send_record(KCM())
+
+    @confirming.upon(L2Events.kcm_received).to(nominated)
+    def nominate(events: L2Events, c: DilatedConnectionProtocol) -> None:
+        c._owner.candidate_ready(c)
+
+    @nominated.upon(L2Events.select).to(selected)
+    def become_selected(events: L2Events, c: DilatedConnectionProtocol, sink: IRecordSink) -> None:
+        c._cancel_timer()
+        c._sink = sink
+        c._on_frame = c._frame_selected
+        if c.role is LEADER:
+            c.send_record(KCM())
+
+    @nominated.upon(L2Events.kcm_received).to(nominated)
+    def second_kcm(events: L2Events, c: DilatedConnectionProtocol) -> None:
+        c.fail("second KCM before selection")
+
+    for state in (idle, relaying, prologuing, handshaking, confirming, nominated):
+
+        @state.upon(L2Events.lost).to(closed)
+        def lost_candidate(events: L2Events, c: DilatedConnectionProtocol, reason: str) -> None:
+            c._cancel_timer()
+            c._owner.candidate_failed(c, reason)
+
+    @selected.upon(L2Events.lost).to(closed)
+    def lost_selected(events: L2Events, c: DilatedConnectionProtocol, reason: str) -> None:
+        assert c._sink is not None
+        c._sink.connection_lost(c, reason)
+
+    # Documented rejections: inputs that can only come from a confused caller or a peer that
+    # broke the protocol. They drop the connection (or are ignored once closed) instead of
+    # raising NoTransition into the reactor.
+    def reject(why: str) -> Callable[..., None]:
+        def rejected(events: L2Events, c: DilatedConnectionProtocol, *args: object) -> None:
+            c.fail(why)
+
+        return rejected
+
+    every = (idle, relaying, prologuing, handshaking, confirming, nominated, selected)
+    inputs_and_reasons = [
+        (L2Events.connected_via_relay, "connected twice"),
+        (L2Events.connected_directly, "connected twice"),
+        (L2Events.relay_accepted, "relay ok at the wrong time"),
+        (L2Events.prologue_received, "prologue at the wrong time"),
+        (L2Events.handshake_completed, "handshake completed twice"),
+        (L2Events.kcm_received, "KCM at the wrong time"),
+        (L2Events.select, "selected before the KCM exchange"),
+    ]
+    handled = {
+        (idle, L2Events.connected_via_relay), (idle, L2Events.connected_directly),
+        (relaying, L2Events.relay_accepted), (prologuing, L2Events.prologue_received),
+        (handshaking, L2Events.handshake_completed), (confirming, L2Events.kcm_received),
+        (nominated, L2Events.select), (nominated, L2Events.kcm_received),
+    }
+    for state in every:
+        for event, why in inputs_and_reasons:
+            if (state, event) not in handled:
+                state.upon(event).loop()(reject(why))  # type: ignore[arg-type]
+    for event, _ in inputs_and_reasons:
+        closed.upon(event).loop()(_noop_behaviour)  # type: ignore[arg-type]
+    closed.upon(L2Events.lost).loop()(_noop_behaviour)  # type: ignore[arg-type]
+    return b.build()
+
+
+def _noop_behaviour(events: L2Events, c: DilatedConnectionProtocol, *args: object) -> None:
+    return None
+
+
+l2_machine = _build_l2_machine()

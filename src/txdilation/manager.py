@@ -1,0 +1,708 @@
+"""L1: the Dilator (built with every wormhole) and the Manager (one per dilated wormhole).
+
+The Manager speaks the DILATE-n mailbox messages (``please``, ``connection-hints``,
+``reconnect``, ``reconnecting``), decides the role, runs one Connector per generation, keeps
+the link alive with PING/PONG, and hands OPEN/DATA/CLOSE/ACK records to the Multiplexer.
+
+Lifecycle (module-level Automat machine ``manager_machine``)::
+
+    waiting -start-> wanting -please-> connecting -connection_made-> connected
+    connected -lost-> disconnected (Leader sends 'reconnect')
+    disconnected -reconnecting (Leader) | reconnect (Follower)-> connecting
+    connected -reconnect (Follower)-> abandoning -lost-> connecting
+    (any) -stop-> stopping -> stopped
+
+Invariants:
+- DILATE-n phases are numbered from 0 without gaps, one counter for every message type;
+- the Follower never sends ``reconnect`` and answers each ``reconnect`` with exactly one
+  ``reconnecting``; the Leader ignores hints between losing a connection and hearing
+  ``reconnecting``;
+- every (state, input) pair is a transition or a logged no-op: nothing the peer sends raises
+  ``NoTransition`` into the reactor;
+- both roles watch liveness: a connection that delivered nothing for two ping intervals is
+  aborted (``abortConnection``, not a TCP timeout) and a new generation starts;
+- status updates: ``generation`` never decreases and ``peer_connection`` only moves
+  NoPeer -> Connecting -> Connected <-> Reconnecting -> Stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+from typing import Protocol as TypingProtocol
+
+from automat import TypeMachineBuilder
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall, IStreamClientEndpoint, IStreamServerEndpoint
+from twisted.internet.task import Cooperator
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from wormhole._interfaces import IDilator, ISend, ITerminator
+from wormhole._status import (
+    ConnectedPeer,
+    ConnectingPeer,
+    DilationHint,
+    DilationStatus,
+    NoPeer,
+    PeerConnection,
+    ReconnectingPeer,
+    StoppedPeer,
+    WormholeStatus,
+)
+from zope.interface import implementer
+
+from ._interfaces import IDilatedConnection, IRecordSink
+from .config import NetworkSettings
+from .connection import Ack, Close, Data, Open, Ping, Pong, Record
+from .connector import Connector, ConnectorSettings
+from .errors import (
+    CanOnlyDilateOnceError,
+    OldPeerCannotDilateError,
+    UnexpectedKCM,
+    UnknownDilationMessageType,
+    UnknownMessageType,
+)
+from .hints import RelayV1Hint, parse_hint_argv, parse_hints
+from .keys import derive_dilation_key
+from .l2 import DilatedConnectionProtocol
+from .multiplexer import Multiplexer
+from .roles import FOLLOWER, LEADER, Role
+
+__all__ = [
+    "DILATION_VERSIONS",
+    "CanOnlyDilateOnceError",
+    "DilatedWormhole",
+    "Dilator",
+    "Manager",
+    "OldPeerCannotDilateError",
+    "UnexpectedKCM",
+    "UnknownDilationMessageType",
+    "UnknownMessageType",
+    "make_side",
+]
+
+DILATION_VERSIONS = ["ged"]
+DEFAULT_PING_INTERVAL = 30.0
+CLOSE_TIMEOUT = 5.0
+
+_log = Logger(namespace="txdilation.manager")
+
+
+def make_side() -> str:
+    """A fresh dilation side: 16 lowercase hex digits (independent of the mailbox side)."""
+    return os.urandom(8).hex()
+
+
+def choose_version(mine: Iterable[str], theirs: object) -> str | None:
+    """The shared version ranked highest in *my* list, or None."""
+    if not isinstance(theirs, list):
+        return None
+    offered = {v for v in theirs if isinstance(v, str)}
+    return next((v for v in mine if v in offered), None)
+
+
+def normalize_ping_interval(ping_interval: float | int | None) -> float:
+    """``None``/0 mean the default (30 s, as stock); ints are accepted; negatives are errors."""
+    if ping_interval is None or ping_interval == 0:
+        return DEFAULT_PING_INTERVAL
+    if isinstance(ping_interval, bool) or not isinstance(ping_interval, int | float):
+        raise TypeError(f"ping_interval must be a number, not {ping_interval!r}")
+    if ping_interval < 0:
+        raise ValueError(f"ping_interval must be positive, not {ping_interval!r}")
+    return float(ping_interval)
+
+
+class DilatedWormhole:
+    """What ``w.dilate()`` returns: the application's handle on the dilated link."""
+
+    def __init__(self, manager: Manager) -> None:
+        self._manager = manager
+
+    def when_dilated(self) -> Deferred[None]:
+        """Fires once the first connection is selected; errbacks with
+        OldPeerCannotDilateError, or WormholeClosedError if the wormhole closes first."""
+        return self._manager._mux.when_dilated()
+
+    def listener_for(self, subprotocol_name: str) -> IStreamServerEndpoint:
+        """An endpoint whose ``listen(factory)`` accepts subchannels opened by the peer."""
+        endpoint: IStreamServerEndpoint = self._manager._mux.listener_for(subprotocol_name)
+        return endpoint
+
+    def connector_for(self, subprotocol_name: str) -> IStreamClientEndpoint:
+        """An endpoint whose ``connect(factory)`` opens a subchannel to the peer.
+
+        :raises ValueError: for an empty name.
+        """
+        endpoint: IStreamClientEndpoint = self._manager._mux.connector_for(subprotocol_name)
+        return endpoint
+
+
+class ManagerEvents(TypingProtocol):
+    """Inputs of the Manager's lifecycle machine."""
+
+    def start(self) -> None:
+        """dilate() was called and the key and the peer's versions are known."""
+
+    def rx_please(self, side: str) -> None:
+        """The peer's ``please`` arrived."""
+
+    def rx_hints(self, hints: list[Any]) -> None:
+        """The peer's ``connection-hints`` arrived."""
+
+    def rx_reconnect(self) -> None:
+        """The Leader asks us to reconnect (only delivered to a Follower)."""
+
+    def rx_reconnecting(self) -> None:
+        """The Follower is ready for a new generation (only delivered to a Leader)."""
+
+    def connection_made(self, connection: DilatedConnectionProtocol) -> None:
+        """The current connector selected a connection."""
+
+    def connection_lost(self) -> None:
+        """The selected connection is gone."""
+
+    def stop(self) -> None:
+        """The wormhole is closing."""
+
+
+@implementer(IRecordSink)
+class Manager:
+    """One dilated wormhole's L1; see the module docstring for its invariants."""
+
+    def __init__(
+        self,
+        sender: ISend,
+        my_side: str,
+        transit_relay_location: str | None,
+        reactor: Any,
+        eventual_queue: Any,
+        cooperator: Cooperator | None,
+        acceptable_versions: Iterable[str],
+        ping_interval: float,
+        expected_subprotocols: Iterable[str] | None,
+        no_listen: bool,
+        status_update: Callable[[DilationStatus], object] | None,
+        initial_mailbox_status: WormholeStatus | None = None,
+        tor: Any = None,
+        network: NetworkSettings | None = None,
+    ) -> None:
+        self._S = sender
+        self._my_side = my_side
+        self._reactor = reactor
+        self._eventual_queue = eventual_queue
+        self._acceptable_versions = list(acceptable_versions)
+        self._ping_interval = ping_interval
+        self._no_listen = no_listen
+        self._status_update = status_update
+        self._tor = tor
+        self._network = network or NetworkSettings.from_environ()
+        self._relay_hints: tuple[RelayV1Hint, ...] = ()
+        if transit_relay_location:
+            self._relay_hints = (RelayV1Hint((parse_hint_argv(transit_relay_location),)),)
+        self._dilation_key: bytes | None = None
+        self._their_versions: dict[str, Any] | None = None
+        self._version: str | None = None
+        self._started = False
+        self._role: Role | None = None
+        self._next_phase = 0
+        self._connector: Connector | None = None
+        self._connection: DilatedConnectionProtocol | None = None
+        self._generation = 0
+        self._status = DilationStatus(mailbox=initial_mailbox_status or WormholeStatus(),
+                                      generation=0)
+        self._hints_seen: set[DilationHint] = set()
+        self._stopped_waiters: list[Deferred[None]] = []
+        self._is_stopped = False
+        self._close_timer: IDelayedCall | None = None
+        self._liveness_timer: IDelayedCall | None = None
+        self._rx_count = 0
+        self._rx_seen = 0
+        self._idle_intervals = 0
+        self._next_ping_id = 0
+        self._pings_sent: deque[tuple[bytes, float]] = deque(maxlen=16)
+        self.last_rtt: float | None = None
+        self._debug_stall_connector: Callable[[Connector], object] | bool = False
+        self._early_please: str | None = None
+        self._mux_dilated = False
+        self._mux = Multiplexer(manager=self, reactor=reactor, cooperator=cooperator,
+                                expected_subprotocols=expected_subprotocols)
+        self._api = DilatedWormhole(self)
+        self.events: ManagerEvents = manager_machine(self)
+
+    # --- inputs from the Dilator / Boss ---
+
+    def got_dilation_key(self, key: bytes) -> None:
+        self._dilation_key = key
+        self._maybe_start()
+
+    def got_wormhole_versions(self, their_versions: dict[str, Any]) -> None:
+        self._their_versions = their_versions
+        self._version = choose_version(self._acceptable_versions,
+                                       their_versions.get("can-dilate"))
+        if self._version is None:
+            # stock defect 8: never send 'please' without a shared version
+            self._mux.fail_dilation(Failure(OldPeerCannotDilateError()))
+            return
+        self._maybe_start()
+
+    def _maybe_start(self) -> None:
+        if (not self._started and self._dilation_key is not None
+                and self._version is not None):
+            self._started = True
+            self.events.start()
+
+    def _wormhole_status(self, wormhole_status: WormholeStatus) -> None:
+        """The mailbox status changed (called by stock's Boss)."""
+        self._set_status(mailbox=wormhole_status)
+
+    def received_dilation_message(self, plaintext: bytes) -> None:
+        """One DILATE-n body, in order. Malformed messages are logged and ignored."""
+        try:
+            message = json.loads(plaintext.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            _log.warn("ignoring malformed dilation message: {err}", err=str(e))
+            return
+        if not isinstance(message, dict):
+            _log.warn("ignoring dilation message that is not an object")
+            return
+        kind = message.get("type")
+        if kind == "please":
+            side = message.get("side")
+            version = message.get("use-version")
+            if not isinstance(side, str) or not side:
+                _log.warn("ignoring 'please' without a side")
+                return
+            if version is not None and version not in self._acceptable_versions:
+                _log.warn("peer wants dilation version {v!r} we do not speak", v=version)
+                self._mux.fail_dilation(Failure(OldPeerCannotDilateError()))
+                return
+            self.events.rx_please(side)
+        elif kind == "connection-hints":
+            hints, problems = parse_hints(message.get("hints"))
+            for problem in problems:
+                _log.warn("ignoring hint: {problem}", problem=problem)
+            self.events.rx_hints(hints)
+        elif kind == "reconnect":
+            if self._role is FOLLOWER:
+                self.events.rx_reconnect()
+            else:
+                _log.warn("ignoring 'reconnect': only a Leader may send it to a Follower")
+        elif kind == "reconnecting":
+            if self._role is LEADER:
+                self.events.rx_reconnecting()
+            else:
+                _log.warn("ignoring 'reconnecting': only a Follower may send it to a Leader")
+        else:
+            _log.warn("ignoring dilation message of unknown type {kind!r:.60}", kind=kind)
+
+    def stop(self) -> None:
+        """The wormhole is closing (idempotent)."""
+        self.events.stop()
+
+    def when_stopped(self) -> Deferred[None]:
+        d: Deferred[None] = Deferred()
+        if self._is_stopped:
+            d.callback(None)
+        else:
+            self._stopped_waiters.append(d)
+        return d
+
+    # --- outgoing mailbox messages ---
+
+    def _send_dilation_message(self, **fields: Any) -> None:
+        phase = f"dilate-{self._next_phase}"
+        self._next_phase += 1
+        self._S.send(phase, json.dumps(fields).encode("utf-8"))
+
+    # --- connector owner ---
+
+    @property
+    def record_sink(self) -> IRecordSink:
+        return self
+
+    def send_hints(self, hints: list[dict[str, Any]]) -> None:
+        self._send_dilation_message(type="connection-hints", hints=hints)
+
+    def hint_status(self, hints: list[DilationHint]) -> None:
+        self._hints_seen.update(hints)
+        self._set_status(hints=set(self._hints_seen))
+
+    # kept for stock's Connector-facing name
+    _hint_status = hint_status
+
+    def connector_connection_made(self, connection: DilatedConnectionProtocol) -> None:
+        self.events.connection_made(connection)
+
+    def _start_connector(self) -> None:
+        assert self._role is not None and self._dilation_key is not None
+        self._generation += 1
+        settings = ConnectorSettings(
+            role=self._role, dilation_key=self._dilation_key, side=self._my_side,
+            relay_hints=self._relay_hints, no_listen=self._no_listen, tor=self._tor,
+            network=self._network)
+        self._connector = Connector(settings, owner=self, reactor=self._reactor)
+        stall = self._debug_stall_connector
+        if callable(stall):
+            stall(self._connector)
+        else:
+            self._connector.start()
+
+    def _stop_connector(self) -> None:
+        if self._connector is not None:
+            self._connector.events.stop()
+            self._connector = None
+
+    # --- IRecordSink (from the selected connection) ---
+
+    def got_record(self, record: Record) -> None:
+        self._rx_count += 1
+        t = type(record)
+        if t is Data or t is Ack or t is Open or t is Close:
+            self._mux.got_record(record)
+        elif t is Ping:
+            assert isinstance(record, Ping)
+            if self._connection is not None:
+                self._connection.send_record(Pong(record.ping_id))
+        elif t is Pong:
+            assert isinstance(record, Pong)
+            self._got_pong(record.ping_id)
+        else:
+            _log.warn("unexpected record {r!r}", r=record)
+
+    def connection_lost(self, connection: IDilatedConnection, reason: str) -> None:
+        if connection is not self._connection:
+            return
+        _log.info("dilated connection {desc} lost: {reason}", desc=connection.description,
+                  reason=reason)
+        self._connection = None
+        self._stop_liveness()
+        self._mux.connection_lost()
+        self.events.connection_lost()
+
+    # --- keepalive ---
+
+    def _start_liveness(self) -> None:
+        self._rx_seen = self._rx_count
+        self._idle_intervals = 0
+        self._liveness_timer = self._reactor.callLater(self._ping_interval, self._liveness_tick)
+
+    def _stop_liveness(self) -> None:
+        if self._liveness_timer is not None and self._liveness_timer.active():
+            self._liveness_timer.cancel()
+        self._liveness_timer = None
+
+    def _liveness_tick(self) -> None:
+        self._liveness_timer = None
+        connection = self._connection
+        if connection is None:
+            return
+        if self._rx_count != self._rx_seen or getattr(connection, "reading_paused", False):
+            self._rx_seen = self._rx_count
+            self._idle_intervals = 0
+        else:
+            self._idle_intervals += 1
+        if self._idle_intervals >= 2:
+            _log.info("no traffic on {desc} for {n} ping intervals: abandoning it",
+                      desc=connection.description, n=self._idle_intervals)
+            connection.fail("peer silent for two ping intervals")
+            return
+        self._send_ping(connection)
+        self._liveness_timer = self._reactor.callLater(self._ping_interval, self._liveness_tick)
+
+    def _send_ping(self, connection: DilatedConnectionProtocol) -> None:
+        ping_id = (self._next_ping_id % 2**32).to_bytes(4, "big")
+        self._next_ping_id += 1
+        self._pings_sent.append((ping_id, self._reactor.seconds()))
+        connection.send_record(Ping(ping_id))
+
+    def _got_pong(self, ping_id: bytes) -> None:
+        now = self._reactor.seconds()
+        for sent_id, sent_at in self._pings_sent:
+            if sent_id == ping_id:
+                self.last_rtt = now - sent_at
+                break
+        if isinstance(self._status.peer_connection, ConnectedPeer):
+            pc = self._status.peer_connection
+            self._set_status(peer_connection=ConnectedPeer(
+                pc.connected_at, now + 2 * self._ping_interval, pc.hint_description))
+
+    # --- status ---
+
+    def _set_status(self, **changes: Any) -> None:
+        current = self._status
+        if isinstance(current.peer_connection, StoppedPeer) and "peer_connection" in changes:
+            changes.pop("peer_connection")
+        fields = {
+            "mailbox": current.mailbox, "generation": current.generation,
+            "peer_connection": current.peer_connection, "hints": current.hints,
+        }
+        fields.update(changes)
+        fields["generation"] = max(fields["generation"], current.generation)
+        self._status = DilationStatus(**fields)
+        if self._status_update is not None:
+            try:
+                self._status_update(self._status)
+            except Exception:
+                _log.failure("on_status_update callback raised")
+
+    def _peer(self, peer: PeerConnection) -> None:
+        self._set_status(peer_connection=peer, generation=self._generation)
+
+    # --- teardown ---
+
+    def _finish_stopping(self) -> None:
+        if self._close_timer is not None and self._close_timer.active():
+            self._close_timer.cancel()
+        self._close_timer = None
+        self._is_stopped = True
+        self._set_status(peer_connection=StoppedPeer())
+        waiters, self._stopped_waiters = self._stopped_waiters, []
+        for d in waiters:
+            d.callback(None)
+
+
+def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
+    b = TypeMachineBuilder(ManagerEvents, Manager)
+    waiting = b.state("waiting")
+    wanting = b.state("wanting")
+    connecting = b.state("connecting")
+    connected = b.state("connected")
+    disconnected = b.state("disconnected")
+    abandoning = b.state("abandoning")
+    stopping = b.state("stopping")
+    stopped = b.state("stopped")
+    E = ManagerEvents
+
+    @waiting.upon(E.start).to(wanting)
+    def send_please(events: ManagerEvents, m: Manager) -> None:
+        m._send_dilation_message(type="please", side=m._my_side, **{"use-version": m._version})
+        early, m._early_please = m._early_please, None
+        if early is not None:
+            events.rx_please(early)
+
+    @waiting.upon(E.rx_please).loop()
+    def remember_please(events: ManagerEvents, m: Manager, side: str) -> None:
+        m._early_please = side
+
+    @wanting.upon(E.rx_please).to(connecting)
+    def choose_role_and_connect(events: ManagerEvents, m: Manager, side: str) -> None:
+        if side == m._my_side:
+            _log.error("peer chose the same dilation side as ours; cannot pick a Leader")
+            events.stop()
+            return
+        m._role = LEADER if m._my_side > side else FOLLOWER
+        m._mux.set_role(m._role)
+        m._start_connector()
+        m._peer(ConnectingPeer(int(m._reactor.seconds())))
+
+    @connecting.upon(E.rx_hints).loop()
+    def use_hints(events: ManagerEvents, m: Manager, hints: list[Any]) -> None:
+        if m._connector is not None:
+            m._connector.got_hints(hints)
+
+    @connecting.upon(E.connection_made).to(connected)
+    def use_connection(events: ManagerEvents, m: Manager,
+                       connection: DilatedConnectionProtocol) -> None:
+        m._connector = None
+        m._connection = connection
+        first = not m._mux_dilated
+        m._mux.connection_made(connection)
+        if first:
+            m._mux_dilated = True
+            m._mux.dilated()
+        now = m._reactor.seconds()
+        m._peer(ConnectedPeer(int(now), int(now + 2 * m._ping_interval),
+                              connection.description))
+        m._start_liveness()
+
+    @connected.upon(E.connection_lost).to(disconnected)
+    def lost(events: ManagerEvents, m: Manager) -> None:
+        # The Leader asks for a new generation; the Follower waits to be asked.
+        m._peer(ReconnectingPeer(int(m._reactor.seconds())))
+        if m._role is LEADER:
+            m._send_dilation_message(type="reconnect")
+
+    @connected.upon(E.rx_reconnect).to(abandoning)
+    def abandon(events: ManagerEvents, m: Manager) -> None:
+        if m._connection is not None:
+            m._connection.abort()
+
+    @disconnected.upon(E.rx_reconnecting).to(connecting)
+    def leader_reconnects(events: ManagerEvents, m: Manager) -> None:
+        m._start_connector()
+        m._peer(ConnectingPeer(int(m._reactor.seconds())))
+
+    @disconnected.upon(E.rx_reconnect).to(connecting)
+    def follower_reconnects(events: ManagerEvents, m: Manager) -> None:
+        m._stop_connector()
+        m._send_dilation_message(type="reconnecting")
+        m._start_connector()
+        m._peer(ConnectingPeer(int(m._reactor.seconds())))
+
+    @abandoning.upon(E.connection_lost).to(connecting)
+    def follower_reconnects_after_abandon(events: ManagerEvents, m: Manager) -> None:
+        m._peer(ReconnectingPeer(int(m._reactor.seconds())))
+        m._send_dilation_message(type="reconnecting")
+        m._start_connector()
+        m._peer(ConnectingPeer(int(m._reactor.seconds())))
+
+    @connecting.upon(E.rx_reconnect).loop()
+    def follower_restarts_generation(events: ManagerEvents, m: Manager) -> None:
+        # The Leader lost a connection we never saw selected: start afresh, answering once.
+        m._stop_connector()
+        m._send_dilation_message(type="reconnecting")
+        m._start_connector()
+
+    # --- stopping ---
+    @waiting.upon(E.stop).to(stopped)
+    @wanting.upon(E.stop).to(stopped)
+    @disconnected.upon(E.stop).to(stopped)
+    @connecting.upon(E.stop).to(stopped)
+    def stop_now(events: ManagerEvents, m: Manager) -> None:
+        m._stop_connector()
+        m._mux.stop("wormhole closed")
+        m._finish_stopping()
+
+    @connected.upon(E.stop).to(stopping)
+    @abandoning.upon(E.stop).to(stopping)
+    def stop_connection(events: ManagerEvents, m: Manager) -> None:
+        m._stop_connector()
+        m._stop_liveness()
+        m._mux.stop("wormhole closed")
+        connection = m._connection
+        if connection is None:
+            events.connection_lost()
+            return
+        connection.disconnect()
+        m._close_timer = m._reactor.callLater(CLOSE_TIMEOUT, connection.abort)
+
+    @stopping.upon(E.connection_lost).to(stopped)
+    def stopped_after_close(events: ManagerEvents, m: Manager) -> None:
+        m._finish_stopping()
+
+    # --- documented no-ops (logged where the peer could be at fault) ---
+    def ignore(why: str | None) -> Callable[..., None]:
+        def ignored(events: ManagerEvents, m: Manager, *args: object) -> None:
+            if why:
+                _log.info("ignoring {why}", why=why)
+
+        return ignored
+
+    handled = {
+        (waiting, E.start), (waiting, E.rx_please), (wanting, E.rx_please),
+        (connecting, E.rx_hints), (connecting, E.connection_made), (connected, E.connection_lost),
+        (connected, E.rx_reconnect), (disconnected, E.rx_reconnecting),
+        (disconnected, E.rx_reconnect), (abandoning, E.connection_lost),
+        (connecting, E.rx_reconnect), (waiting, E.stop), (wanting, E.stop),
+        (disconnected, E.stop),
+        (connecting, E.stop), (connected, E.stop), (abandoning, E.stop),
+        (stopping, E.connection_lost),
+    }
+    reasons = {
+        E.start: None,
+        E.rx_please: "a second 'please'",
+        E.rx_hints: "hints outside a generation's connecting phase",
+        E.rx_reconnect: "'reconnect' at this point",
+        E.rx_reconnecting: "'reconnecting' at this point",
+        E.connection_made: None,
+        E.connection_lost: None,
+        E.stop: None,
+    }
+    for state in (waiting, wanting, connecting, connected, disconnected, abandoning,
+                  stopping, stopped):
+        for event, why in reasons.items():
+            if (state, event) not in handled:
+                state.upon(event).loop()(ignore(why))
+    return b.build()
+
+
+manager_machine = _build_manager_machine()
+
+
+@implementer(IDilator)
+class Dilator:
+    """Built with every wormhole; becomes a Manager when the application calls dilate()."""
+
+    def __init__(self, reactor: Any, eventual_queue: Any, cooperator: Cooperator | None,
+                 acceptable_versions: Iterable[str] | None = None) -> None:
+        self._reactor = reactor
+        self._eventual_queue = eventual_queue
+        self._cooperator = cooperator
+        self._acceptable_versions = list(acceptable_versions or DILATION_VERSIONS)
+        self._manager: Manager | None = None
+        self._pending_key: bytes | None = None
+        self._pending_versions: dict[str, Any] | None = None
+        self._pending_messages: deque[bytes] = deque()
+        self._stop_requested = False
+
+    def wire(self, sender: Any, terminator: Any) -> None:
+        self._S = ISend(sender)
+        self._T = ITerminator(terminator)
+
+    def dilate(self, transit_relay_location: str | None = None, no_listen: bool = False,
+               wormhole_status: WormholeStatus | None = None,
+               status_update: Callable[[DilationStatus], object] | None = None,
+               ping_interval: float | int | None = None,
+               expected_subprotocols: Iterable[str] | None = None) -> DilatedWormhole:
+        """Start dilating (once); returns the DilatedWormhole at once.
+
+        :raises CanOnlyDilateOnceError: on a second call.
+        :raises TypeError, ValueError: for a bad ``ping_interval``.
+        """
+        if self._manager is not None:
+            raise CanOnlyDilateOnceError()
+        interval = normalize_ping_interval(ping_interval)
+        tor = self._tor()
+        m = Manager(self._S, make_side(), transit_relay_location, self._reactor,
+                    self._eventual_queue, self._cooperator, self._acceptable_versions,
+                    interval, expected_subprotocols, no_listen, status_update,
+                    initial_mailbox_status=wormhole_status, tor=tor)
+        self._manager = m
+        if self._pending_key is not None:
+            m.got_dilation_key(self._pending_key)
+        if self._pending_versions is not None:
+            m.got_wormhole_versions(self._pending_versions)
+        while self._pending_messages:
+            m.received_dilation_message(self._pending_messages.popleft())
+        if self._stop_requested:
+            m.stop()
+        return m._api
+
+    def _tor(self) -> Any:
+        """The wormhole's Tor manager, if it was created with ``tor=`` (stock ignores it)."""
+        boss = getattr(getattr(self, "_T", None), "_B", None)
+        return getattr(boss, "_tor", None)
+
+    def stop(self) -> None:
+        """Called by the Terminator once the mailbox is closed; fires ``T.stoppedD()``."""
+        if self._stop_requested:
+            return
+        self._stop_requested = True
+        if self._manager is None:
+            self._T.stoppedD()
+            return
+        self._manager.stop()
+        self._manager.when_stopped().addCallback(lambda _: self._T.stoppedD())
+
+    def got_key(self, key: bytes) -> None:
+        dilation_key = derive_dilation_key(key)
+        if self._manager is not None:
+            self._manager.got_dilation_key(dilation_key)
+        else:
+            self._pending_key = dilation_key
+
+    def got_wormhole_versions(self, their_wormhole_versions: dict[str, Any]) -> None:
+        if self._manager is not None:
+            self._manager.got_wormhole_versions(their_wormhole_versions)
+        else:
+            self._pending_versions = their_wormhole_versions
+
+    def received_dilate(self, plaintext: bytes) -> None:
+        if self._manager is not None:
+            self._manager.received_dilation_message(plaintext)
+        else:
+            self._pending_messages.append(plaintext)
+
