@@ -103,5 +103,7 @@ class ArgvAndDescriptionTests(SynchronousTestCase):
         self.assertEqual(describe_outbound(h, via_relay=True), "->relay:tcp:127.0.0.1:4001")
         self.assertEqual(describe_outbound(h, via_relay=False, tor=True),
                          "tor->tcp:127.0.0.1:4001")
+        self.assertEqual(describe_outbound(TorTCPV1Hint("x.onion", 80), via_relay=False),
+                         "->tor:x.onion:80")
         self.assertEqual(describe_inbound(IPv4Address("TCP", "10.0.0.1", 5)), "<-tcp:10.0.0.1:5")
         self.assertEqual(describe_inbound(IPv6Address("TCP", "::1", 5)), "<-tcp:[::1]:5")

@@ -151,9 +151,9 @@ def _hostport(hostname: str, port: int) -> str:
 
 def describe_outbound(hint: TCPHint, *, via_relay: bool, tor: bool = False) -> str:
     """Describe an outbound attempt as stock does: ``->tcp:H:P`` or ``->relay:tcp:H:P``."""
-    prefix = "tor" if tor else ""
-    kind = "->relay:tcp:" if via_relay else "->tcp:"
-    return f"{prefix}{kind}{_hostport(hint.hostname, hint.port)}"
+    prefix = ("tor->" if tor else "->") + ("relay:" if via_relay else "")
+    scheme = "tor:" if isinstance(hint, TorTCPV1Hint) else "tcp:"
+    return f"{prefix}{scheme}{_hostport(hint.hostname, hint.port)}"
 
 
 def describe_inbound(addr: object) -> str:
