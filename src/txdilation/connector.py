@@ -302,15 +302,13 @@ class Connector:
         self._connections.add(p)
         return p
 
-    def candidate_ready(self, connection: object) -> None:
-        assert isinstance(connection, DilatedConnectionProtocol)
+    def candidate_ready(self, connection: Any) -> None:
         if self.role is LEADER and not connection.is_direct:
             self.events.tentative_candidate(connection)
         else:
             self.events.decisive_candidate(connection)
 
-    def candidate_failed(self, connection: object, reason: str) -> None:
-        assert isinstance(connection, DilatedConnectionProtocol)
+    def candidate_failed(self, connection: Any, reason: str) -> None:
         self._connections.discard(connection)
         _log.debug("candidate {desc} closed: {reason}", desc=connection.description,
                    reason=reason)
@@ -335,7 +333,7 @@ class Connector:
                 timer.cancel()
         self._relay_timer = self._grace_timer = None
         self._deferred_relays.clear()
-        for c in list(self._connections):
+        for c in {*self._connections, *self._held}:
             if c is not keep:
                 c.abort()
         self._connections.clear()
