@@ -1,0 +1,405 @@
+"""L4/L5 facade: the one object the manager drives (``IMultiplexer``), and the endpoints.
+
+:class:`Multiplexer` wires :class:`~txdilation.outbound.Outbound` (seqnums, durable queue,
+producers), :class:`~txdilation.inbound.Inbound` (ACKs, dedup, demultiplexing, read pausing)
+and the :class:`~txdilation.subchannel.SubChannel` objects, and hands out the application's
+endpoints: ``listener_for(name)`` (IStreamServerEndpoint) and ``connector_for(name)``
+(IStreamClientEndpoint).
+
+Invariants:
+
+- scids: Leader 1, 3, 5, ...; Follower 2, 4, 6, ...; never 0, never reused;
+- ``connect()`` and ``listen()`` wait for ``dilated()`` (as stock does); they errback with
+  the dilation failure (e.g. ``OldPeerCannotDilateError``) or ``WormholeClosedError`` when the
+  wormhole fails or closes first, and can be cancelled while they wait;
+- ``stop()`` delivers ``connectionLost`` to every open subchannel protocol, errbacks every
+  pending ``when_dilated``/``connect``/``listen``, stops every listening port; it is idempotent
+  and every later input is ignored (``connect``/``listen`` then fail with
+  ``WormholeClosedError``);
+- no application callback runs inside an Automat input (Deferreds fire after the machine
+  moved), so an application may call back into us from any callback.
+
+The dilation lifecycle (``waiting``, ``dilated``, ``failed``, ``stopped``) is the module-level
+Automat machine ``multiplexer_machine``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Protocol as TypingProtocol
+
+from automat import TypeMachineBuilder
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.error import ConnectionDone, NoProtocol
+from twisted.internet.interfaces import (
+    IListeningPort,
+    IProtocol,
+    IProtocolFactory,
+    IReactorTime,
+    IStreamClientEndpoint,
+    IStreamServerEndpoint,
+)
+from twisted.internet.task import Cooperator
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from ._interfaces import IDilatedConnection, IMultiplexer
+from .connection import Ack, Close, Data, Open, Record
+from .errors import WormholeClosedError
+from .inbound import (
+    DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
+    DEFAULT_MAX_PENDING_OPEN_BYTES,
+    Inbound,
+)
+from .outbound import DEFAULT_MAX_UNACKED_BYTES, Outbound
+from .roles import LEADER, Role
+from .subchannel import SubChannel, SubchannelAddress, _WormholeAddress
+
+_log = Logger(namespace="txdilation.multiplexer")
+
+
+class _DilationInputs(TypingProtocol):
+    """Lifecycle inputs of the multiplexer. Those returning Deferreds hand them to the facade,
+    which fires them after the transition (never inside it)."""
+
+    def wait(self) -> Deferred[None]:
+        "A Deferred that fires when dilated (at once if already)."
+
+    def dilated(self) -> list[Deferred[None]]:
+        "The first connection was selected: return the waiters to fire."
+
+    def fail(self, failure: Failure) -> list[Deferred[None]]:
+        "Dilation cannot happen: return the waiters to errback with ``failure``."
+
+    def stop(self) -> list[Deferred[None]]:
+        "The wormhole is closing: return the waiters to errback with WormholeClosedError."
+
+
+@dataclass
+class _DilationCore:
+    waiters: list[Deferred[None]] = field(default_factory=list)
+
+    def take_waiters(self) -> list[Deferred[None]]:
+        waiters, self.waiters = self.waiters, []
+        return waiters
+
+
+def _nothing(m: _DilationInputs, c: _DilationCore) -> list[Deferred[None]]:
+    return []
+
+
+def _nothing_failed(m: _DilationInputs, c: _DilationCore, failure: Failure) -> list[Deferred[None]]:
+    return []
+
+
+def _build_multiplexer_machine() -> Callable[[_DilationCore], _DilationInputs]:
+    b = TypeMachineBuilder(_DilationInputs, _DilationCore)
+    waiting = b.state("waiting")
+    dilated = b.state("dilated")
+    failed = b.state("failed", lambda m, c, failure: failure)
+    stopped = b.state("stopped")
+    I = _DilationInputs  # noqa: E741 (a short alias keeps the transition table readable)
+
+    @waiting.upon(I.wait).loop()
+    def new_waiter(m: _DilationInputs, c: _DilationCore) -> Deferred[None]:
+        d: Deferred[None] = Deferred(lambda d: c.waiters.remove(d))
+        c.waiters.append(d)
+        return d
+
+    @waiting.upon(I.dilated).to(dilated)
+    @waiting.upon(I.stop).to(stopped)
+    def release_waiters(m: _DilationInputs, c: _DilationCore) -> list[Deferred[None]]:
+        return c.take_waiters()
+
+    @waiting.upon(I.fail).to(failed)
+    def fail_waiters(
+        m: _DilationInputs, c: _DilationCore, failure: Failure
+    ) -> list[Deferred[None]]:
+        return c.take_waiters()
+
+    @dilated.upon(I.wait).loop()
+    def already_dilated(m: _DilationInputs, c: _DilationCore) -> Deferred[None]:
+        return succeed(None)
+
+    @failed.upon(I.wait).loop()
+    def already_failed(m: _DilationInputs, c: _DilationCore, failure: Failure) -> Deferred[None]:
+        return fail(failure)
+
+    @stopped.upon(I.wait).loop()
+    def already_stopped(m: _DilationInputs, c: _DilationCore) -> Deferred[None]:
+        return fail(WormholeClosedError("the wormhole is closed"))
+
+    # Documented no-ops: a repeated or late dilated()/fail() (the first outcome stands), stop()
+    # after dilation or failure (no waiters left), anything after stop.
+    dilated.upon(I.dilated).loop()(_nothing)
+    dilated.upon(I.fail).loop()(_nothing_failed)
+    dilated.upon(I.stop).to(stopped)(_nothing)
+    failed.upon(I.dilated, nodata=True).loop()(_nothing)
+    failed.upon(I.fail, nodata=True).loop()(_nothing_failed)
+    failed.upon(I.stop, nodata=True).to(stopped)(_nothing)
+    stopped.upon(I.dilated).loop()(_nothing)
+    stopped.upon(I.fail).loop()(_nothing_failed)
+    stopped.upon(I.stop).loop()(_nothing)
+    return b.build()
+
+
+multiplexer_machine = _build_multiplexer_machine()
+
+
+@implementer(IMultiplexer)
+class Multiplexer:
+    """L4/L5 for one dilated wormhole, driven by the manager (see ``IMultiplexer``).
+
+    :param manager: opaque; stored on every subchannel as ``_manager``.
+    :param reactor: for ACK coalescing, delayed deliveries and the default cooperator.
+    :param cooperator: drives pull producers; default: one scheduled on ``reactor``.
+    :param expected_subprotocols: when given, an OPEN for any other name is answered with CLOSE.
+    :param max_unacked_bytes: queued outbound bytes above which producers are paused.
+    :param max_pending_open_bytes: bound on what is held for names nobody listens on yet.
+    :param max_buffered_inbound_bytes: bound on what paused subchannels hold before the whole
+        connection's reading is paused.
+    """
+
+    def __init__(
+        self,
+        *,
+        manager: object,
+        reactor: IReactorTime,
+        cooperator: Cooperator | None = None,
+        expected_subprotocols: Iterable[str] | None = None,
+        max_unacked_bytes: int = DEFAULT_MAX_UNACKED_BYTES,
+        max_pending_open_bytes: int = DEFAULT_MAX_PENDING_OPEN_BYTES,
+        max_buffered_inbound_bytes: int = DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
+        log: Logger | None = None,
+    ) -> None:
+        self._manager = manager
+        self._log = log if log is not None else _log
+        if cooperator is None:
+            cooperator = Cooperator(scheduler=lambda step: reactor.callLater(0, step))
+        self._host = _WormholeAddress()
+        self._outbound = Outbound(
+            cooperator=cooperator, max_unacked_bytes=max_unacked_bytes, log=self._log
+        )
+        self._inbound = Inbound(
+            reactor=reactor,
+            send_close=self._outbound.send_close,
+            build=self._build_incoming,
+            expected_subprotocols=expected_subprotocols,
+            max_pending_open_bytes=max_pending_open_bytes,
+            max_buffered_inbound_bytes=max_buffered_inbound_bytes,
+            log=self._log,
+        )
+        self._lifecycle = multiplexer_machine(_DilationCore())
+        self._role: Role | None = None
+        self._next_scid = 0
+        self._ports: list[SubchannelListeningPort] = []
+        self._stopped = False
+
+    @property
+    def host_address(self) -> _WormholeAddress:
+        """``getHost()`` of every subchannel of this wormhole."""
+        return self._host
+
+    # --- IMultiplexer: driven by the manager ---
+
+    def set_role(self, role: Role) -> None:
+        """Decide scid parity. Call once, before ``connection_made``.
+
+        :raises ValueError: when called again with the other role.
+        """
+        if self._role is None:
+            self._role = role
+            self._next_scid = 1 if role is LEADER else 2
+            self._inbound.set_role(role)
+        elif role is not self._role:
+            raise ValueError(f"role already set to {self._role!r}")
+
+    def connection_made(self, connection: IDilatedConnection) -> None:
+        """Use ``connection``: replay everything unacked (one send_records), then go on."""
+        if self._stopped:
+            return
+        self._outbound.connection_made(connection)
+        self._inbound.connection_made(connection)
+
+    def connection_lost(self) -> None:
+        """The connection is gone: queue from now on."""
+        self._outbound.connection_lost()
+        self._inbound.connection_lost()
+
+    def got_record(self, record: Record) -> None:
+        """An OPEN, DATA, CLOSE or ACK from the selected connection (others are logged)."""
+        match record:
+            case Ack(resp_seqnum):
+                self._outbound.handle_ack(resp_seqnum)
+            case Data() | Open() | Close():
+                self._inbound.receive(record)
+            case _:
+                self._log.warn("multiplexer got {record!r}: ignored", record=record)
+
+    def dilated(self) -> None:
+        """The first connection was selected: waiting connect()/listen() go on."""
+        for d in self._lifecycle.dilated():
+            d.callback(None)
+
+    def when_dilated(self) -> Deferred[None]:
+        """Fires when dilated; errbacks on ``fail_dilation`` or ``stop`` before that."""
+        return self._lifecycle.wait()
+
+    def fail_dilation(self, f: Failure) -> None:
+        """Dilation cannot happen (e.g. OldPeerCannotDilateError): errback every waiter."""
+        for d in self._lifecycle.fail(f):
+            d.errback(f)
+
+    def stop(self, reason: str) -> None:
+        """The wormhole is closing (idempotent): see the module docstring."""
+        if self._stopped:
+            return
+        self._stopped = True
+        waiters = self._lifecycle.stop()
+        live = self._inbound.stop()
+        self._outbound.stop()
+        lost = Failure(ConnectionDone(f"wormhole closed: {reason}"))  # type: ignore[no-untyped-call]
+        for subchannel in live:
+            subchannel.abandon(lost)
+        for port in list(self._ports):
+            port.stopListening()
+        for d in waiters:
+            d.errback(WormholeClosedError(reason))
+
+    def listener_for(self, name: str) -> SubchannelListenerEndpoint:
+        """IStreamServerEndpoint for incoming subchannels named ``name``."""
+        return SubchannelListenerEndpoint(self, name)
+
+    def connector_for(self, name: str) -> SubchannelConnectorEndpoint:
+        """IStreamClientEndpoint opening subchannels named ``name``.
+
+        :raises ValueError: when ``name`` is empty.
+        """
+        return SubchannelConnectorEndpoint(self, name)
+
+    # --- used by the endpoints ---
+
+    def _open(self, name: str, factory: IProtocolFactory) -> IProtocol:
+        if self._stopped:
+            raise WormholeClosedError("the wormhole is closed")
+        protocol = factory.buildProtocol(SubchannelAddress(name))
+        if protocol is None:
+            raise NoProtocol()
+        scid = self._next_scid
+        self._next_scid += 2
+        subchannel = self._subchannel(scid, name, protocol)
+        self._inbound.add_local(scid, subchannel)
+        self._outbound.send_open(scid, name)
+        subchannel.start()
+        return protocol
+
+    def _listen(self, name: str, factory: IProtocolFactory) -> SubchannelListeningPort:
+        if self._stopped:
+            raise WormholeClosedError("the wormhole is closed")
+        if self._inbound.is_listening(name):
+            raise ValueError(f"already listening for subprotocol {name!r}")
+        factory.doStart()
+        port = SubchannelListeningPort(self, name, factory)
+        self._ports.append(port)
+        self._inbound.listen(name, factory)
+        return port
+
+    def _unlisten(self, port: SubchannelListeningPort) -> None:
+        self._ports.remove(port)
+        self._inbound.unlisten(port.subprotocol)
+
+    def _build_incoming(self, scid: int, name: str, factory: IProtocolFactory) -> SubChannel | None:
+        protocol = factory.buildProtocol(SubchannelAddress(name))
+        if protocol is None:
+            return None
+        return self._subchannel(scid, name, protocol)
+
+    def _subchannel(self, scid: int, name: str, protocol: IProtocol) -> SubChannel:
+        return SubChannel(
+            scid,
+            protocol,
+            peer=SubchannelAddress(name),
+            host=self._host,
+            sender=self._outbound,
+            receiver=self._inbound,
+            manager=self._manager,
+            log=self._log,
+        )
+
+
+@implementer(IStreamClientEndpoint)
+class SubchannelConnectorEndpoint:
+    """``connector_for(name)``: each ``connect()`` opens a new subchannel named ``name``.
+
+    :raises ValueError: (constructor) when ``name`` is empty.
+    """
+
+    def __init__(self, mux: Multiplexer, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError("subprotocol must be a non-empty str")
+        self._mux = mux
+        self.subprotocol = name
+
+    def connect(self, protocolFactory: IProtocolFactory) -> Deferred[IProtocol]:
+        """Wait for dilation, send OPEN, connect a protocol built by ``protocolFactory``.
+
+        The result is the protocol (no round trip: the peer never acknowledges an OPEN). Errbacks
+        with ``NoProtocol`` when the factory returns None, with the dilation failure or
+        ``WormholeClosedError`` when dilation fails or the wormhole closes first; cancellable
+        while waiting.
+        """
+        d = self._mux.when_dilated()
+        return d.addCallback(lambda _: self._mux._open(self.subprotocol, protocolFactory))
+
+
+@implementer(IStreamServerEndpoint)
+class SubchannelListenerEndpoint:
+    """``listener_for(name)``: ``listen()`` builds a protocol for each OPEN named ``name``."""
+
+    def __init__(self, mux: Multiplexer, name: str) -> None:
+        self._mux = mux
+        self.subprotocol_name = name
+
+    def listen(self, protocolFactory: IProtocolFactory) -> Deferred[IListeningPort]:
+        """Wait for dilation, then register ``protocolFactory`` and take the held OPENs.
+
+        Errbacks with ValueError when someone already listens on the name, with the dilation
+        failure or ``WormholeClosedError`` when dilation fails or the wormhole closes first.
+        """
+        d = self._mux.when_dilated()
+        return d.addCallback(lambda _: self._mux._listen(self.subprotocol_name, protocolFactory))
+
+
+@implementer(IListeningPort)
+class SubchannelListeningPort:
+    """What ``listen()`` returns; ``stopListening()`` really unregisters the factory."""
+
+    def __init__(self, mux: Multiplexer, subprotocol: str, factory: IProtocolFactory) -> None:
+        self._mux = mux
+        self.subprotocol = subprotocol
+        self.factory = factory
+        self._listening = True
+
+    def startListening(self) -> None:
+        """Nothing to do: ``listen()`` already registered us."""
+
+    def stopListening(self) -> None:
+        """Unregister: later OPENs for the name are held again. Idempotent."""
+        if self._listening:
+            self._listening = False
+            self._mux._unlisten(self)
+            self.factory.doStop()
+
+    def getHost(self) -> _WormholeAddress:
+        """The wormhole's address."""
+        return self._mux.host_address
+
+
+__all__ = [
+    "Multiplexer",
+    "SubchannelConnectorEndpoint",
+    "SubchannelListenerEndpoint",
+    "SubchannelListeningPort",
+]

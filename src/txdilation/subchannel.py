@@ -1,0 +1,436 @@
+"""L5: one subchannel, the ITransport an application protocol sees.
+
+A :class:`SubChannel` is created with its protocol already built; :meth:`SubChannel.start`
+connects them (``makeConnection``). It writes through the outbound half of L4 and receives
+through the inbound half (which may hold its records while it is paused).
+
+Invariants:
+
+- one ``write()`` is one DATA record is one ``dataReceived()`` at the peer; empty writes send
+  nothing; ``write()`` after our side closed raises :class:`AlreadyClosedError`;
+- closing is idempotent for the application: a second ``loseConnection()`` (or
+  ``loseWriteConnection()``) is a no-op;
+- full-close protocols: the peer's CLOSE is answered with CLOSE, then ``connectionLost``;
+  after our own CLOSE (state ``closing``) DATA is still delivered until the peer's CLOSE;
+- protocols providing ``IHalfCloseableProtocol``: the peer's CLOSE delivers
+  ``readConnectionLost()``; ``loseWriteConnection()`` sends CLOSE and delivers
+  ``writeConnectionLost()``; once both directions are closed, ``connectionLost`` follows (as
+  on a TCP transport). ``loseConnection()`` on them is refused with
+  :class:`NormalCloseUsedOnHalfCloseable` while our write side is open (stock's rule);
+- ``connectionLost`` is delivered exactly once; exceptions raised by the protocol are logged
+  and close this subchannel only (we send CLOSE if we had not), never the connection below.
+
+The lifecycle is the module-level Automat machine ``subchannel_machine`` (states ``open``,
+``closing``, ``open_half``, ``read_closed``, ``write_closed``, ``closed``). Writes and
+deliveries are plain code guarded by flags the machine's behaviours maintain; refusals are
+raised by the facade before any input reaches the machine, so that an input the machine runs
+later (Automat postpones reentrant inputs) never raises into an unrelated caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Protocol as TypingProtocol
+
+import attrs
+from automat import TypeMachine, TypeMachineBuilder
+from automat._typed import TypedState
+from twisted.internet.error import ConnectionDone
+from twisted.internet.interfaces import (
+    IAddress,
+    IConsumer,
+    IHalfCloseableProtocol,
+    IProducer,
+    IProtocol,
+    IPullProducer,
+    IPushProducer,
+    ITransport,
+)
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from .errors import (
+    AlreadyClosedError,
+    HalfCloseUsedOnNonHalfCloseable,
+    NormalCloseUsedOnHalfCloseable,
+    UnexpectedSubprotocol,
+)
+
+#: The largest ``write()``: its DATA record must still fit in one L2 frame (< 2**32 bytes
+#: including the Noise tags of every 65519-byte piece).
+MAX_WRITE_LENGTH = 2**32 - 2**21
+
+_log = Logger(namespace="txdilation.subchannel")
+
+
+@implementer(IAddress)
+class _WormholeAddress:
+    """``getHost()`` of every subchannel of one dilated wormhole (one instance per wormhole)."""
+
+    def __repr__(self) -> str:
+        return "<_WormholeAddress>"
+
+
+@implementer(IAddress)
+@attrs.frozen
+class SubchannelAddress:
+    """``getPeer()`` of a subchannel and the ``buildProtocol`` argument: its subprotocol name."""
+
+    subprotocol: str = attrs.field(validator=attrs.validators.instance_of(str))
+
+
+class Sender(TypingProtocol):
+    """What a subchannel writes through (the outbound half of L4)."""
+
+    def send_data(self, scid: int, data: bytes) -> None: ...
+
+    def send_close(self, scid: int) -> None: ...
+
+    def register_producer(
+        self, key: Hashable, producer: IPushProducer | IPullProducer, streaming: bool
+    ) -> None: ...
+
+    def unregister_producer(self, key: Hashable, *, stop: bool = False) -> None: ...
+
+
+class Receiver(TypingProtocol):
+    """What a subchannel reads through (the inbound half of L4)."""
+
+    def pause_subchannel(self, scid: int) -> None: ...
+
+    def resume_subchannel(self, scid: int) -> None: ...
+
+    def discard_subchannel(self, scid: int) -> None: ...
+
+    def subchannel_closed(self, scid: int, *, expect_close: bool) -> None: ...
+
+
+class _SubchannelInputs(TypingProtocol):
+    """Lifecycle inputs of one subchannel."""
+
+    def remote_close(self) -> None:
+        "The peer's CLOSE."
+
+    def close(self) -> None:
+        "The application's loseConnection()."
+
+    def close_write(self) -> None:
+        "The application's loseWriteConnection()."
+
+    def abandon(self, reason: Failure) -> None:
+        "The wormhole is closing: connectionLost(reason), nothing sent."
+
+    def fail(self, reason: Failure) -> None:
+        "The protocol raised: close this subchannel with that failure."
+
+
+@dataclass
+class _SubchannelCore:
+    scid: int
+    protocol: IProtocol
+    sender: Sender
+    receiver: Receiver
+    log: Logger
+    readable: bool = True
+    writable: bool = True
+    closed: bool = False
+
+    def send_close(self) -> None:
+        self.writable = False
+        self.sender.send_close(self.scid)
+
+    def call_protocol(self, m: _SubchannelInputs, method: Callable[[], object]) -> None:
+        try:
+            method()
+        except Exception:
+            failure = Failure()  # type: ignore[no-untyped-call]
+            self.log.failure("subchannel {scid} protocol raised", failure, scid=self.scid)
+            m.fail(failure)
+
+    def finish(self, reason: Failure, *, expect_close: bool) -> None:
+        self.readable = self.writable = False
+        self.closed = True
+        self.sender.unregister_producer(self.scid, stop=True)
+        self.receiver.subchannel_closed(self.scid, expect_close=expect_close)
+        try:
+            self.protocol.connectionLost(reason)
+        except Exception:
+            self.log.failure("subchannel {scid} connectionLost raised", scid=self.scid)
+
+
+def _done() -> Failure:
+    return Failure(ConnectionDone("subchannel closed"))  # type: ignore[no-untyped-call]
+
+
+def _half(protocol: IProtocol) -> IHalfCloseableProtocol:
+    return IHalfCloseableProtocol(protocol)
+
+
+_State = TypedState[_SubchannelInputs, _SubchannelCore]
+
+
+def _build_subchannel_machine() -> tuple[
+    TypeMachine[_SubchannelInputs, _SubchannelCore], _State, _State
+]:
+    b = TypeMachineBuilder(_SubchannelInputs, _SubchannelCore)
+    open_ = b.state("open")
+    closing = b.state("closing")
+    open_half = b.state("open_half")
+    read_closed = b.state("read_closed")
+    write_closed = b.state("write_closed")
+    closed = b.state("closed")
+    I = _SubchannelInputs  # noqa: E741 (a short alias keeps the transition table readable)
+
+    # --- full-close protocols ---
+
+    @open_.upon(I.remote_close).to(closed)
+    def answer_close(m: _SubchannelInputs, c: _SubchannelCore) -> None:
+        c.send_close()
+        c.finish(_done(), expect_close=False)
+
+    @open_.upon(I.close).to(closing)
+    def start_closing(m: _SubchannelInputs, c: _SubchannelCore) -> None:
+        c.send_close()
+
+    @closing.upon(I.remote_close).to(closed)
+    def closed_by_peer(m: _SubchannelInputs, c: _SubchannelCore) -> None:
+        c.finish(_done(), expect_close=False)
+
+    # --- half-closeable protocols ---
+
+    @open_half.upon(I.remote_close).to(read_closed)
+    def read_side_closed(m: _SubchannelInputs, c: _SubchannelCore) -> None:
+        c.readable = False
+        c.call_protocol(m, _half(c.protocol).readConnectionLost)
+
+    @open_half.upon(I.close_write).to(write_closed)
+    def write_side_closed(m: _SubchannelInputs, c: _SubchannelCore) -> None:
+        c.send_close()
+        c.call_protocol(m, _half(c.protocol).writeConnectionLost)
+
+    @read_closed.upon(I.close_write).to(closed)
+    def both_sides_closed(m: _SubchannelInputs, c: _SubchannelCore) -> None:
+        c.send_close()
+        c.call_protocol(m, _half(c.protocol).writeConnectionLost)
+        c.finish(_done(), expect_close=False)
+
+    @write_closed.upon(I.remote_close).to(closed)
+    def both_sides_closed_by_peer(m: _SubchannelInputs, c: _SubchannelCore) -> None:
+        c.readable = False
+        c.call_protocol(m, _half(c.protocol).readConnectionLost)
+        c.finish(_done(), expect_close=False)
+
+    @read_closed.upon(I.remote_close).loop()
+    def second_close(m: _SubchannelInputs, c: _SubchannelCore) -> None:
+        c.log.warn("subchannel {scid}: second CLOSE from the peer ignored", scid=c.scid)
+
+    # --- endings shared by both kinds ---
+
+    for state in (open_, closing, open_half, read_closed, write_closed):
+
+        @state.upon(I.abandon).to(closed)
+        def abandoned(m: _SubchannelInputs, c: _SubchannelCore, reason: Failure) -> None:
+            c.finish(reason, expect_close=False)
+
+    @open_.upon(I.fail).to(closed)
+    @open_half.upon(I.fail).to(closed)
+    def failed_while_open(m: _SubchannelInputs, c: _SubchannelCore, reason: Failure) -> None:
+        c.send_close()
+        c.finish(reason, expect_close=True)
+
+    @closing.upon(I.fail).to(closed)
+    @write_closed.upon(I.fail).to(closed)
+    def failed_after_our_close(m: _SubchannelInputs, c: _SubchannelCore, reason: Failure) -> None:
+        c.finish(reason, expect_close=True)
+
+    @read_closed.upon(I.fail).to(closed)
+    def failed_after_their_close(m: _SubchannelInputs, c: _SubchannelCore, reason: Failure) -> None:
+        c.send_close()
+        c.finish(reason, expect_close=False)
+
+    # --- documented rejections and repeats (no-ops here; the facade raises where stock did) ---
+    # close_write on a full-close protocol: HalfCloseUsedOnNonHalfCloseable (facade).
+    # close on a half-closeable protocol with its write side open: NormalCloseUsedOnHalfCloseable
+    # (facade). close/close_write after our CLOSE: idempotent no-op. Anything after closed: no-op.
+    open_.upon(I.close_write).loop().returns(None)
+    closing.upon(I.close).loop().returns(None)
+    closing.upon(I.close_write).loop().returns(None)
+    open_half.upon(I.close).loop().returns(None)
+    read_closed.upon(I.close).loop().returns(None)
+    write_closed.upon(I.close).loop().returns(None)
+    write_closed.upon(I.close_write).loop().returns(None)
+    for event in (I.remote_close, I.close, I.close_write):
+        closed.upon(event).loop().returns(None)
+    closed.upon(I.abandon).loop().returns(None)
+    closed.upon(I.fail).loop().returns(None)
+    return b.build(), open_, open_half
+
+
+subchannel_machine, _OPEN, _OPEN_HALF = _build_subchannel_machine()
+
+
+@implementer(ITransport, IPushProducer, IConsumer)
+class SubChannel:
+    """One subchannel: ITransport + IPushProducer (our reading) + IConsumer (our writing).
+
+    :param scid: the subchannel id (its parity says who opened it).
+    :param protocol: the application protocol, already built; see :meth:`start`.
+    :param peer: ``getPeer()``, the subprotocol name.
+    :param host: ``getHost()``, shared by all subchannels of the wormhole.
+    :param sender: the outbound half of L4.
+    :param receiver: the inbound half of L4.
+    :param manager: opaque, kept as ``_manager`` (magic-wormhole's tests reach
+        ``transport._manager._connection``).
+    """
+
+    def __init__(
+        self,
+        scid: int,
+        protocol: IProtocol,
+        *,
+        peer: SubchannelAddress,
+        host: IAddress,
+        sender: Sender,
+        receiver: Receiver,
+        manager: object = None,
+        log: Logger | None = None,
+    ) -> None:
+        self._scid = scid
+        self._protocol = protocol
+        self._peer = peer
+        self._host = host
+        self._manager = manager
+        self._half_closeable = IHalfCloseableProtocol.providedBy(protocol)
+        self._core = _SubchannelCore(
+            scid, protocol, sender, receiver, log if log is not None else _log
+        )
+        initial = _OPEN_HALF if self._half_closeable else _OPEN
+        self._machine = subchannel_machine(self._core, initial)
+
+    def __repr__(self) -> str:
+        return f"<SubChannel {self._scid} {self._peer.subprotocol!r}>"
+
+    # --- from the multiplexer / inbound ---
+
+    def start(self) -> None:
+        """Connect the protocol (``makeConnection(self)``): ``connectionMade`` runs now."""
+        self._core.call_protocol(self._machine, lambda: self._protocol.makeConnection(self))
+
+    def remote_data(self, data: bytes) -> None:
+        """The peer's DATA: one ``dataReceived`` (dropped and logged after the peer's CLOSE)."""
+        core = self._core
+        if not core.readable:
+            if not core.closed:
+                core.log.warn("subchannel {scid}: DATA after the peer's CLOSE", scid=self._scid)
+            return
+        core.call_protocol(self._machine, lambda: self._protocol.dataReceived(data))
+
+    def remote_close(self) -> None:
+        """The peer's CLOSE."""
+        self._machine.remote_close()
+
+    def abandon(self, reason: Failure) -> None:
+        """The wormhole closed: deliver ``connectionLost(reason)`` without sending anything."""
+        self._machine.abandon(reason)
+
+    # --- ITransport ---
+
+    def write(self, data: bytes) -> None:
+        """Send ``data`` as one DATA record (nothing for ``b""``).
+
+        :raises TypeError: when ``data`` is not bytes.
+        :raises ValueError: when ``data`` is longer than :data:`MAX_WRITE_LENGTH`.
+        :raises AlreadyClosedError: after ``loseConnection``/``loseWriteConnection`` or close.
+        """
+        if not isinstance(data, bytes):
+            raise TypeError(f"data must be bytes, not {type(data).__name__}")
+        if not self._core.writable:
+            raise AlreadyClosedError("write not allowed on closed subchannel")
+        if len(data) > MAX_WRITE_LENGTH:
+            raise ValueError(f"a single write is limited to {MAX_WRITE_LENGTH} bytes")
+        if data:
+            self._core.sender.send_data(self._scid, data)
+
+    def writeSequence(self, data: Iterable[bytes]) -> None:
+        """``write(b"".join(data))``: still one record."""
+        self.write(b"".join(data))
+
+    def loseConnection(self) -> None:
+        """Send CLOSE; ``connectionLost`` follows the peer's CLOSE. A repeat is a no-op.
+
+        :raises NormalCloseUsedOnHalfCloseable: for an IHalfCloseableProtocol whose write side
+            is still open (use ``loseWriteConnection``).
+        """
+        if self._half_closeable and self._core.writable:
+            raise NormalCloseUsedOnHalfCloseable()
+        self._machine.close()
+
+    def loseWriteConnection(self) -> None:
+        """Half-close: send CLOSE and deliver ``writeConnectionLost``. A repeat is a no-op.
+
+        :raises HalfCloseUsedOnNonHalfCloseable: when the protocol is not half-closeable.
+        """
+        if not self._half_closeable:
+            raise HalfCloseUsedOnNonHalfCloseable()
+        self._machine.close_write()
+
+    def getHost(self) -> IAddress:
+        """The wormhole's address (the same object for every subchannel of one wormhole)."""
+        return self._host
+
+    def getPeer(self) -> SubchannelAddress:
+        """``SubchannelAddress(subprotocol)``."""
+        return self._peer
+
+    # --- IPushProducer: the protocol throttles what we deliver to it ---
+
+    def pauseProducing(self) -> None:
+        """Deliver no more data to the protocol until ``resumeProducing``."""
+        self._core.receiver.pause_subchannel(self._scid)
+
+    def resumeProducing(self) -> None:
+        """Deliver again (held records on a later reactor turn, in order)."""
+        self._core.receiver.resume_subchannel(self._scid)
+
+    def stopProducing(self) -> None:
+        """The protocol wants no more data: drop what is held, close our side (no errors)."""
+        core = self._core
+        core.receiver.discard_subchannel(self._scid)
+        if core.writable:
+            if self._half_closeable:
+                self._machine.close_write()
+            else:
+                self._machine.close()
+
+    # --- IConsumer: the protocol's producer feeds our writes ---
+
+    def registerProducer(self, producer: IProducer, streaming: bool) -> None:
+        """Let L4 pause/resume ``producer`` with the connection (and its own queue bound).
+
+        On a closed subchannel the producer is stopped at once (as a TCP transport does).
+
+        :raises ValueError: when a producer is already registered.
+        """
+        if self._core.closed:
+            producer.stopProducing()
+            return
+        self._core.sender.register_producer(self._scid, producer, streaming)  # type: ignore[arg-type]
+
+    def unregisterProducer(self) -> None:
+        """Forget the registered producer (no-op if none)."""
+        self._core.sender.unregister_producer(self._scid)
+
+
+__all__ = [
+    "MAX_WRITE_LENGTH",
+    "AlreadyClosedError",
+    "HalfCloseUsedOnNonHalfCloseable",
+    "NormalCloseUsedOnHalfCloseable",
+    "Receiver",
+    "Sender",
+    "SubChannel",
+    "SubchannelAddress",
+    "UnexpectedSubprotocol",
+]
