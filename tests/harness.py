@@ -1,0 +1,530 @@
+"""
+Test harness: the real magic-wormhole servers in-process, loopback confinement, and peer pairs.
+
+Layer: test infrastructure (not shipped). Everything here listens on 127.0.0.1 only.
+
+- ``start_mailbox_server`` / ``start_transit_relay`` run the REAL
+  ``wormhole_mailbox_server`` / ``wormhole_transit_relay`` code in this process on a random (or
+  given) loopback port. ``stop()`` closes the listening port and aborts every open connection,
+  and its Deferred fires only once all of them are gone, so trial's reactor check stays clean.
+  A mailbox server can be stopped and started again on the same port with the same channel
+  database file (fault injection).
+- ``stock_loopback()`` confines a STOCK magic-wormhole dilation peer to 127.0.0.1 (its address
+  discovery and its direct-hint listener); ``loopback_env()`` is the environment that confines
+  OUR implementation (``TXDILATION_LISTEN_INTERFACE`` / ``TXDILATION_HINT_ADDRESSES``).
+- ``RealServersMixin`` gives a trial TestCase a fresh mailbox server and transit relay per test.
+- ``run_peer_pair`` runs two ``tests.peer`` processes against each other and collects their
+  JSON-line reports; it always ends both processes, within the timeout, before returning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+from unittest import mock
+
+from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.error import ProcessDone, ProcessExitedAlready, ProcessTerminated
+from twisted.internet.interfaces import IListeningPort
+from twisted.internet.protocol import Factory, ProcessProtocol, ServerFactory
+from twisted.protocols.policies import WrappingFactory
+from twisted.python.failure import Failure
+
+LOOPBACK = "127.0.0.1"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SRC_DIR = REPO_ROOT / "src"
+
+# ---------------------------------------------------------------------------------------------
+# loopback confinement
+
+
+def loopback_env() -> dict[str, str]:
+    """
+    The environment variables that keep txdilation's dilation listener and hints on loopback.
+
+    :returns: a new dict; apply it with ``os.environ.update`` or pass it to a child process.
+    """
+    return {"TXDILATION_LISTEN_INTERFACE": LOOPBACK, "TXDILATION_HINT_ADDRESSES": LOOPBACK}
+
+
+def apply_loopback_env() -> dict[str, str | None]:
+    """
+    Set ``loopback_env()`` in ``os.environ`` of this process.
+
+    :returns: the previous values (``None`` for unset), for ``restore_env``.
+    """
+    previous = {name: os.environ.get(name) for name in loopback_env()}
+    os.environ.update(loopback_env())
+    return previous
+
+
+def restore_env(previous: Mapping[str, str | None]) -> None:
+    """Undo ``apply_loopback_env``: restore each variable to its previous value (or unset it)."""
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def _loopback_addresses() -> list[str]:
+    return [LOOPBACK]
+
+
+@contextmanager
+def stock_loopback() -> Iterator[None]:
+    """
+    Confine STOCK magic-wormhole's dilation connector to 127.0.0.1 while the block runs.
+
+    Stock advertises the addresses from ``ipaddrs.find_addresses()`` and listens with
+    ``serverFromString(reactor, "tcp:0")`` on all interfaces (``connector.py``). This patches
+    exactly those two names as the connector module sees them: discovery returns only
+    127.0.0.1 and the listener gets ``interface=127.0.0.1``.
+
+    :raises RuntimeError: if ``wormhole._dilation.connector`` is not stock's (txdilation is
+        installed): confine txdilation with ``loopback_env()`` instead.
+    """
+    from wormhole._dilation import connector
+
+    stock_server_from_string = getattr(connector, "serverFromString", None)
+    if stock_server_from_string is None or not connector.__name__.startswith("wormhole."):
+        raise RuntimeError(
+            "stock_loopback() patches stock magic-wormhole's connector, but "
+            f"wormhole._dilation.connector is {connector.__name__!r} ({connector.__file__}); "
+            "confine txdilation with loopback_env() instead"
+        )
+
+    def loopback_server_from_string(reactor: Any, description: str) -> Any:
+        if description.startswith("tcp:") and "interface=" not in description:
+            description += f":interface={LOOPBACK}"
+        return stock_server_from_string(reactor, description)
+
+    with (
+        mock.patch.object(connector.ipaddrs, "find_addresses", _loopback_addresses),
+        mock.patch.object(connector, "serverFromString", loopback_server_from_string),
+    ):
+        yield
+
+
+# ---------------------------------------------------------------------------------------------
+# real servers
+
+
+class _TrackingFactory(WrappingFactory):
+    """A ``WrappingFactory`` that can abort every live connection and wait until all are gone."""
+
+    def __init__(self, wrapped: Factory) -> None:
+        super().__init__(wrapped)
+        self._drained: list[Deferred[None]] = []
+
+    def unregisterProtocol(self, p: Any) -> None:
+        super().unregisterProtocol(p)
+        if not self.protocols:
+            waiters, self._drained = self._drained, []
+            for d in waiters:
+                d.callback(None)
+
+    def abort_all(self) -> Deferred[None]:
+        """Abort every live connection; the Deferred fires when none is left."""
+        if not self.protocols:
+            return succeed(None)
+        d: Deferred[None] = Deferred()
+        self._drained.append(d)
+        for wrapper in list(self.protocols):
+            wrapper.transport.abortConnection()
+        return d
+
+
+async def _serve_loopback(
+    reactor: Any, port: int, factory: Factory, databases: Sequence[sqlite3.Connection | None]
+) -> dict[str, Any]:
+    """Listen on 127.0.0.1:``port``; returns the ``_LoopbackServer`` fields, ``port`` first."""
+    from twisted.internet.endpoints import TCP4ServerEndpoint
+
+    tracking = _TrackingFactory(factory)
+    endpoint = TCP4ServerEndpoint(reactor, port, interface=LOOPBACK)
+    listening: IListeningPort = await endpoint.listen(tracking)
+    return {
+        "port": listening.getHost().port,
+        "_listening": listening,
+        "_factory": tracking,
+        "_databases": [db for db in databases if db is not None],
+    }
+
+
+@dataclass(kw_only=True)
+class _LoopbackServer:
+    """A listening port on 127.0.0.1 with its tracked connections and open databases."""
+
+    port: int
+    _listening: IListeningPort
+    _factory: _TrackingFactory
+    _databases: list[sqlite3.Connection]
+    _stopped: bool = False
+
+    def _before_stop(self) -> None:
+        """Hook: tell the service it is going away (before connections are cut)."""
+
+    def stop(self) -> Deferred[None]:
+        """
+        Stop listening, abort every connection, close the databases. Idempotent.
+
+        :returns: a Deferred that fires once the port is closed and no connection is left.
+        """
+        if self._stopped:
+            return succeed(None)
+        self._stopped = True
+        self._before_stop()
+        return Deferred.fromCoroutine(self._stop())
+
+    async def _stop(self) -> None:
+        await self._listening.stopListening()
+        await self._factory.abort_all()
+        for db in self._databases:
+            db.close()
+
+
+@dataclass(kw_only=True)
+class MailboxServer(_LoopbackServer):
+    """
+    A running in-process magic-wormhole mailbox (rendezvous) server on 127.0.0.1.
+
+    ``url`` is the websocket URL clients use (``ws://127.0.0.1:PORT/v1``); ``channel_db`` is
+    the database path it was started with (``None``: in memory, lost on stop).
+    """
+
+    url: str
+    channel_db: str | None
+    server: Any
+
+    def _before_stop(self) -> None:
+        self.server.stopService()  # tells connected clients their mailboxes are gone
+
+
+async def start_mailbox_server(
+    reactor: Any,
+    *,
+    channel_db: str | None = None,
+    usage_db: str | None = None,
+    port: int = 0,
+    advertise_version: str | None = None,
+) -> MailboxServer:
+    """
+    Start the real mailbox server on 127.0.0.1.
+
+    :param reactor: the reactor to listen with.
+    :param channel_db: SQLite file for the channel state (created, or reopened as-is, so a
+        restarted server keeps nameplates and mailboxes); ``None`` keeps it in memory.
+    :param usage_db: SQLite file for usage records, or ``None`` for none.
+    :param port: TCP port; 0 picks a free one (restart on ``server.port`` to keep the URL).
+    :param advertise_version: client version the welcome message recommends, if any.
+    :returns: the running ``MailboxServer``.
+    :raises twisted.internet.error.CannotListenError: if the port is taken.
+    """
+    from wormhole_mailbox_server.database import (
+        create_or_upgrade_channel_db,
+        create_or_upgrade_usage_db,
+    )
+    from wormhole_mailbox_server.server import make_server
+    from wormhole_mailbox_server.web import make_web_server
+
+    channel = create_or_upgrade_channel_db(channel_db if channel_db is not None else ":memory:")
+    usage = create_or_upgrade_usage_db(usage_db)
+    server = make_server(channel, usage_db=usage, advertise_version=advertise_version)
+    server.startService()
+    site = make_web_server(server, log_requests=False)
+    served = await _serve_loopback(reactor, port, site, [channel, usage])
+    url = f"ws://{LOOPBACK}:{served['port']}/v1"
+    return MailboxServer(url=url, channel_db=channel_db, server=server, **served)
+
+
+@dataclass(kw_only=True)
+class TransitRelay(_LoopbackServer):
+    """A running in-process transit relay on 127.0.0.1; ``hint`` is ``tcp:127.0.0.1:PORT``."""
+
+    hint: str
+    transit: Any
+
+
+async def start_transit_relay(
+    reactor: Any,
+    *,
+    log_fd_file: IO[str] | None = None,
+    usage_db: str | None = None,
+    port: int = 0,
+) -> TransitRelay:
+    """
+    Start the real transit relay (plain TCP) on 127.0.0.1.
+
+    :param reactor: the reactor to listen with (its ``seconds`` timestamps usage records).
+    :param log_fd_file: a text file to receive JSON usage lines, or ``None``.
+    :param usage_db: SQLite file for usage records, or ``None``.
+    :param port: TCP port; 0 picks a free one.
+    :returns: the running ``TransitRelay``.
+    :raises twisted.internet.error.CannotListenError: if the port is taken.
+    """
+    from wormhole_transit_relay.database import get_db
+    from wormhole_transit_relay.transit_server import Transit, TransitConnection
+    from wormhole_transit_relay.usage import create_usage_tracker
+
+    db = get_db(usage_db) if usage_db is not None else None
+    usage = create_usage_tracker(blur_usage=None, log_file=log_fd_file, usage_db=db)
+    transit = Transit(usage, reactor.seconds)
+    relay_factory = ServerFactory()
+    relay_factory.protocol = TransitConnection
+    relay_factory.log_requests = False  # type: ignore[attr-defined]
+    relay_factory.transit = transit  # type: ignore[attr-defined]
+    served = await _serve_loopback(reactor, port, relay_factory, [db])
+    return TransitRelay(hint=f"tcp:{LOOPBACK}:{served['port']}", transit=transit, **served)
+
+
+class RealServersMixin:
+    """
+    Mixin for ``twisted.trial.unittest.TestCase``: a fresh real mailbox server and transit
+    relay for each test, both stopped by cleanups, and ``loopback_env()`` set in
+    ``os.environ`` for the duration of the test.
+
+    Put it before ``TestCase`` in the bases. Attributes: ``mailbox`` (``MailboxServer``),
+    ``transit_relay`` (``TransitRelay``), ``reactor``.
+    """
+
+    mailbox: MailboxServer
+    transit_relay: TransitRelay
+    reactor: Any
+
+    def setUp(self) -> Deferred[None]:
+        from twisted.internet import reactor
+
+        super().setUp()  # type: ignore[misc]
+        self.reactor = reactor
+        previous = apply_loopback_env()
+        self.addCleanup(restore_env, previous)  # type: ignore[attr-defined]
+        return Deferred.fromCoroutine(self._start_real_servers())
+
+    async def _start_real_servers(self) -> None:
+        self.mailbox = await start_mailbox_server(self.reactor)
+        self.addCleanup(self.mailbox.stop)  # type: ignore[attr-defined]
+        self.transit_relay = await start_transit_relay(self.reactor)
+        self.addCleanup(self.transit_relay.stop)  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------------------
+# peer processes
+
+
+class PeerFailure(AssertionError):
+    """A peer process failed, timed out, or broke the JSON-lines protocol."""
+
+
+@dataclass
+class PeerResult:
+    """
+    What one ``tests.peer`` process reported.
+
+    ``events`` holds every JSON object it printed, in order; ``result`` is the body of its
+    ``{"event": "result", ...}`` line (``{}`` if none); ``exit_code`` is ``None`` if it was
+    killed by a signal.
+    """
+
+    name: str
+    events: list[dict[str, Any]] = field(default_factory=list)
+    exit_code: int | None = None
+    stderr: bytes = b""
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """The last ``result`` event's body, without the ``event`` key."""
+        for event in reversed(self.events):
+            if event.get("event") == "result":
+                return {k: v for k, v in event.items() if k != "event"}
+        return {}
+
+    def event(self, kind: str) -> dict[str, Any] | None:
+        """The first event of this kind, or ``None``."""
+        return next((e for e in self.events if e.get("event") == kind), None)
+
+    def tail(self, limit: int = 4000) -> str:
+        """The end of stderr and the last events, for failure messages."""
+        text = self.stderr.decode("utf-8", "replace")[-limit:]
+        events = "\n".join(json.dumps(e)[:300] for e in self.events[-8:])
+        return (
+            f"--- {self.name}: exit {self.exit_code}; last events:\n{events}\n"
+            f"--- {self.name} stderr (tail):\n{text}"
+        )
+
+
+_STDERR_KEEP = 64 * 1024
+
+
+class _PeerProcess(ProcessProtocol):
+    """Collects one peer's JSON lines and stderr; fires ``ended`` when the process is gone."""
+
+    def __init__(self, result: PeerResult, on_event: Any) -> None:
+        self.result = result
+        self._on_event = on_event
+        self._stdout = bytearray()
+        self._stderr = bytearray()
+        self.ended: Deferred[None] = Deferred()
+        self.running = False
+
+    def connectionMade(self) -> None:
+        self.running = True
+
+    def outReceived(self, data: bytes) -> None:
+        self._stdout += data
+        while (newline := self._stdout.find(b"\n")) >= 0:
+            line = bytes(self._stdout[:newline]).strip()
+            del self._stdout[: newline + 1]
+            if not line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                event = {"event": "garbage", "line": line.decode("utf-8", "replace")}
+            if not isinstance(event, dict):
+                event = {"event": "garbage", "line": line.decode("utf-8", "replace")}
+            self.result.events.append(event)
+            self._on_event(self, event)
+
+    def errReceived(self, data: bytes) -> None:
+        self._stderr += data
+        if len(self._stderr) > 2 * _STDERR_KEEP:
+            del self._stderr[:-_STDERR_KEEP]
+
+    def close_stdin(self) -> None:
+        if self.running and self.transport is not None:
+            self.transport.closeStdin()
+
+    def kill(self) -> None:
+        if self.running and self.transport is not None:
+            with suppress(ProcessExitedAlready):  # gone between the check and the signal
+                self.transport.signalProcess("KILL")
+
+    def processEnded(self, reason: Failure) -> None:
+        self.running = False
+        self.result.stderr = bytes(self._stderr[-_STDERR_KEEP:])
+        if reason.check(ProcessDone):
+            self.result.exit_code = 0
+        elif reason.check(ProcessTerminated):
+            self.result.exit_code = reason.value.exitCode
+        self.ended.callback(None)
+
+
+def peer_environment() -> dict[str, str]:
+    """
+    The environment for a ``tests.peer`` child: this process's, plus ``src`` and the repo root
+    on ``PYTHONPATH``, ``loopback_env()``, and unbuffered output.
+    """
+    env = dict(os.environ)
+    paths = [str(SRC_DIR), str(REPO_ROOT)]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(loopback_env())
+    return env
+
+
+def _spawn_peer(reactor: Any, name: str, argv: Sequence[str], on_event: Any) -> _PeerProcess:
+    proto = _PeerProcess(PeerResult(name=name), on_event)
+    args = [sys.executable, "-m", "tests.peer", *argv]
+    reactor.spawnProcess(proto, sys.executable, args, env=peer_environment(), path=str(REPO_ROOT))
+    return proto
+
+
+async def run_peer_pair(
+    reactor: Any,
+    mailbox_url: str,
+    left_args: Sequence[str],
+    right_args: Sequence[str],
+    timeout: float = 30.0,
+    *,
+    appid: str = "lothar.com/txdilation/test",
+) -> tuple[PeerResult, PeerResult]:
+    """
+    Run two ``python -m tests.peer`` processes against each other through ``mailbox_url``.
+
+    The left peer allocates a code (``--allocate``); once it reports ``{"event": "code"}``
+    the right peer starts with ``--code``. When one peer exits, the other's stdin is closed
+    (scenarios may treat EOF as "the other peer has finished"). Each peer also gets
+    ``--timeout`` (``timeout`` minus a margin) unless its args already have one.
+
+    :param reactor: a reactor providing ``IReactorProcess`` and ``IReactorTime``.
+    :param mailbox_url: the mailbox server's websocket URL.
+    :param left_args: the left peer's other arguments (``--impl``, ``--scenario``, ...).
+    :param right_args: the right peer's other arguments.
+    :param timeout: seconds after which both peers are killed.
+    :param appid: the wormhole application id both peers use.
+    :returns: ``(left, right)`` results, both peers having exited with status 0.
+    :raises PeerFailure: on timeout, a non-zero exit, or an ``error`` event, with both peers'
+        stderr tails and last events in the message.
+    """
+    peer_timeout = f"{max(timeout - 5.0, timeout * 0.8):.1f}"
+    common = ["--mailbox", mailbox_url, "--appid", appid]
+
+    def with_timeout(args: Sequence[str]) -> list[str]:
+        return [*args] if "--timeout" in args else [*args, "--timeout", peer_timeout]
+
+    procs: dict[str, _PeerProcess] = {}
+    problems: list[str] = []
+    right_result = PeerResult(name="right")
+
+    def on_event(proc: _PeerProcess, event: dict[str, Any]) -> None:
+        if event.get("event") == "code" and proc is procs["left"] and "right" not in procs:
+            code = str(event.get("code"))
+            right_argv = [*common, "--code", code, *with_timeout(right_args)]
+            procs["right"] = _spawn_peer(reactor, "right", right_argv, on_event)
+            procs["right"].ended.addCallback(lambda _: procs["left"].close_stdin())
+
+    procs["left"] = _spawn_peer(
+        reactor, "left", [*common, "--allocate", *with_timeout(left_args)], on_event
+    )
+
+    def left_ended(_: None) -> None:
+        if "right" in procs:
+            procs["right"].close_stdin()
+
+    procs["left"].ended.addCallback(left_ended)
+
+    def on_timeout() -> None:
+        problems.append(f"timed out after {timeout} s")
+        for proc in list(procs.values()):
+            proc.kill()
+
+    timer = reactor.callLater(timeout, on_timeout)
+    try:
+        await procs["left"].ended
+        if "right" in procs:
+            await procs["right"].ended
+    finally:
+        if timer.active():
+            timer.cancel()
+        for proc in list(procs.values()):  # only reached early if cancelled
+            proc.kill()
+        await DeferredList([p.ended for p in procs.values()])
+
+    left_result = procs["left"].result
+    if "right" in procs:
+        right_result = procs["right"].result
+    else:
+        problems.append("the left peer never reported a code, so the right peer never started")
+    for peer in (left_result, right_result):
+        if "right" not in procs and peer is right_result:
+            continue
+        if peer.exit_code != 0:
+            problems.append(f"{peer.name} exited with {peer.exit_code}")
+        error = peer.event("error")
+        if error is not None:
+            problems.append(f"{peer.name} reported an error: {error.get('error')}")
+    if problems:
+        raise PeerFailure(
+            "; ".join(problems) + "\n" + left_result.tail() + "\n" + right_result.tail()
+        )
+    return left_result, right_result
