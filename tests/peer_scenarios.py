@@ -1,0 +1,526 @@
+"""
+Scenarios for ``tests.peer``: small, deterministic dilation exchanges over the public API.
+
+Layer: test infrastructure, run inside a peer process. Nothing here imports ``wormhole`` at
+module level (``--impl txdilation`` must install the drop-in first).
+
+Each scenario is an ``async`` function ``(Peer) -> dict`` whose dict becomes the peer's
+``result`` event; it raises ``ScenarioError`` when what it sees is wrong. Payloads are generated
+from ``--seed`` so both peers (and the test) can recompute them; every check compares SHA-256
+digests, not just lengths. Pairs (left/right, in any order):
+
+- ``echo-server`` + ``echo-client``: N subchannels, each carrying every message size once,
+  echoed back, verified, then closed (fully or half-closed with ``--half-close``).
+- ``echo-both`` + ``echo-both``: both peers listen and open subchannels at the same time.
+- ``bulk-send`` + ``bulk-recv``: ``--total`` bytes in ``--chunk`` writes through a registered
+  push producer, then close; both report the stream's SHA-256.
+- ``close-first`` + ``close-second``: one message echoed on a subchannel that stays open, then
+  the first peer closes its wormhole; the second reports what its open subchannel saw once the
+  first peer has exited (its stdin reaches EOF).
+- ``expect-old-peer`` + ``no-dilation``: a dilating peer facing a peer created without
+  dilation must see ``when_dilated()`` fail with ``OldPeerCannotDilateError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from twisted.internet.defer import Deferred, gatherResults
+from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
+from twisted.internet.protocol import Factory, Protocol
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+
+class ScenarioError(Exception):
+    """The scenario saw something other than what the protocol promises."""
+
+
+def payload(seed: str, index: int, size: int) -> bytes:
+    """The deterministic message ``index`` of ``size`` bytes for ``seed``."""
+    return random.Random(f"{seed}/{index}/{size}").randbytes(size)
+
+
+class Peer:
+    """
+    One peer's run: create the wormhole, get or use the code, dilate, run the scenario, close.
+
+    ``phase`` always says what the peer is waiting for (reported on error and timeout).
+    """
+
+    def __init__(self, reactor: Any, args: Any, emit: Callable[..., None], stdin: Any) -> None:
+        self.reactor = reactor
+        self.args = args
+        self.emit = emit
+        self.stdin = stdin
+        self.phase = "setup"
+        self.wormhole: Any = None
+        self.dilated: Any = None
+        self._last_status: dict[str, Any] | None = None
+        self.scenario = SCENARIOS[args.scenario]
+        self.subprotocols: list[str] = args.subprotocols or list(self.scenario.subprotocols)
+
+    def run(self) -> Deferred[None]:
+        """Run the whole peer; the Deferred fails if any step does."""
+        return Deferred.fromCoroutine(self._run())
+
+    async def _run(self) -> None:
+        import wormhole
+
+        args = self.args
+        self.phase = "code"
+        self.wormhole = w = wormhole.create(
+            args.appid,
+            args.mailbox,
+            self.reactor,
+            dilation=True if self.scenario.dilation else None,
+        )
+        if args.allocate:
+            w.allocate_code()
+        else:
+            w.set_code(args.code)
+        self.emit("code", code=await w.get_code())
+        if self.scenario.dilate_first:
+            self.phase = "when_dilated"
+            await self.dilate().when_dilated()
+            self.emit("dilated")
+        self.phase = f"scenario {args.scenario}"
+        result = await self.scenario.run(self)
+        self.emit("result", **result)
+        self.phase = "close"
+        await w.close()
+        self.emit("closed")
+
+    def dilate(self) -> Any:
+        """``w.dilate()`` with this peer's ``--relay`` and ``--no-listen``; returns the result."""
+        self.dilated = self.wormhole.dilate(
+            transit_relay_location=self.args.relay,
+            no_listen=self.args.no_listen,
+            on_status_update=self._status_update,
+        )
+        return self.dilated
+
+    def _status_update(self, status: Any) -> None:
+        connection = status.peer_connection
+        summary = {
+            "generation": status.generation,
+            "peer": type(connection).__name__,
+            "hint_description": getattr(connection, "hint_description", None),
+        }
+        if summary != self._last_status:
+            self._last_status = summary
+            self.emit("status", **summary)
+
+    async def connect(self, name: str, factory: Factory) -> Any:
+        """Open a subchannel for subprotocol ``name``; returns the connected protocol."""
+        return await self.dilated.connector_for(name).connect(factory)
+
+    async def listen(self, name: str, factory: Factory) -> None:
+        """Listen for subchannels of subprotocol ``name``."""
+        await self.dilated.listener_for(name).listen(factory)
+
+
+# ---------------------------------------------------------------------------------------------
+# echo
+
+
+class EchoServer(Protocol):
+    """Echoes every ``dataReceived`` back with exactly one ``write``."""
+
+    def __init__(self, on_finished: Callable[[EchoServer], None]) -> None:
+        self._on_finished = on_finished
+        self.messages = 0
+        self.bytes = 0
+        self.lost = False
+
+    def dataReceived(self, data: bytes) -> None:
+        self.messages += 1
+        self.bytes += len(data)
+        self.transport.write(data)
+
+    def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
+        self.lost = True
+        self._on_finished(self)
+
+
+@implementer(IHalfCloseableProtocol)
+class HalfCloseEchoServer(EchoServer):
+    """An ``EchoServer`` that closes its write side (soon) after the peer closed its own."""
+
+    reactor: Any = None
+
+    def readConnectionLost(self) -> None:
+        self.reactor.callLater(0, self.transport.loseWriteConnection)
+
+    def writeConnectionLost(self) -> None:
+        self._on_finished(self)
+
+
+class EchoServerFactory(Factory):
+    """Builds echo protocols; ``all_finished`` fires once ``expected`` subchannels ended."""
+
+    def __init__(self, reactor: Any, expected: int, half_close: bool) -> None:
+        self.reactor = reactor
+        self.expected = expected
+        self.half_close = half_close
+        self.finished: list[EchoServer] = []
+        self.built: list[EchoServer] = []
+        self.all_finished: Deferred[None] = Deferred()
+
+    def buildProtocol(self, addr: Any) -> EchoServer:
+        if self.half_close:
+            p: EchoServer = HalfCloseEchoServer(self._finished)
+            p.reactor = self.reactor
+        else:
+            p = EchoServer(self._finished)
+        p.factory = self
+        self.built.append(p)
+        return p
+
+    def _finished(self, p: EchoServer) -> None:
+        self.finished.append(p)
+        if len(self.finished) == self.expected and not self.all_finished.called:
+            self.all_finished.callback(None)
+
+
+class EchoClient(Protocol):
+    """Sends messages one at a time and checks each echo's SHA-256 and boundaries."""
+
+    def __init__(self) -> None:
+        self.lost: Deferred[None] = Deferred()
+        self.read_lost: Deferred[None] = Deferred()
+        self._waiting: Deferred[None] | None = None
+        self._want = 0
+        self._received = 0
+        self._digest = hashlib.sha256()
+        self.max_chunks = 0
+        self._chunks = 0
+        self.stray = 0
+
+    def dataReceived(self, data: bytes) -> None:
+        if self._waiting is None:
+            self.stray += len(data)
+            return
+        self._digest.update(data)
+        self._received += len(data)
+        self._chunks += 1
+        if self._received >= self._want:
+            d, self._waiting = self._waiting, None
+            d.callback(None)
+
+    async def exchange(self, message: bytes) -> None:
+        """Write ``message`` once and wait for its whole echo; raises ``ScenarioError``."""
+        self._want, self._received, self._chunks = len(message), 0, 0
+        self._digest = hashlib.sha256()
+        self._waiting = Deferred()
+        self.transport.write(message)
+        await self._waiting
+        self.max_chunks = max(self.max_chunks, self._chunks)
+        if self._received != len(message):
+            raise ScenarioError(f"sent {len(message)} B, echo was {self._received} B")
+        if self._digest.digest() != hashlib.sha256(message).digest():
+            raise ScenarioError(f"echo of a {len(message)} B message differs (SHA-256)")
+
+    async def close(self) -> None:
+        """Close fully and wait for ``connectionLost`` (the peer's CLOSE arrived)."""
+        self.transport.loseConnection()
+        await self.lost
+
+    def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
+        self.lost.callback(None)
+
+
+@implementer(IHalfCloseableProtocol)
+class HalfCloseEchoClient(EchoClient):
+    """An ``EchoClient`` that half-closes: its write side first, then waits for the read side."""
+
+    async def close(self) -> None:
+        """Close the write side and wait until the peer closes its own (``readConnectionLost``)."""
+        self.transport.loseWriteConnection()
+        await self.read_lost
+
+    def readConnectionLost(self) -> None:
+        self.read_lost.callback(None)
+
+    def writeConnectionLost(self) -> None:
+        pass
+
+
+async def _one_client(peer: Peer, index: int) -> dict[str, int]:
+    name = peer.subprotocols[index % len(peer.subprotocols)]
+    factory = Factory.forProtocol(HalfCloseEchoClient if peer.args.half_close else EchoClient)
+    client: EchoClient = await peer.connect(name, factory)
+    total = 0
+    for number, size in enumerate(peer.args.sizes):
+        peer.phase = f"echo subchannel {index} ({name}) message {number} ({size} B)"
+        await client.exchange(payload(peer.args.seed, index * 1000 + number, size))
+        total += size
+    peer.phase = f"closing echo subchannel {index}"
+    await client.close()
+    if client.stray:
+        raise ScenarioError(f"subchannel {index}: {client.stray} B arrived unasked")
+    return {"bytes": total, "max_chunks": client.max_chunks}
+
+
+async def _echo_clients(peer: Peer) -> dict[str, Any]:
+    runs = [Deferred.fromCoroutine(_one_client(peer, i)) for i in range(peer.args.count)]
+    outcomes: list[dict[str, int]] = await gatherResults(runs, consumeErrors=True)
+    return {
+        "opened": len(outcomes),
+        "messages": len(outcomes) * len(peer.args.sizes),
+        "bytes": sum(o["bytes"] for o in outcomes),
+        "max_chunks_per_message": max(o["max_chunks"] for o in outcomes),
+        "half_close": peer.args.half_close,
+    }
+
+
+async def _echo_listen(peer: Peer) -> EchoServerFactory:
+    factory = EchoServerFactory(peer.reactor, peer.args.count, peer.args.half_close)
+    for name in peer.subprotocols:
+        await peer.listen(name, factory)
+    return factory
+
+
+async def _echo_served(peer: Peer, factory: EchoServerFactory) -> dict[str, Any]:
+    peer.phase = f"echo server: {len(factory.finished)} of {peer.args.count} subchannels ended"
+    peer.stdin.finished.addCallback(lambda _: _peer_left_early(peer, factory))
+    await factory.all_finished
+    return {
+        "served": len(factory.finished),
+        "messages": sum(p.messages for p in factory.finished),
+        "bytes": sum(p.bytes for p in factory.finished),
+    }
+
+
+def _peer_left_early(peer: Peer, factory: EchoServerFactory) -> None:
+    if not factory.all_finished.called:
+        factory.all_finished.errback(
+            ScenarioError(
+                f"the other peer finished after {len(factory.built)} subchannels opened and "
+                f"{len(factory.finished)} of {peer.args.count} ended"
+            )
+        )
+
+
+async def echo_server(peer: Peer) -> dict[str, Any]:
+    """Listen on every subprotocol; echo until ``--count`` subchannels have ended."""
+    return await _echo_served(peer, await _echo_listen(peer))
+
+
+async def echo_client(peer: Peer) -> dict[str, Any]:
+    """Open ``--count`` subchannels at once; on each, exchange every ``--sizes`` message."""
+    return await _echo_clients(peer)
+
+
+async def echo_both(peer: Peer) -> dict[str, Any]:
+    """Be an echo server and an echo client at the same time."""
+    factory = await _echo_listen(peer)
+    client, server = await gatherResults(
+        [
+            Deferred.fromCoroutine(_echo_clients(peer)),
+            Deferred.fromCoroutine(_echo_served(peer, factory)),
+        ],
+        consumeErrors=True,
+    )
+    return {"client": client, "server": server}
+
+
+# ---------------------------------------------------------------------------------------------
+# bulk
+
+
+@implementer(IPushProducer)
+class BulkSender(Protocol):
+    """Writes ``total`` bytes in ``chunk`` pieces as a push producer, then closes."""
+
+    def __init__(self, reactor: Any, seed: str, total: int, chunk: int) -> None:
+        self._reactor = reactor
+        self._seed = seed
+        self._remaining = total
+        self._chunk = chunk
+        self._index = 0
+        self._paused = False
+        self._scheduled = False
+        self._closed = False
+        self.digest = hashlib.sha256()
+        self.pauses = 0
+        self.lost: Deferred[None] = Deferred()
+
+    def connectionMade(self) -> None:
+        self.transport.registerProducer(self, True)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            self._reactor.callLater(0, self._pump)
+
+    def _pump(self) -> None:
+        self._scheduled = False
+        for _ in range(16):  # then let the reactor breathe
+            if self._paused or self._remaining <= 0:
+                break
+            piece = payload(self._seed, self._index, min(self._chunk, self._remaining))
+            self._index += 1
+            self._remaining -= len(piece)
+            self.digest.update(piece)
+            self.transport.write(piece)
+        if self._remaining <= 0:
+            if not self._closed:
+                self._closed = True
+                self.transport.unregisterProducer()
+                self.transport.loseConnection()
+        elif not self._paused:
+            self._schedule()
+
+    def pauseProducing(self) -> None:
+        self._paused = True
+        self.pauses += 1
+
+    def resumeProducing(self) -> None:
+        self._paused = False
+        if self._remaining > 0:
+            self._schedule()
+
+    def stopProducing(self) -> None:
+        self._paused = True
+
+    def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
+        self.lost.callback(None)
+
+
+class BulkReceiver(Protocol):
+    """Hashes everything it receives; ``done`` fires at ``connectionLost``."""
+
+    def __init__(self) -> None:
+        self.digest = hashlib.sha256()
+        self.bytes = 0
+        self.done: Deferred[None] = Deferred()
+
+    def dataReceived(self, data: bytes) -> None:
+        self.digest.update(data)
+        self.bytes += len(data)
+
+    def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
+        self.done.callback(None)
+
+
+async def bulk_send(peer: Peer) -> dict[str, Any]:
+    """Send ``--total`` bytes on one subchannel, then close and wait for the peer's CLOSE."""
+    args = peer.args
+    factory = Factory.forProtocol(
+        lambda: BulkSender(peer.reactor, args.seed, args.total, args.chunk)
+    )
+    started = time.monotonic()
+    peer.phase = "bulk-send: sending"
+    sender: BulkSender = await peer.connect(peer.subprotocols[0], factory)
+    await sender.lost
+    seconds = time.monotonic() - started
+    return {
+        "bytes": args.total,
+        "sha256": sender.digest.hexdigest(),
+        "seconds": round(seconds, 3),
+        "pauses": sender.pauses,
+    }
+
+
+async def bulk_recv(peer: Peer) -> dict[str, Any]:
+    """Receive one subchannel to its end; check ``--total`` and report the SHA-256."""
+    receivers: list[BulkReceiver] = []
+    first: Deferred[BulkReceiver] = Deferred()
+
+    def build() -> BulkReceiver:
+        receiver = BulkReceiver()
+        receivers.append(receiver)
+        if not first.called:
+            first.callback(receiver)
+        return receiver
+
+    await peer.listen(peer.subprotocols[0], Factory.forProtocol(build))
+    peer.phase = "bulk-recv: waiting for the subchannel"
+    receiver = await first
+    started = time.monotonic()
+    peer.phase = "bulk-recv: receiving"
+    await receiver.done
+    seconds = time.monotonic() - started
+    if receiver.bytes != peer.args.total:
+        raise ScenarioError(f"received {receiver.bytes} B, expected {peer.args.total} B")
+    return {
+        "bytes": receiver.bytes,
+        "sha256": receiver.digest.hexdigest(),
+        "seconds": round(seconds, 3),
+        "subchannels": len(receivers),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# closing and old peers
+
+
+async def close_first(peer: Peer) -> dict[str, Any]:
+    """Echo one message on a subchannel left open; the wormhole is then closed by ``Peer``."""
+    client: EchoClient = await peer.connect(peer.subprotocols[0], Factory.forProtocol(EchoClient))
+    peer.phase = "close-first: echo"
+    await client.exchange(payload(peer.args.seed, 0, peer.args.sizes[0]))
+    return {"echoed": peer.args.sizes[0], "subchannel_open": not client.lost.called}
+
+
+async def close_second(peer: Peer) -> dict[str, Any]:
+    """Echo on an open subchannel until the other peer has exited; report what it saw."""
+    factory = EchoServerFactory(peer.reactor, expected=1, half_close=False)
+    await peer.listen(peer.subprotocols[0], factory)
+    peer.phase = "close-second: waiting for the other peer to finish"
+    await peer.stdin.finished
+    return {
+        "opened": len(factory.built),
+        "bytes": sum(p.bytes for p in factory.built),
+        "connection_lost": len(factory.finished),
+    }
+
+
+async def expect_old_peer(peer: Peer) -> dict[str, Any]:
+    """Dilate against a peer without dilation: ``when_dilated()`` must fail."""
+    from wormhole._dilation.manager import OldPeerCannotDilateError
+
+    peer.phase = "expect-old-peer: when_dilated"
+    try:
+        await peer.dilate().when_dilated()
+    except OldPeerCannotDilateError as e:
+        return {"when_dilated": type(e).__name__}
+    raise ScenarioError("when_dilated() succeeded against a peer without dilation")
+
+
+async def no_dilation(peer: Peer) -> dict[str, Any]:
+    """Exchange versions without dilation, then wait for the other peer to finish."""
+    versions = await peer.wormhole.get_versions()
+    peer.phase = "no-dilation: waiting for the other peer to finish"
+    await peer.stdin.finished
+    return {"peer_can_dilate": versions.get("can-dilate", [])}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A scenario function and how ``Peer`` prepares for it."""
+
+    run: Callable[[Peer], Awaitable[dict[str, Any]]]
+    subprotocols: tuple[str, ...] = ("echo",)
+    dilation: bool = True  # create the wormhole with dilation=True
+    dilate_first: bool = True  # dilate and wait for when_dilated() before run
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "echo-server": Scenario(echo_server),
+    "echo-client": Scenario(echo_client),
+    "echo-both": Scenario(echo_both),
+    "bulk-send": Scenario(bulk_send, subprotocols=("bulk",)),
+    "bulk-recv": Scenario(bulk_recv, subprotocols=("bulk",)),
+    "close-first": Scenario(close_first, subprotocols=("close",)),
+    "close-second": Scenario(close_second, subprotocols=("close",)),
+    "expect-old-peer": Scenario(expect_old_peer, dilate_first=False),
+    "no-dilation": Scenario(no_dilation, dilation=False, dilate_first=False),
+}
