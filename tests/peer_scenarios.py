@@ -14,9 +14,9 @@ digests, not just lengths. Pairs (left/right, in any order):
 - ``echo-both`` + ``echo-both``: both peers listen and open subchannels at the same time.
 - ``bulk-send`` + ``bulk-recv``: ``--total`` bytes in ``--chunk`` writes through a registered
   push producer, then close; both report the stream's SHA-256.
-- ``close-first`` + ``close-second``: one message echoed on a subchannel that stays open, then
-  the first peer closes its wormhole; the second reports what its open subchannel saw once the
-  first peer has exited (its stdin reaches EOF).
+- ``close-first`` + ``close-second``: one message echoed on a subchannel that stays open; the
+  first peer closes its wormhole, the second closes its own once the first has exited (stdin
+  EOF); each reports whether its open subchannel got ``connectionLost`` from the close.
 - ``expect-old-peer`` + ``no-dilation``: a dilating peer facing a peer created without
   dilation must see ``when_dilated()`` fail with ``OldPeerCannotDilateError``.
 """
@@ -33,8 +33,11 @@ from typing import Any
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
 from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 from zope.interface import implementer
+
+SETTLE_SECONDS = 0.2
 
 
 class ScenarioError(Exception):
@@ -61,6 +64,7 @@ class Peer:
         self.phase = "setup"
         self.wormhole: Any = None
         self.dilated: Any = None
+        self._closed = False
         self._last_status: dict[str, Any] | None = None
         self.scenario = SCENARIOS[args.scenario]
         self.subprotocols: list[str] = args.subprotocols or list(self.scenario.subprotocols)
@@ -92,8 +96,15 @@ class Peer:
         self.phase = f"scenario {args.scenario}"
         result = await self.scenario.run(self)
         self.emit("result", **result)
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the wormhole (once) and report ``closed``; later calls do nothing."""
+        if self._closed:
+            return
+        self._closed = True
         self.phase = "close"
-        await w.close()
+        await self.wormhole.close()
         self.emit("closed")
 
     def dilate(self) -> Any:
@@ -462,24 +473,46 @@ async def bulk_recv(peer: Peer) -> dict[str, Any]:
 # closing and old peers
 
 
+async def _settle(peer: Peer) -> None:
+    """Let deliveries scheduled by ``w.close()`` for later reactor turns happen."""
+    await deferLater(peer.reactor, SETTLE_SECONDS, lambda: None)
+
+
 async def close_first(peer: Peer) -> dict[str, Any]:
-    """Echo one message on a subchannel left open; the wormhole is then closed by ``Peer``."""
+    """
+    Echo one message on a subchannel, then close the wormhole with the subchannel still open,
+    and report whether the subchannel's protocol got ``connectionLost`` (stock: it does not).
+    """
     client: EchoClient = await peer.connect(peer.subprotocols[0], Factory.forProtocol(EchoClient))
     peer.phase = "close-first: echo"
     await client.exchange(payload(peer.args.seed, 0, peer.args.sizes[0]))
-    return {"echoed": peer.args.sizes[0], "subchannel_open": not client.lost.called}
+    lost_before = client.lost.called
+    await peer.close()
+    await _settle(peer)
+    return {
+        "echoed": peer.args.sizes[0],
+        "connection_lost_before_close": int(lost_before),
+        "connection_lost_after_close": int(client.lost.called),
+    }
 
 
 async def close_second(peer: Peer) -> dict[str, Any]:
-    """Echo on an open subchannel until the other peer has exited; report what it saw."""
+    """
+    Echo on a subchannel until the other peer has exited (stdin EOF), then close the wormhole
+    with the subchannel still open; report how many subchannels saw ``connectionLost``.
+    """
     factory = EchoServerFactory(peer.reactor, expected=1, half_close=False)
     await peer.listen(peer.subprotocols[0], factory)
     peer.phase = "close-second: waiting for the other peer to finish"
     await peer.stdin.finished
+    lost_before = len(factory.finished)
+    await peer.close()
+    await _settle(peer)
     return {
         "opened": len(factory.built),
         "bytes": sum(p.bytes for p in factory.built),
-        "connection_lost": len(factory.finished),
+        "connection_lost_before_close": lost_before,
+        "connection_lost_after_close": len(factory.finished),
     }
 
 

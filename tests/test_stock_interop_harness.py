@@ -1,0 +1,230 @@
+"""
+Interop scenarios between two peer processes through the real mailbox server and transit relay.
+
+Layer: interop tests (tests/peer.py peers, tests/harness.py servers). Today both peers run
+STOCK magic-wormhole, which proves the harness; ``InteropScenariosMixin`` is written so the
+same scenarios run with txdilation on either side by subclassing with other ``left_impl`` /
+``right_impl`` values (and, for behaviour txdilation fixes, other ``EXPECTED_CLOSE_DELIVERS``).
+
+Roles are forced with ``--side``: the higher dilation side is the Leader. Every payload is
+generated from a seed and checked by SHA-256 inside the peers; the tests check the counts, the
+digests, the path actually used (direct or relay, from the dilation status) and the roles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, ClassVar
+
+from twisted.internet import defer
+from twisted.trial import unittest
+
+from tests.harness import PeerResult, RealServersMixin, run_peer_pair
+from tests.peer_scenarios import SETTLE_SECONDS, payload
+
+LEADER = "f" * 16  # the higher side leads
+FOLLOWER = "0" * 16
+SIZES = [1, 1000, 65519, 65520, 5 << 20]  # around the 65519-byte Noise split, up to 5 MiB
+PAIR_TIMEOUT = 25.0
+
+
+def _csv(values: list[Any]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def _first_connection(peer: PeerResult) -> str:
+    """The hint description of the first connection the peer's dilation status reported."""
+    for e in peer.events:
+        if e.get("event") == "status" and e.get("peer") == "ConnectedPeer":
+            return str(e["hint_description"])
+    raise AssertionError(f"no ConnectedPeer status\n{peer.tail()}")
+
+
+class InteropScenariosMixin:
+    """
+    The interop scenarios, for a trial TestCase that also uses ``RealServersMixin``.
+
+    ``left_impl`` / ``right_impl`` choose each peer's implementation; the left peer allocates
+    the code. ``EXPECTED_CLOSE_DELIVERS`` says, per implementation, whether ``w.close()``
+    delivers ``connectionLost`` to a subchannel protocol that is still open.
+    """
+
+    left_impl: ClassVar[str] = "stock"
+    right_impl: ClassVar[str] = "stock"
+    EXPECTED_CLOSE_DELIVERS: ClassVar[dict[str, bool]] = {"stock": False, "txdilation": True}
+    timeout = 2 * PAIR_TIMEOUT
+
+    mailbox: Any
+    transit_relay: Any
+    reactor: Any
+
+    async def pair(
+        self, left: list[str], right: list[str], *, left_side: str, right_side: str
+    ) -> tuple[PeerResult, PeerResult]:
+        """Run the pair with this class's implementations and sides; checks the sides took."""
+        results = await run_peer_pair(
+            self.reactor,
+            self.mailbox.url,
+            ["--impl", self.left_impl, "--side", left_side, *left],
+            ["--impl", self.right_impl, "--side", right_side, *right],
+            PAIR_TIMEOUT,
+        )
+        for peer, side in zip(results, (left_side, right_side), strict=True):
+            self.assertEqual(peer.event("side"), {"event": "side", "side": side}, peer.tail())
+            self.assertIsNotNone(peer.event("dilated"), peer.tail())
+            self.assertIsNotNone(peer.event("closed"), peer.tail())
+        return results
+
+    def relay_args(self) -> list[str]:
+        return ["--no-listen", "--relay", self.transit_relay.hint]
+
+    def assert_direct(self, left: PeerResult, right: PeerResult) -> None:
+        """One loopback TCP connection, seen outbound from one end and inbound from the other."""
+        descriptions = [_first_connection(left), _first_connection(right)]
+        self.assertEqual(
+            sorted(d[:16] for d in descriptions), ["->tcp:127.0.0.1:", "<-tcp:127.0.0.1:"]
+        )
+
+    def assert_relayed(self, left: PeerResult, right: PeerResult) -> None:
+        """Both ends connected outbound to the transit relay, and only to it."""
+        expected = f"->relay:{self.transit_relay.hint}"
+        self.assertEqual([_first_connection(left), _first_connection(right)], [expected] * 2)
+
+    def assert_echoed(self, client: dict[str, Any], server: dict[str, Any], count: int) -> None:
+        """Every message came back whole, one dataReceived per write, on every subchannel."""
+        self.assertEqual(client["opened"], count)
+        self.assertEqual(client["messages"], count * len(SIZES))
+        self.assertEqual(client["bytes"], count * sum(SIZES))
+        self.assertEqual(client["max_chunks_per_message"], 1)
+        self.assertEqual(server["served"], count)
+        self.assertEqual(
+            (server["messages"], server["bytes"]), (count * len(SIZES), count * sum(SIZES))
+        )
+
+    async def echo(
+        self, *, server_side: str, client_side: str, extra: list[str]
+    ) -> tuple[PeerResult, PeerResult]:
+        common = ["--count", "3", "--sizes", _csv(SIZES), *extra]
+        left, right = await self.pair(
+            ["--scenario", "echo-server", *common],
+            ["--scenario", "echo-client", *common],
+            left_side=server_side,
+            right_side=client_side,
+        )
+        self.assert_echoed(right.result, left.result, 3)
+        return left, right
+
+    @defer.inlineCallbacks
+    def test_echo_direct_server_leads(self) -> Any:
+        """Direct: 3 subchannels, 1 B to 5 MiB each way, Follower opens, Leader echoes."""
+        left, right = yield defer.ensureDeferred(
+            self.echo(server_side=LEADER, client_side=FOLLOWER, extra=[])
+        )
+        self.assert_direct(left, right)
+
+    @defer.inlineCallbacks
+    def test_echo_direct_client_leads_half_close_two_names(self) -> Any:
+        """Direct, roles swapped: Leader opens on two subprotocol names and half-closes."""
+        extra = ["--half-close", "--subprotocols", "echo,chat"]
+        left, right = yield defer.ensureDeferred(
+            self.echo(server_side=FOLLOWER, client_side=LEADER, extra=extra)
+        )
+        self.assertTrue(right.result["half_close"])
+        self.assert_direct(left, right)
+
+    @defer.inlineCallbacks
+    def test_echo_relay_only_server_leads(self) -> Any:
+        """Relay only (no_listen on both sides): the echo scenario through the real relay."""
+        left, right = yield defer.ensureDeferred(
+            self.echo(server_side=LEADER, client_side=FOLLOWER, extra=self.relay_args())
+        )
+        self.assert_relayed(left, right)
+
+    @defer.inlineCallbacks
+    def test_echo_relay_only_client_leads_half_close(self) -> Any:
+        """Relay only, roles swapped, half-closing client."""
+        extra = [*self.relay_args(), "--half-close"]
+        left, right = yield defer.ensureDeferred(
+            self.echo(server_side=FOLLOWER, client_side=LEADER, extra=extra)
+        )
+        self.assert_relayed(left, right)
+
+    @defer.inlineCallbacks
+    def test_both_sides_open_subchannels(self) -> Any:
+        """Both peers listen and open 2 subchannels each at the same time."""
+        args = ["--scenario", "echo-both", "--count", "2", "--sizes", _csv(SIZES)]
+        left, right = yield defer.ensureDeferred(
+            self.pair(args, args, left_side=LEADER, right_side=FOLLOWER)
+        )
+        for peer, other in ((left, right), (right, left)):
+            self.assert_echoed(peer.result["client"], other.result["server"], 2)
+
+    @defer.inlineCallbacks
+    def test_bulk_stream_follower_to_leader(self) -> Any:
+        """8 MiB through a push producer arrives whole: both digests equal the expected one."""
+        total, chunk = 8 << 20, 65536
+        args = ["--total", str(total), "--chunk", str(chunk), "--seed", "bulk"]
+        left, right = yield defer.ensureDeferred(
+            self.pair(
+                ["--scenario", "bulk-recv", *args],
+                ["--scenario", "bulk-send", *args],
+                left_side=LEADER,
+                right_side=FOLLOWER,
+            )
+        )
+        expected = hashlib.sha256()
+        for index in range(total // chunk):
+            expected.update(payload("bulk", index, chunk))
+        self.assertEqual(right.result["sha256"], expected.hexdigest())
+        self.assertEqual(left.result["sha256"], expected.hexdigest())
+        self.assertEqual((left.result["bytes"], left.result["subchannels"]), (total, 1))
+
+    @defer.inlineCallbacks
+    def test_close_with_subchannels_open(self) -> Any:
+        """
+        Each side closes its wormhole with a subchannel open, the Follower first. Whether the
+        open subchannel's protocol then gets connectionLost is pinned per implementation
+        (stock: never; a stock defect txdilation fixes).
+        """
+        left, right = yield defer.ensureDeferred(
+            self.pair(
+                ["--scenario", "close-first", "--sizes", "100"],
+                ["--scenario", "close-second"],
+                left_side=FOLLOWER,
+                right_side=LEADER,
+            )
+        )
+        self.assertEqual(left.result["echoed"], 100)
+        self.assertEqual((right.result["opened"], right.result["bytes"]), (1, 100))
+        for peer, impl in ((left, self.left_impl), (right, self.right_impl)):
+            self.assertEqual(peer.result["connection_lost_before_close"], 0)
+            self.assertEqual(
+                peer.result["connection_lost_after_close"],
+                int(self.EXPECTED_CLOSE_DELIVERS[impl]),
+                f"{impl} after {SETTLE_SECONDS} s",
+            )
+
+
+class StockStockInteropTests(InteropScenariosMixin, RealServersMixin, unittest.TestCase):
+    """The scenarios with stock magic-wormhole on both sides (proves the harness)."""
+
+
+class OldPeerTests(RealServersMixin, unittest.TestCase):
+    """A dilating peer against a peer created without dilation."""
+
+    timeout = 2 * PAIR_TIMEOUT
+
+    @defer.inlineCallbacks
+    def test_old_peer_cannot_dilate(self) -> Any:
+        """when_dilated() fails with OldPeerCannotDilateError; the other side offered none."""
+        left, right = yield defer.ensureDeferred(
+            run_peer_pair(
+                self.reactor,
+                self.mailbox.url,
+                ["--impl", "stock", "--scenario", "expect-old-peer"],
+                ["--impl", "stock", "--scenario", "no-dilation"],
+                PAIR_TIMEOUT,
+            )
+        )
+        self.assertEqual(left.result, {"when_dilated": "OldPeerCannotDilateError"})
+        self.assertEqual(right.result, {"peer_can_dilate": []})
