@@ -1,0 +1,57 @@
+"""
+Code-quality gates as tests: ruff lint, ruff format and mypy (strict, config in pyproject.toml).
+
+Layer: repository checks. Each tool runs from the repository root in a subprocess of this
+Python (``python -m TOOL``), so CI needs nothing but the test command. A test is skipped only
+when its tool is not installed; any finding fails it with the tool's output in the message.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+from twisted.trial import unittest
+
+from tests.harness import REPO_ROOT
+
+TOOL_TIMEOUT = 600.0
+
+
+def _run_tool(testcase: unittest.SynchronousTestCase, module: str, *args: str) -> None:
+    """Run ``python -m module args`` in the repo root; fail with its output unless it exits 0."""
+    if importlib.util.find_spec(module) is None:
+        raise unittest.SkipTest(f"{module} is not installed (pip install -e '.[dev]')")
+    command = [sys.executable, "-m", module, *args]
+    try:
+        done = subprocess.run(
+            command,
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=TOOL_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        testcase.fail(f"{' '.join(command[2:])} took longer than {TOOL_TIMEOUT} s")
+    if done.returncode != 0:
+        testcase.fail(
+            f"{' '.join(command[2:])} exited with {done.returncode}:\n{done.stdout}{done.stderr}"
+        )
+
+
+class QualityTests(unittest.SynchronousTestCase):
+    """The whole tree passes the house linters and the strict type check."""
+
+    def test_ruff_check(self) -> None:
+        """``ruff check src tests`` finds nothing."""
+        _run_tool(self, "ruff", "check", "--no-cache", "src", "tests")
+
+    def test_ruff_format(self) -> None:
+        """``ruff format --check src tests``: every file is already formatted."""
+        _run_tool(self, "ruff", "format", "--check", "--no-cache", "src", "tests")
+
+    def test_mypy(self) -> None:
+        """``mypy`` (strict, packages and plugins from pyproject.toml) reports no errors."""
+        _run_tool(self, "mypy")
