@@ -1,0 +1,139 @@
+"""The run's headline numbers: ``report/summary.json``.
+
+Layer: actions over silver/bronze tables (each function runs a few small Spark jobs and returns
+plain Python values). Metric definitions are those of :mod:`.silver` and :mod:`.gold`; overall
+percentiles are exact and computed over all rows (not merged from daily ones).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from .gold import quantiles, session_metrics, with_session_rates
+
+SUMMARY_SCHEMA = "txdilation-analytics-summary/1"
+
+
+def counts_by(df: DataFrame, key: str) -> dict[str, int]:
+    """``{value of key: rows}``, sorted by key (NULL keys reported as ``"null"``)."""
+    rows = df.groupBy(key).count().collect()
+    return dict(sorted((str(r[key]) if r[key] is not None else "null", r["count"]) for r in rows))
+
+
+def _pq(values: list[float | None] | None, names: tuple[str, ...]) -> dict[str, float | None]:
+    values = values or [None] * len(names)
+    return {n: (float(v) if v is not None else None) for n, v in zip(names, values, strict=True)}
+
+
+def _float(value: Any) -> float | None:
+    return float(value) if value is not None else None
+
+
+def session_summary(sessions: DataFrame, events: DataFrame) -> dict[str, Any]:
+    """The session metrics of the summary (from silver sessions and silver events)."""
+    row = with_session_rates(sessions.agg(*session_metrics())).first()
+    assert row is not None
+    rtt = (
+        events.filter((F.col("event") == "ping_rtt") & F.col("rtt_s").isNotNull())
+        .agg(F.count(F.lit(1)).alias("n"), quantiles("rtt_s", (0.5, 0.9)).alias("q"))
+        .first()
+    )
+    assert rtt is not None
+    pairs = sessions.agg(
+        F.count_distinct("pair").alias("pairs"),
+        F.min("day").alias("first_day"),
+        F.max("day").alias("last_day"),
+    ).first()
+    assert pairs is not None
+    return {
+        "sessions": int(row["sessions"]),
+        "sessions_dilated": int(row["sessions_dilated"]),
+        "dilation_success_rate": _float(row["dilation_success_rate"]),
+        "time_to_dilate_s": {
+            "p50": _float(row["time_to_dilate_p50_s"]),
+            "p90": _float(row["time_to_dilate_p90_s"]),
+            "p99": _float(row["time_to_dilate_p99_s"]),
+        },
+        "relay_share": _float(row["relay_share"]),
+        "reconnects_per_session": _float(row["reconnects_per_session"]),
+        "generations_total": int(row["generations"] or 0),
+        "retransmitted_bytes_ratio": _float(row["retransmitted_bytes_ratio"]),
+        "throughput_Bps": {
+            "p50": _float(row["throughput_p50_Bps"]),
+            "p90": _float(row["throughput_p90_Bps"]),
+        },
+        "rtt_s": _pq(rtt["q"], ("p50", "p90")),
+        "rtt_samples": int(rtt["n"]),
+        "bytes_sent_total": int(row["bytes_sent"] or 0),
+        "bytes_retransmitted_total": int(row["bytes_retransmitted"] or 0),
+        "pairs": int(pairs["pairs"]),
+        "days": {
+            "first": pairs["first_day"].isoformat() if pairs["first_day"] else None,
+            "last": pairs["last_day"].isoformat() if pairs["last_day"] else None,
+        },
+    }
+
+
+def server_summary(
+    mailboxes: DataFrame, nameplates: DataFrame, transit: DataFrame
+) -> dict[str, Any]:
+    """The server metrics of the summary (mailbox usage DB, relay log/DB)."""
+    total = transit.agg(F.sum("total_bytes").alias("b")).first()
+    return {
+        "mailbox_results": counts_by(mailboxes, "result"),
+        "nameplate_results": counts_by(nameplates, "result"),
+        "transit_results": counts_by(transit, "mood"),
+        "transit_bytes_total": int(total["b"] or 0) if total is not None else 0,
+    }
+
+
+def timing_summary(timing: DataFrame) -> dict[str, Any]:
+    """How many stock timing files and events were read, and median phase durations."""
+    with_duration = timing.withColumn("duration_s", F.col("stop") - F.col("start"))
+    medians = (
+        with_duration.filter(F.col("duration_s").isNotNull())
+        .groupBy("name")
+        .agg(F.median("duration_s").alias("p50"))
+        .collect()
+    )
+    head = timing.agg(
+        F.count_distinct("source_file").alias("files"), F.count(F.lit(1)).alias("events")
+    ).first()
+    assert head is not None
+    return {
+        "files": int(head["files"]),
+        "events": int(head["events"]),
+        "duration_p50_s": dict(sorted((r["name"], float(r["p50"])) for r in medians)),
+    }
+
+
+def build_summary(
+    sessions: DataFrame,
+    events: DataFrame,
+    mailboxes: DataFrame,
+    nameplates: DataFrame,
+    transit: DataFrame,
+    timing: DataFrame,
+    corrupt_by_source: dict[str, int],
+) -> dict[str, Any]:
+    """The whole ``summary.json`` document (see docs/analytics.md for every key)."""
+    out: dict[str, Any] = {"schema": SUMMARY_SCHEMA}
+    out.update(session_summary(sessions, events))
+    out.update(server_summary(mailboxes, nameplates, transit))
+    out["client_timing"] = timing_summary(timing)
+    out["corrupt_lines"] = sum(corrupt_by_source.values())
+    out["corrupt_lines_by_source"] = dict(sorted(corrupt_by_source.items()))
+    return out
+
+
+__all__ = [
+    "SUMMARY_SCHEMA",
+    "build_summary",
+    "counts_by",
+    "server_summary",
+    "session_summary",
+    "timing_summary",
+]
