@@ -12,7 +12,8 @@ Layer: test infrastructure (pytest only; ``python -m twisted.trial tests`` never
 - Fixtures: ``reactor``, ``mailbox`` (``tests.harness.MailboxServer``) and ``transit_relay``
   (``tests.harness.TransitRelay``), fresh per test (a longer-lived server would look like a
   leaked port to the reactor check of any trial TestCase that runs meanwhile).
-- ``tests.harness.loopback_env()`` is set in ``os.environ`` for the whole run.
+- ``tests.harness.loopback_env()`` is set in ``os.environ`` for the whole run; trial TestCases
+  run in a scratch working directory, as under trial.
 - Timeouts: trial TestCases use trial's ``timeout`` attribute. Other Twisted tests (Deferred or
   coroutine results) fail after ``@pytest.mark.timeout(seconds)`` or ``DEFAULT_TIMEOUT``
   seconds, unless the pytest-timeout plugin is installed, which then owns the marker.
@@ -152,6 +153,22 @@ def _with_timeout(f: Callable[..., Any], seconds: float) -> Callable[..., Any]:
 
 # ---------------------------------------------------------------------------------------------
 # fixtures
+
+
+@pytest.fixture(autouse=True)
+def _trial_working_directory(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """
+    Run trial TestCases in a scratch directory, as trial does (``_trial_temp``), so that
+    ``self.mktemp()`` paths do not land in the repository.
+    """
+    from twisted.trial.unittest import SynchronousTestCase
+
+    if isinstance(request.instance, SynchronousTestCase):
+        monkeypatch.chdir(tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="session")

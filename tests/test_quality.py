@@ -1,5 +1,6 @@
 """
-Code-quality gates as tests: ruff lint, ruff format and mypy (strict, config in pyproject.toml).
+Code-quality gates as tests: ruff lint, ruff format and mypy (strict, config in pyproject.toml),
+and the README's test command being the one CI runs.
 
 Layer: repository checks. Each tool runs from the repository root in a subprocess of this
 Python (``python -m TOOL``), so CI needs nothing but the test command. A test is skipped only
@@ -9,6 +10,7 @@ when its tool is not installed; any finding fails it with the tool's output in t
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 
@@ -55,3 +57,20 @@ class QualityTests(unittest.SynchronousTestCase):
     def test_mypy(self) -> None:
         """``mypy`` (strict, packages and plugins from pyproject.toml) reports no errors."""
         _run_tool(self, "mypy")
+
+
+class ReadmeCommandTests(unittest.SynchronousTestCase):
+    """README.md and .ci/run agree on the set-up commands."""
+
+    def test_ci_runs_the_readme_test_command(self) -> None:
+        """README has two ``sh`` blocks (main job, tests); .ci/run runs the second verbatim."""
+        readme = (REPO_ROOT / "README.md").read_text()
+        blocks = re.findall(r"```sh\n(.*?)\n```", readme, flags=re.S)
+        self.assertEqual(len(blocks), 2, blocks)
+        self.assertIn("txdilation demo", blocks[0])
+        ci = (REPO_ROOT / ".ci" / "run").read_text()
+        found = re.search(r'^TEST_COMMAND="(.*)"$', ci, flags=re.M)
+        self.assertIsNotNone(found, ".ci/run has no TEST_COMMAND line")
+        assert found is not None
+        self.assertEqual(found.group(1), blocks[1])
+        self.assertIn('bash -c "$TEST_COMMAND"', ci)
