@@ -119,6 +119,7 @@ class DilatedConnectionProtocol(Protocol):
         self._timer: IDelayedCall | None = None
         self._open = False
         self.reading_paused = False
+        self._nominated = False
         self._failed_reason: str | None = None
         self.events: L2Events = l2_machine(self)
 
@@ -174,6 +175,11 @@ class DilatedConnectionProtocol(Protocol):
         if type(record) is not KCM:
             raise DilationProtocolError(f"{type(record).__name__} record before selection")
         self.events.kcm_received()
+        if self._nominated:
+            # Tell the owner only once the machine has settled: its select() must not be a
+            # re-entrant input queued behind records it causes to be sent.
+            self._nominated = False
+            self._owner.candidate_ready(self)
 
     def _frame_selected(self, payload: bytes) -> None:
         record = parse_record(self._noise.decrypt(payload))
@@ -295,7 +301,7 @@ def _build_l2_machine() -> Callable[[DilatedConnectionProtocol], L2Events]:
 
     @confirming.upon(L2Events.kcm_received).to(nominated)
     def nominate(events: L2Events, c: DilatedConnectionProtocol) -> None:
-        c._owner.candidate_ready(c)
+        c._nominated = True
 
     @nominated.upon(L2Events.select).to(selected)
     def become_selected(events: L2Events, c: DilatedConnectionProtocol, sink: IRecordSink) -> None:

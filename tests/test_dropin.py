@@ -1,0 +1,105 @@
+"""The drop-in surface: txdilation.install()/uninstall() in fresh interpreters, and stock
+magic-wormhole's own dilation integration tests run against txdilation."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+from twisted.trial.unittest import TestCase
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+def run_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout, env=env, check=False)
+
+
+class InstallTests(TestCase):
+    timeout = 120
+
+    def check(self, code: str) -> None:
+        result = run_python(code)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("OK", result.stdout)
+
+    def test_install_before_wormhole_import(self) -> None:
+        """install() before `import wormhole`: stock's modules see txdilation's Dilator,
+        DILATION_VERSIONS, Connector and SubchannelAddress; submodules are not loaded twice."""
+        self.check("""
+            import sys, txdilation
+            txdilation.install()
+            import wormhole, wormhole._boss, wormhole.wormhole
+            import txdilation.manager, txdilation.connector, txdilation.subchannel
+            assert wormhole._boss.Dilator is txdilation.manager.Dilator
+            assert wormhole.wormhole.Connector is txdilation.connector.Connector
+            assert wormhole.wormhole.DILATION_VERSIONS is txdilation.manager.DILATION_VERSIONS
+            assert wormhole.SubchannelAddress is txdilation.subchannel.SubchannelAddress
+            assert sys.modules["wormhole._dilation.manager"] is txdilation.manager
+            from wormhole._dilation._noise import NoiseConnection
+            assert NoiseConnection
+            from wormhole._dilation.connector import ipaddrs
+            assert ipaddrs.find_addresses
+            print("OK")
+        """)
+
+    def test_install_after_wormhole_import_and_uninstall(self) -> None:
+        """install() after `import wormhole` rebinds the names stock bound at import time;
+        uninstall() restores stock's objects exactly."""
+        self.check("""
+            import wormhole, wormhole._boss, wormhole.wormhole
+            import wormhole._dilation.manager as stock_manager
+            stock_dilator = wormhole._boss.Dilator
+            import txdilation
+            txdilation.install()
+            import txdilation.manager
+            assert wormhole._boss.Dilator is txdilation.manager.Dilator
+            import wormhole._dilation.manager as m
+            assert m is txdilation.manager
+            txdilation.uninstall()
+            txdilation.uninstall()
+            assert wormhole._boss.Dilator is stock_dilator
+            import wormhole._dilation.manager as m2
+            assert m2 is stock_manager
+            print("OK")
+        """)
+
+    def test_create_uses_txdilation(self) -> None:
+        """A wormhole created by stock's create(dilation=True) after install() has a
+        txdilation Dilator and advertises can-dilate ["ged"]."""
+        self.check("""
+            import txdilation
+            txdilation.install()
+            from twisted.internet import reactor
+            import wormhole, txdilation.manager
+            w = wormhole.create("appid", "ws://127.0.0.1:1/v1", reactor, dilation=True)
+            assert isinstance(w._boss._D, txdilation.manager.Dilator), type(w._boss._D)
+            print("OK")
+        """)
+
+
+class StockIntegrationTests(TestCase):
+    timeout = 300
+
+    def test_stock_dilation_integration_tests_pass(self) -> None:
+        """`pytest -p txdilation.dropin --pyargs wormhole.test.dilate.test_full
+        wormhole.test.dilate.test_api wormhole.test.dilate.test_connect`: all 8 of
+        magic-wormhole's own dilation integration tests pass against txdilation."""
+        env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env["TXDILATION_LISTEN_INTERFACE"] = "127.0.0.1"
+        env["TXDILATION_HINT_ADDRESSES"] = "127.0.0.1"
+        with tempfile.TemporaryDirectory() as cwd:
+            result = subprocess.run(
+                [sys.executable, "-m", "pytest", "-p", "txdilation.dropin", "-p",
+                 "no:cacheprovider", "--pyargs", "wormhole.test.dilate.test_full",
+                 "wormhole.test.dilate.test_api", "wormhole.test.dilate.test_connect"],
+                cwd=cwd, env=env, capture_output=True, text=True, timeout=280, check=False)
+        output = result.stdout + result.stderr
+        self.assertEqual(result.returncode, 0, output[-6000:])
+        self.assertIn("8 passed", output, output[-3000:])
+        self.assertIn("wormhole._dilation -> txdilation", output)

@@ -1,0 +1,372 @@
+"""The Manager and Dilator (txdilation.manager): DILATE-n messages, roles, generations, status,
+keepalive, stopping; two Dilators joined by an in-memory mailbox over real loopback TCP."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from twisted.internet import reactor as _reactor
+from twisted.internet.defer import Deferred, inlineCallbacks
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import Clock, Cooperator
+from twisted.internet.testing import MemoryReactorClock
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+from wormhole._interfaces import ISend, ITerminator
+from wormhole._status import (
+    ConnectedPeer,
+    ConnectingPeer,
+    DilationStatus,
+    ReconnectingPeer,
+    StoppedPeer,
+)
+from zope.interface import implementer
+from zope.interface.verify import verifyObject
+
+from txdilation.config import NetworkSettings
+from txdilation.errors import CanOnlyDilateOnceError, OldPeerCannotDilateError
+from txdilation.manager import Dilator, Manager, choose_version, normalize_ping_interval
+
+reactor: Any = _reactor
+LOOPBACK = NetworkSettings("127.0.0.1", ("127.0.0.1",))
+
+
+@implementer(ISend)
+class MailboxPipe:
+    """One side's ISend: delivers DILATE-n bodies to the peer's Dilator, checking the phase
+    numbers run from 0 without gaps (optionally holding them until released)."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+        self.peer: MailboxPipe | None = None
+        self.dilator: Any = None
+        self.expected_phase = 0
+
+    def send(self, phase: str, plaintext: bytes) -> None:
+        self.sent.append((phase, json.loads(plaintext)))
+        if self.peer is not None:
+            self.peer.receive(phase, plaintext)
+
+    def receive(self, phase: str, plaintext: bytes) -> None:
+        assert phase == f"dilate-{self.expected_phase}", (phase, self.expected_phase)
+        self.expected_phase += 1
+        self.dilator.received_dilate(plaintext)
+
+
+@implementer(ITerminator)
+class RecordingTerminator:
+    def __init__(self) -> None:
+        self.stopped: Deferred[None] = Deferred()
+
+    def stoppedD(self) -> None:
+        self.stopped.callback(None)
+
+    def stoppedRC(self) -> None: ...
+    def stoppedM(self) -> None: ...
+    def stoppedN(self) -> None: ...
+    def stopped(self) -> None: ...
+    def close(self, mood: str) -> None: ...
+
+
+def make_pair(**dilate_kwargs: Any) -> tuple[Any, ...]:
+    """Two Dilators wired through in-memory mailboxes, with deterministic roles."""
+    pipes = MailboxPipe(), MailboxPipe()
+    pipes[0].peer, pipes[1].peer = pipes[1], pipes[0]
+    terminators = RecordingTerminator(), RecordingTerminator()
+    dilators = []
+    for pipe, term in zip(pipes, terminators, strict=True):
+        d = Dilator(reactor, None, Cooperator(), ["ged"])
+        verifyObject(ITerminator, term)
+        d.wire(pipe, term)
+        pipe.dilator = d
+        dilators.append(d)
+    return pipes, terminators, dilators
+
+
+class EchoProtocol(Protocol):
+    def dataReceived(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(data)
+
+
+class Collector(Protocol):
+    def __init__(self) -> None:
+        self.received: list[bytes] = []
+        self.waiting: list[tuple[int, Deferred[bytes]]] = []
+        self.lost: Deferred[None] = Deferred()
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received.append(data)
+        total = b"".join(self.received)
+        for n, d in list(self.waiting):
+            if len(total) >= n:
+                self.waiting.remove((n, d))
+                d.callback(total)
+
+    def wait_for(self, n: int) -> Deferred[bytes]:
+        d: Deferred[bytes] = Deferred()
+        self.waiting.append((n, d))
+        self.dataReceived(b"")
+        return d
+
+    def connectionLost(self, reason: Any = None) -> None:
+        self.lost.callback(None)
+
+
+class InMemoryMailboxTests(TestCase):
+    """Two real Managers, real TCP on 127.0.0.1, DILATE messages through an in-memory pipe."""
+
+    timeout = 30
+
+    def setUp(self) -> None:
+        os.environ["TXDILATION_LISTEN_INTERFACE"] = "127.0.0.1"
+        os.environ["TXDILATION_HINT_ADDRESSES"] = "127.0.0.1"
+
+    @inlineCallbacks
+    def dilate_pair(self, status: list[list[DilationStatus]] | None = None, **kwargs: Any) -> Any:
+        pipes, terms, dilators = make_pair()
+        key = os.urandom(32)
+        apis = []
+        for i, d in enumerate(dilators):
+            d.got_key(key)
+            d.got_wormhole_versions({"can-dilate": ["ged"]})
+            on_status = status[i].append if status is not None else None
+            apis.append(d.dilate(status_update=on_status, **kwargs))
+        self.addCleanup(self.stop_all, dilators, terms)
+        yield apis[0].when_dilated()
+        yield apis[1].when_dilated()
+        return pipes, dilators, apis
+
+    @inlineCallbacks
+    def stop_all(self, dilators: list[Dilator], terms: Any) -> Any:
+        for d in dilators:
+            d.stop()
+        for t in terms:
+            yield t.stopped
+
+    @inlineCallbacks
+    def test_dilate_open_echo_and_message_order(self) -> Any:
+        """Both sides dilate; each sends exactly one 'please' (with use-version "ged") and one
+        direct 'connection-hints' first; a subchannel opened by one side echoes at the other."""
+        pipes, dilators, apis = yield self.dilate_pair()
+        for pipe in pipes:
+            kinds = [body["type"] for _, body in pipe.sent]
+            self.assertEqual(kinds[0], "please")
+            self.assertEqual(pipe.sent[0][1]["use-version"], "ged")
+            self.assertEqual(len(pipe.sent[0][1]["side"]), 16)
+            self.assertIn("connection-hints", kinds)
+            self.assertEqual(
+                [p for p, _ in pipe.sent], [f"dilate-{i}" for i in range(len(pipe.sent))]
+            )
+        apis[0].listener_for("echo").listen(Factory.forProtocol(EchoProtocol))
+        client = yield apis[1].connector_for("echo").connect(Factory.forProtocol(Collector))
+        client.transport.write(b"hello")
+        client.transport.write(b" world")
+        got = yield client.wait_for(11)
+        self.assertEqual(got, b"hello world")
+
+    @inlineCallbacks
+    def test_reconnect_after_drop_keeps_subchannel(self) -> Any:
+        """Dropping the L2 connection makes the Leader send 'reconnect', the Follower answer one
+        'reconnecting', and a new generation carry on the same subchannel with nothing lost."""
+        status: list[list[DilationStatus]] = [[], []]
+        pipes, dilators, apis = yield self.dilate_pair(status=status)
+        apis[0].listener_for("echo").listen(Factory.forProtocol(EchoProtocol))
+        client = yield apis[1].connector_for("echo").connect(Factory.forProtocol(Collector))
+        client.transport.write(b"one")
+        yield client.wait_for(3)
+        manager = dilators[1]._manager
+        first = manager._connection
+        first.disconnect()
+        client.transport.write(b"two")  # queued while the link is down, or sent then replayed
+        got = yield client.wait_for(6)
+        self.assertEqual(got, b"onetwo")
+        self.assertIsNot(manager._connection, first)
+        self.assertFalse(client.lost.called)
+        leader = 0 if dilators[0]._manager._role.value == "LEADER" else 1
+        follower = 1 - leader
+        self.assertEqual([b["type"] for _, b in pipes[leader].sent].count("reconnect"), 1)
+        self.assertEqual([b["type"] for _, b in pipes[follower].sent].count("reconnecting"), 1)
+        self.assertNotIn("reconnect", [b["type"] for _, b in pipes[follower].sent])
+        for updates in status:
+            gens = [s.generation for s in updates]
+            self.assertEqual(gens, sorted(gens))
+            self.assertEqual(max(gens), 2)
+            kinds = [type(s.peer_connection) for s in updates]
+            self.assertIn(ReconnectingPeer, kinds)
+            self.assertEqual(kinds[-1], ConnectedPeer)
+
+    @inlineCallbacks
+    def test_close_delivers_connection_lost_and_stopped_status(self) -> Any:
+        """Stopping the Dilator (what w.close() does) delivers connectionLost to open
+        subchannel protocols on both sides and ends with StoppedPeer (stock defect 3)."""
+        status: list[list[DilationStatus]] = [[], []]
+        pipes, terms, dilators = make_pair()
+        key = os.urandom(32)
+        apis = []
+        for i, d in enumerate(dilators):
+            d.got_key(key)
+            d.got_wormhole_versions({"can-dilate": ["ged"]})
+            apis.append(d.dilate(status_update=status[i].append))
+        yield apis[0].when_dilated()
+        server_protocols: list[Collector] = []
+
+        class ServerFactory(Factory):
+            def buildProtocol(self, addr: Any) -> Collector:
+                p = Collector()
+                server_protocols.append(p)
+                return p
+
+        apis[0].listener_for("x").listen(ServerFactory())
+        client = yield apis[1].connector_for("x").connect(Factory.forProtocol(Collector))
+        client.transport.write(b"hi")
+        while not server_protocols:
+            yield deferLater(0.01)
+        dilators[1].stop()
+        yield terms[1].stopped
+        yield client.lost
+        self.assertIsInstance(status[1][-1].peer_connection, StoppedPeer)
+        dilators[0].stop()
+        dilators[1].stop()  # twice is harmless
+        yield terms[0].stopped
+        yield server_protocols[0].lost
+        self.assertIsInstance(status[0][-1].peer_connection, StoppedPeer)
+
+
+def deferLater(seconds: float) -> Deferred[None]:
+    from twisted.internet.task import deferLater as dl
+
+    return dl(reactor, seconds, lambda: None)
+
+
+class VersionAndArgumentTests(SynchronousTestCase):
+    def test_choose_version_prefers_my_order(self) -> None:
+        """The shared version ranked highest in MY list wins; no overlap gives None."""
+        self.assertEqual(choose_version(["b", "a"], ["a", "b"]), "b")
+        self.assertIsNone(choose_version(["ged"], ["1"]))
+        self.assertIsNone(choose_version(["ged"], "ged"))
+
+    def test_ping_interval_accepts_ints(self) -> None:
+        """ping_interval: ints work (stock defect 4), None/0 mean 30 s, negatives refused."""
+        self.assertEqual(normalize_ping_interval(5), 5.0)
+        self.assertEqual(normalize_ping_interval(None), 30.0)
+        self.assertEqual(normalize_ping_interval(0), 30.0)
+        self.assertRaises(ValueError, normalize_ping_interval, -1)
+        self.assertRaises(TypeError, normalize_ping_interval, "5")
+
+    def test_dilate_twice_raises(self) -> None:
+        """A second dilate() raises CanOnlyDilateOnceError."""
+        pipes, terms, dilators = make_pair()
+        dilators[0].dilate()
+        self.assertRaises(CanOnlyDilateOnceError, dilators[0].dilate)
+
+    def test_old_peer_cannot_dilate_and_no_please(self) -> None:
+        """A peer without a shared can-dilate version: when_dilated errbacks with
+        OldPeerCannotDilateError and no 'please' is sent (stock defect 8)."""
+        pipes, terms, dilators = make_pair()
+        pipes[0].peer = None
+        api = dilators[0].dilate()
+        d = api.when_dilated()
+        dilators[0].got_key(os.urandom(32))
+        dilators[0].got_wormhole_versions({"can-dilate": ["1"]})
+        self.failureResultOf(d, OldPeerCannotDilateError)
+        self.assertEqual(pipes[0].sent, [])
+
+    def test_no_can_dilate_at_all(self) -> None:
+        """A peer whose versions lack can-dilate entirely is an old peer too."""
+        pipes, terms, dilators = make_pair()
+        api = dilators[0].dilate()
+        d = api.when_dilated()
+        dilators[0].got_wormhole_versions({})
+        self.failureResultOf(d, OldPeerCannotDilateError)
+
+
+def _manager(role_side: str) -> tuple[Manager, MailboxPipe, MemoryReactorClock]:
+    pipe = MailboxPipe()
+    clock = MemoryReactorClock()
+    m = Manager(
+        pipe,
+        role_side,
+        None,
+        clock,
+        None,
+        Cooperator(scheduler=lambda f: clock.callLater(0, f)),
+        ["ged"],
+        30.0,
+        None,
+        False,
+        None,
+        network=LOOPBACK,
+    )
+    return m, pipe, clock
+
+
+MESSAGES = [
+    b'{"type": "please", "side": "8888888888888888", "use-version": "ged"}',
+    b'{"type": "please", "side": "8888888888888888"}',
+    b'{"type": "connection-hints", "hints": [{"type": "direct-tcp-v1", "hostname": "127.0.0.1", "port": 1}]}',
+    b'{"type": "connection-hints", "hints": "bogus"}',
+    b'{"type": "reconnect"}',
+    b'{"type": "reconnecting"}',
+    b'{"type": "dance"}',
+    b'{"no-type": 1}',
+    b"[1, 2]",
+    b"not json",
+    b"\xff\xfe",
+]
+
+
+class ManagerInputFuzzTests(SynchronousTestCase):
+    @settings(max_examples=200, deadline=None)
+    @given(
+        side=st.sampled_from(["0000000000000000", "ffffffffffffffff"]),
+        steps=st.lists(
+            st.one_of(
+                st.sampled_from(MESSAGES), st.sampled_from(["key", "versions", "stop", "tick"])
+            ),
+            max_size=25,
+        ),
+    )
+    def test_any_message_sequence_is_safe(self, side: str, steps: list[Any]) -> None:
+        """Any order of DILATE-n messages (valid, malformed, unexpected for the role), key,
+        versions, stop and time passing: no exception escapes, phases stay gapless, a
+        Follower never sends 'reconnect', and each status has a non-decreasing generation."""
+        m, pipe, clock = _manager(side)
+        for step in steps:
+            if step == "key":
+                m.got_dilation_key(b"k" * 32)
+            elif step == "versions":
+                m.got_wormhole_versions({"can-dilate": ["ged"]})
+            elif step == "stop":
+                m.stop()
+            elif step == "tick":
+                clock.advance(31)
+            else:
+                m.received_dilation_message(step)
+        self.assertEqual([p for p, _ in pipe.sent], [f"dilate-{i}" for i in range(len(pipe.sent))])
+        kinds = [b["type"] for _, b in pipe.sent]
+        self.assertLessEqual(kinds.count("please"), 1)
+        if side == "0000000000000000":
+            self.assertNotIn("reconnect", kinds)
+        else:
+            self.assertNotIn("reconnecting", kinds)
+        m.stop()
+        m.stop()
+        self.assertTrue(self.successResultOf(m.when_stopped()) is None)
+        self.assertIsInstance(m._status.peer_connection, StoppedPeer)
+
+    def test_connecting_status_after_please(self) -> None:
+        """After both 'please' messages the status says ConnectingPeer at generation 1."""
+        statuses: list[DilationStatus] = []
+        m, pipe, clock = _manager("ffffffffffffffff")
+        m._status_update = statuses.append
+        m.got_dilation_key(b"k" * 32)
+        m.got_wormhole_versions({"can-dilate": ["ged"]})
+        m.received_dilation_message(MESSAGES[0])
+        self.assertIsInstance(statuses[-1].peer_connection, ConnectingPeer)
+        self.assertEqual(statuses[-1].generation, 1)
+        self.assertEqual(m._role.value, "LEADER")
+        m.stop()
