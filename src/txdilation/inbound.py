@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol as TypingProtocol
 
-from automat import TypeMachineBuilder
+from automat import TypeMachine, TypeMachineBuilder
 from twisted.internet.interfaces import IDelayedCall, IProtocolFactory, IReactorTime
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -115,7 +115,7 @@ class _InboundCore:
     stopped: bool = False
 
 
-def _build_inbound_machine() -> Callable[[_InboundCore], _InboundInputs]:
+def _build_inbound_machine() -> TypeMachine[_InboundInputs, _InboundCore]:
     b = TypeMachineBuilder(_InboundInputs, _InboundCore)
     idle = b.state("idle")
     idle_throttled = b.state("idle_throttled")
@@ -400,20 +400,20 @@ class Inbound:
 
     def pause_subchannel(self, scid: int) -> None:
         """Deliver nothing more to ``scid`` until :meth:`resume_subchannel`."""
-        route = self._routes.get(scid)
+        route = self._attached(scid)
         if route is not None and not route.discarding:
             route.paused = True
 
     def resume_subchannel(self, scid: int) -> None:
         """Deliver to ``scid`` again; what it held goes out on a later reactor turn, in order."""
-        route = self._routes.get(scid)
+        route = self._attached(scid)
         if route is not None:
             route.paused = False
             self._schedule_drain(route)
 
     def discard_subchannel(self, scid: int) -> None:
         """``scid`` wants no more data: drop what it holds and later DATA (a CLOSE still goes)."""
-        route = self._routes.get(scid)
+        route = self._attached(scid)
         if route is None:
             return
         closed = bool(route.held) and route.held[-1] is None
@@ -427,12 +427,18 @@ class Inbound:
 
     def subchannel_closed(self, scid: int, *, expect_close: bool) -> None:
         """``scid`` is closed: forget it. ``expect_close``: the peer's CLOSE is still to come."""
-        route = self._routes.get(scid)
-        if route is not None and route.delivery is not None:
-            self._forget(route)
-            self._check_buffered()
-        if expect_close and not self._core.stopped:
+        route = self._attached(scid)
+        if route is None:
+            return
+        self._forget(route)
+        self._check_buffered()
+        if expect_close:
             self._answered.add(scid)
+
+    def _attached(self, scid: int) -> _Route | None:
+        """The route of subchannel ``scid`` (None for unknown scids and held OPENs)."""
+        route = self._routes.get(scid)
+        return route if route is not None and route.delivery is not None else None
 
     def _forget(self, route: _Route) -> None:
         del self._routes[route.scid]

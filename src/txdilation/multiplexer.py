@@ -25,11 +25,11 @@ Automat machine ``multiplexer_machine``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol as TypingProtocol
 
-from automat import TypeMachineBuilder
+from automat import TypeMachine, TypeMachineBuilder
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.error import ConnectionDone, NoProtocol
 from twisted.internet.interfaces import (
@@ -58,6 +58,10 @@ from .roles import LEADER, Role
 from .subchannel import SubChannel, SubchannelAddress, _WormholeAddress
 
 _log = Logger(namespace="txdilation.multiplexer")
+
+#: Delay between steps of the default cooperator (Twisted's own default): a positive delay, so
+#: that a Clock's ``advance(0)`` in tests never spins on it.
+_COOPERATOR_DELAY = 0.00000001
 
 
 class _DilationInputs(TypingProtocol):
@@ -94,7 +98,7 @@ def _nothing_failed(m: _DilationInputs, c: _DilationCore, failure: Failure) -> l
     return []
 
 
-def _build_multiplexer_machine() -> Callable[[_DilationCore], _DilationInputs]:
+def _build_multiplexer_machine() -> TypeMachine[_DilationInputs, _DilationCore]:
     b = TypeMachineBuilder(_DilationInputs, _DilationCore)
     waiting = b.state("waiting")
     dilated = b.state("dilated")
@@ -177,7 +181,9 @@ class Multiplexer:
         self._manager = manager
         self._log = log if log is not None else _log
         if cooperator is None:
-            cooperator = Cooperator(scheduler=lambda step: reactor.callLater(0, step))
+            cooperator = Cooperator(
+                scheduler=lambda step: reactor.callLater(_COOPERATOR_DELAY, step)
+            )
         self._host = _WormholeAddress()
         self._outbound = Outbound(
             cooperator=cooperator, max_unacked_bytes=max_unacked_bytes, log=self._log

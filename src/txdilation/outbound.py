@@ -29,7 +29,7 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol as TypingProtocol
 
-from automat import TypeMachineBuilder
+from automat import TypeMachine, TypeMachineBuilder
 from twisted.internet.interfaces import IPullProducer, IPushProducer
 from twisted.internet.task import CooperativeTask, Cooperator
 from twisted.logger import Logger
@@ -301,7 +301,7 @@ class _OutboundCore:
         self.connection = self.sink = None
 
 
-def _build_outbound_machine() -> Callable[[_OutboundCore], _OutboundInputs]:
+def _build_outbound_machine() -> TypeMachine[_OutboundInputs, _OutboundCore]:
     b = TypeMachineBuilder(_OutboundInputs, _OutboundCore)
     disconnected = b.state("disconnected")
     producing = b.state("producing")

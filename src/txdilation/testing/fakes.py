@@ -3,6 +3,8 @@
 - :class:`FakeDilatedConnection` provides ``IDilatedConnection`` and records everything done to
   it (records sent, one entry per send call, the registered producer, read pausing, closing).
   Like the real one, it sends nothing after ``disconnect()``/``abort()``.
+- :class:`FakePushProducer` / :class:`FakePullProducer` record what a consumer asks of them;
+  each may run an ``on_resume`` callable (e.g. write to its consumer) when resumed.
 - :class:`RecordLink` puts two of them back to back: records sent on ``link.a`` reach side B's
   ``deliver`` callable and vice versa, but only when :meth:`RecordLink.pump` runs, and never
   while the receiving side has paused reading. :meth:`RecordLink.drop` loses everything in
@@ -14,14 +16,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from twisted.internet.interfaces import IPushProducer
+from twisted.internet.interfaces import IPullProducer, IPushProducer
 from twisted.internet.task import Clock
 from zope.interface import implementer
 
 from .._interfaces import IDilatedConnection
 from ..connection import Record
 
-__all__ = ["FakeDilatedConnection", "RecordLink"]
+__all__ = ["FakeDilatedConnection", "FakePullProducer", "FakePushProducer", "RecordLink"]
 
 
 @implementer(IDilatedConnection)
@@ -176,3 +178,53 @@ class RecordLink:
             self._deliver_to_b(self._to_b.popleft())
         for _ in range(to_a):
             self._deliver_to_a(self._to_a.popleft())
+
+
+@implementer(IPushProducer)
+class FakePushProducer:
+    """An IPushProducer recording calls; ``paused`` is the state the consumer left it in.
+
+    :param on_resume: called on each ``resumeProducing`` (e.g. to write to the consumer).
+    :ivar calls: ``"pause"``, ``"resume"``, ``"stop"`` in call order.
+    """
+
+    def __init__(self, on_resume: Callable[[], object] | None = None) -> None:
+        self.calls: list[str] = []
+        self.paused = False
+        self.stopped = False
+        self._on_resume = on_resume
+
+    def pauseProducing(self) -> None:
+        self.calls.append("pause")
+        self.paused = True
+
+    def resumeProducing(self) -> None:
+        self.calls.append("resume")
+        self.paused = False
+        if self._on_resume is not None:
+            self._on_resume()
+
+    def stopProducing(self) -> None:
+        self.calls.append("stop")
+        self.stopped = True
+
+
+@implementer(IPullProducer)
+class FakePullProducer:
+    """An IPullProducer: each ``resumeProducing`` runs ``on_resume`` (and is counted).
+
+    :ivar resumed: how many times ``resumeProducing`` was called.
+    """
+
+    def __init__(self, on_resume: Callable[[], object] | None = None) -> None:
+        self.resumed = 0
+        self.stopped = False
+        self._on_resume = on_resume
+
+    def resumeProducing(self) -> None:
+        self.resumed += 1
+        if self._on_resume is not None:
+            self._on_resume()
+
+    def stopProducing(self) -> None:
+        self.stopped = True
