@@ -74,6 +74,8 @@ def get_spark(
 
     :raises ImportError: pyspark is not installed (``pip install 'txdilation[analytics]'``).
     """
+    if master.startswith("local") if master else not _under_spark_submit():
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

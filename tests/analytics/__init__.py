@@ -1,0 +1,1 @@
+"""Tests of the txdilation_analytics Spark pipeline (marked ``spark`` where they need Spark)."""
