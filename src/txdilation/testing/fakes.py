@@ -173,10 +173,11 @@ class RecordLink:
         self.b.abort()
 
     def deliver_some(self, to_b: int = 0, to_a: int = 0) -> None:
-        """Deliver exactly the first ``to_b``/``to_a`` records in flight (partial progress)."""
-        for _ in range(to_b):
+        """Deliver the first ``to_b``/``to_a`` records in flight, or all if fewer (partial
+        progress: nothing else moves, the clock is not advanced)."""
+        for _ in range(min(to_b, len(self._to_b))):
             self._deliver_to_b(self._to_b.popleft())
-        for _ in range(to_a):
+        for _ in range(min(to_a, len(self._to_a))):
             self._deliver_to_a(self._to_a.popleft())
 
 
