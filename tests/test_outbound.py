@@ -207,6 +207,23 @@ class ProducerTests(OutboundTestsMixin, SynchronousTestCase):
         out.connection_lost()
         self.assertTrue(a.paused and b.paused)
 
+    def test_replay_that_fills_the_transport_keeps_producers_paused(self) -> None:
+        """A transport that pauses us while we replay (its buffer filled) is obeyed at once:
+        producers are not resumed and later records wait until it resumes us."""
+        out = self.make()
+        out.send_data(1, b"queued while disconnected")
+        p = FakePushProducer()
+        out.register_producer(1, p, True)
+        conn = FakeDilatedConnection()
+        conn.send_records = lambda records: (  # type: ignore[method-assign]
+            FakeDilatedConnection.send_records(conn, records),
+            conn.producer.pauseProducing(),
+        )
+        out.connection_made(conn)
+        self.assertEqual(p.calls, ["pause"])
+        out.send_data(1, b"later")
+        self.assertEqual(len(conn.sent), 1)
+
     def test_push_producers_take_turns(self) -> None:
         """When each producer's turn fills the transport, the next resume starts with the next
         producer (round-robin), not always the first."""

@@ -370,6 +370,7 @@ class Inbound:
 
     def add_local(self, scid: int, delivery: Delivery) -> None:
         """Route records for ``scid`` (a subchannel we opened) to ``delivery``."""
+        self._answered.discard(scid)
         self._routes[scid] = _Route(scid, "", delivery)
 
     def listen(self, subprotocol: str, factory: IProtocolFactory) -> None:

@@ -487,6 +487,9 @@ class Outbound:
     # --- IPushProducer, called by the connection's transport ---
 
     def pauseProducing(self) -> None:
+        # Close the gate at once: when the transport pauses us from inside one of our own
+        # inputs (a replay filling its buffer), Automat runs this input only afterwards.
+        self._core.sink = None
         self._machine.pause()
         self._run_producers()
 
