@@ -164,6 +164,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     :returns: the process exit status (0 ok, 1 failed, 2 bad setup, 3 timed out).
     """
     args = build_parser().parse_args(argv)
+    log_path = os.environ.get("TXDILATION_PEER_LOG")
+    if log_path:  # debugging aid: the peer's Twisted log, one file per peer process
+        from twisted.logger import globalLogBeginner, textFileLogObserver
+
+        log_file = open(f"{log_path}.{os.getpid()}", "a")  # noqa: SIM115 (lives as long as the process)
+        globalLogBeginner.beginLoggingTo([textFileLogObserver(log_file)], redirectStandardIO=False)
     if args.impl == "txdilation":
         _install_txdilation()  # before anything imports wormhole
 

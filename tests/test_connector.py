@@ -59,8 +59,13 @@ class RecordingOwner:
 def make(role: Role, **kw: Any) -> tuple[Connector, RecordingOwner, MemoryReactorClock]:
     reactor = MemoryReactorClock()
     owner = RecordingOwner()
-    settings = ConnectorSettings(role=role, dilation_key=b"k" * 32, side="a" * 16,
-                                 network=NetworkSettings("127.0.0.1", ("127.0.0.1",)), **kw)
+    settings = ConnectorSettings(
+        role=role,
+        dilation_key=b"k" * 32,
+        side="a" * 16,
+        network=NetworkSettings("127.0.0.1", ("127.0.0.1",)),
+        **kw,
+    )
     return Connector(settings, owner=owner, reactor=reactor), owner, reactor
 
 
@@ -70,8 +75,9 @@ class SelectionPolicyTests(SynchronousTestCase):
         and advertises stock's abilities."""
         c, _, _ = make(LEADER)
         self.assertTrue(IDilationConnector.providedBy(c))
-        self.assertEqual(Connector.get_connection_abilities(),
-                         [{"type": "direct-tcp-v1"}, {"type": "relay-v1"}])
+        self.assertEqual(
+            Connector.get_connection_abilities(), [{"type": "direct-tcp-v1"}, {"type": "relay-v1"}]
+        )
 
     def test_leader_prefers_direct_over_relay_in_grace(self) -> None:
         """Leader: a relay candidate is held; a direct one completing within the grace period
@@ -118,7 +124,7 @@ class SelectionPolicyTests(SynchronousTestCase):
     def test_late_candidates_are_aborted(self) -> None:
         """After selection (and after stop), any further candidate is aborted (stock defect 9),
         and the listener is stopped."""
-        c, owner, reactor = make(FOLLOWER)
+        c, owner, _reactor = make(FOLLOWER)
         c.start()
         first, late = FakeCandidate("a", True), FakeCandidate("b", True)
         c.candidate_ready(first)
@@ -141,8 +147,10 @@ class ListeningAndHintTests(SynchronousTestCase):
         c.start()
         port, _factory, _backlog, interface = reactor.tcpServers[0]
         self.assertEqual(interface, "127.0.0.1")
-        self.assertEqual(owner.hint_messages, [[{"type": "direct-tcp-v1", "priority": 0.0,
-                                                 "hostname": "127.0.0.1", "port": port}]])
+        self.assertEqual(
+            owner.hint_messages,
+            [[{"type": "direct-tcp-v1", "priority": 0.0, "hostname": "127.0.0.1", "port": port}]],
+        )
 
     def test_no_listen_publishes_relay_only(self) -> None:
         """no_listen: no listener, no direct hints; the relay hint is published and our own
@@ -150,8 +158,24 @@ class ListeningAndHintTests(SynchronousTestCase):
         c, owner, reactor = make(LEADER, no_listen=True, relay_hints=(RELAY,))
         c.start()
         self.assertEqual(reactor.tcpServers, [])
-        self.assertEqual(owner.hint_messages, [[{"type": "relay-v1", "hints": [
-            {"type": "direct-tcp-v1", "priority": 0.0, "hostname": "127.0.0.1", "port": 4001}]}]])
+        self.assertEqual(
+            owner.hint_messages,
+            [
+                [
+                    {
+                        "type": "relay-v1",
+                        "hints": [
+                            {
+                                "type": "direct-tcp-v1",
+                                "priority": 0.0,
+                                "hostname": "127.0.0.1",
+                                "port": 4001,
+                            }
+                        ],
+                    }
+                ]
+            ],
+        )
         self.assertEqual([(h, p) for h, p, *_ in reactor.tcpClients], [("127.0.0.1", 4001)])
 
     def test_tor_never_listens(self) -> None:
@@ -186,15 +210,19 @@ class ListeningAndHintTests(SynchronousTestCase):
         _host, _port, factory, *_ = reactor.tcpClients[0]
         from twisted.internet.error import ConnectionRefusedError
 
-        factory.clientConnectionFailed(None, __import__("twisted.python.failure").python.failure
-                                       .Failure(ConnectionRefusedError()))
+        factory.clientConnectionFailed(
+            None,
+            __import__("twisted.python.failure").python.failure.Failure(ConnectionRefusedError()),
+        )
         self.assertEqual([p for _, p, *_ in reactor.tcpClients], [7, 4001])
-        self.assertEqual({(s.url, s.is_direct) for s in owner.statuses},
-                         {("127.0.0.1:7", True), ("127.0.0.1:4001", False)})
+        self.assertEqual(
+            {(s.url, s.is_direct) for s in owner.statuses},
+            {("127.0.0.1:7", True), ("127.0.0.1:4001", False)},
+        )
 
     def test_relay_after_delay(self) -> None:
         """With a direct attempt still pending, relay attempts start after relay_delay."""
-        c, owner, reactor = make(LEADER, relay_delay=2.0)
+        c, _owner, reactor = make(LEADER, relay_delay=2.0)
         c.start()
         c.got_hints([DirectTCPV1Hint("127.0.0.1", 7), RELAY])
         reactor.advance(1.9)

@@ -16,8 +16,14 @@ SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 
 
 def run_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=SRC + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env=env, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
 
 
 class InstallTests(TestCase):
@@ -95,10 +101,26 @@ class StockIntegrationTests(TestCase):
         env["TXDILATION_HINT_ADDRESSES"] = "127.0.0.1"
         with tempfile.TemporaryDirectory() as cwd:
             result = subprocess.run(
-                [sys.executable, "-m", "pytest", "-p", "txdilation.dropin", "-p",
-                 "no:cacheprovider", "--pyargs", "wormhole.test.dilate.test_full",
-                 "wormhole.test.dilate.test_api", "wormhole.test.dilate.test_connect"],
-                cwd=cwd, env=env, capture_output=True, text=True, timeout=280, check=False)
+                [
+                    sys.executable,
+                    "-m",
+                    "pytest",
+                    "-p",
+                    "txdilation.dropin",
+                    "-p",
+                    "no:cacheprovider",
+                    "--pyargs",
+                    "wormhole.test.dilate.test_full",
+                    "wormhole.test.dilate.test_api",
+                    "wormhole.test.dilate.test_connect",
+                ],
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=280,
+                check=False,
+            )
         output = result.stdout + result.stderr
         self.assertEqual(result.returncode, 0, output[-6000:])
         self.assertIn("8 passed", output, output[-3000:])

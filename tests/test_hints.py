@@ -20,26 +20,40 @@ from txdilation.hints import (
     parse_hints,
 )
 
-hostnames = st.text(st.characters(codec="ascii", exclude_characters=":[] "), min_size=1,
-                    max_size=40)
+hostnames = st.text(
+    st.characters(codec="ascii", exclude_characters=":[] "), min_size=1, max_size=40
+)
 ports = st.integers(1, 65535)
 priorities = st.floats(-10, 10, allow_nan=False)
 tcp_hints = st.builds(DirectTCPV1Hint, hostnames, ports, priorities) | st.builds(
-    TorTCPV1Hint, hostnames, ports, priorities)
-any_hint = tcp_hints | st.builds(RelayV1Hint, st.lists(tcp_hints, min_size=1, max_size=3).map(
-    tuple))
+    TorTCPV1Hint, hostnames, ports, priorities
+)
+any_hint = tcp_hints | st.builds(
+    RelayV1Hint, st.lists(tcp_hints, min_size=1, max_size=3).map(tuple)
+)
 
 
 class HintCodecTests(SynchronousTestCase):
     def test_stock_layout(self) -> None:
         """Encoded hints use exactly stock's dict layout and key names."""
-        self.assertEqual(encode_hint(DirectTCPV1Hint("10.0.0.5", 41233, 0.0)),
-                         {"type": "direct-tcp-v1", "priority": 0.0, "hostname": "10.0.0.5",
-                          "port": 41233})
+        self.assertEqual(
+            encode_hint(DirectTCPV1Hint("10.0.0.5", 41233, 0.0)),
+            {"type": "direct-tcp-v1", "priority": 0.0, "hostname": "10.0.0.5", "port": 41233},
+        )
         self.assertEqual(
             encode_hint(RelayV1Hint((DirectTCPV1Hint("relay.example", 4001, 0.0),))),
-            {"type": "relay-v1", "hints": [{"type": "direct-tcp-v1", "priority": 0.0,
-                                            "hostname": "relay.example", "port": 4001}]})
+            {
+                "type": "relay-v1",
+                "hints": [
+                    {
+                        "type": "direct-tcp-v1",
+                        "priority": 0.0,
+                        "hostname": "relay.example",
+                        "port": 4001,
+                    }
+                ],
+            },
+        )
 
     @given(any_hint)
     def test_round_trip(self, hint: object) -> None:
@@ -89,8 +103,9 @@ class HintCodecTests(SynchronousTestCase):
 class ArgvAndDescriptionTests(SynchronousTestCase):
     def test_parse_hint_argv(self) -> None:
         """Relay locations: tcp:HOST:PORT, with priority, and bracketed IPv6."""
-        self.assertEqual(parse_hint_argv("tcp:relay.example:4001"),
-                         DirectTCPV1Hint("relay.example", 4001, 0.0))
+        self.assertEqual(
+            parse_hint_argv("tcp:relay.example:4001"), DirectTCPV1Hint("relay.example", 4001, 0.0)
+        )
         self.assertEqual(parse_hint_argv("tcp:h:1:priority=2.5"), DirectTCPV1Hint("h", 1, 2.5))
         self.assertEqual(parse_hint_argv("tcp:[::1]:4001"), DirectTCPV1Hint("::1", 4001, 0.0))
         for bad in ("udp:h:1", "tcp:h", "tcp:h:0", "tcp:h:1:color=red", "tcp:h:x"):
@@ -101,9 +116,9 @@ class ArgvAndDescriptionTests(SynchronousTestCase):
         h = DirectTCPV1Hint("127.0.0.1", 4001)
         self.assertEqual(describe_outbound(h, via_relay=False), "->tcp:127.0.0.1:4001")
         self.assertEqual(describe_outbound(h, via_relay=True), "->relay:tcp:127.0.0.1:4001")
-        self.assertEqual(describe_outbound(h, via_relay=False, tor=True),
-                         "tor->tcp:127.0.0.1:4001")
-        self.assertEqual(describe_outbound(TorTCPV1Hint("x.onion", 80), via_relay=False),
-                         "->tor:x.onion:80")
+        self.assertEqual(describe_outbound(h, via_relay=False, tor=True), "tor->tcp:127.0.0.1:4001")
+        self.assertEqual(
+            describe_outbound(TorTCPV1Hint("x.onion", 80), via_relay=False), "->tor:x.onion:80"
+        )
         self.assertEqual(describe_inbound(IPv4Address("TCP", "10.0.0.1", 5)), "<-tcp:10.0.0.1:5")
         self.assertEqual(describe_inbound(IPv6Address("TCP", "::1", 5)), "<-tcp:[::1]:5")

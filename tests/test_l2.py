@@ -63,19 +63,30 @@ class SelectingOwner:
 
 
 class _Factory(ServerFactory, ClientFactory):
-    def __init__(self, role: Role, key: bytes, owner: SelectingOwner,
-                 relay_line: bytes | None = None) -> None:
+    def __init__(
+        self, role: Role, key: bytes, owner: SelectingOwner, relay_line: bytes | None = None
+    ) -> None:
         self.role, self.key, self.owner, self.relay_line = role, key, owner, relay_line
 
     def buildProtocol(self, addr: Any) -> DilatedConnectionProtocol:
         return DilatedConnectionProtocol(
-            role=self.role, dilation_key=self.key, owner=self.owner, description=repr(addr),
-            is_direct=self.relay_line is None, relay_line=self.relay_line, clock=reactor,
-            handshake_timeout=10.0)
+            role=self.role,
+            dilation_key=self.key,
+            owner=self.owner,
+            description=repr(addr),
+            is_direct=self.relay_line is None,
+            relay_line=self.relay_line,
+            clock=reactor,
+            handshake_timeout=10.0,
+        )
 
 
-RECORDS = [Open(seqnum=0, scid=1, subprotocol="proto"), Data(seqnum=1, scid=1, data=b"x" * 70000),
-           Ping(b"\x00\x00\x00\x07"), Ack(resp_seqnum=5)]
+RECORDS = [
+    Open(seqnum=0, scid=1, subprotocol="proto"),
+    Data(seqnum=1, scid=1, data=b"x" * 70000),
+    Ping(b"\x00\x00\x00\x07"),
+    Ack(resp_seqnum=5),
+]
 
 
 class DirectLinkTests(TestCase):
@@ -86,10 +97,12 @@ class DirectLinkTests(TestCase):
         leader = SelectingOwner(RecordingSink(len(RECORDS)))
         follower = SelectingOwner(RecordingSink(len(RECORDS)))
         port = yield TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(
-            _Factory(LEADER, leader_key, leader))
+            _Factory(LEADER, leader_key, leader)
+        )
         self.addCleanup(port.stopListening)
         yield TCP4ClientEndpoint(reactor, "127.0.0.1", port.getHost().port).connect(
-            _Factory(FOLLOWER, follower_key, follower))
+            _Factory(FOLLOWER, follower_key, follower)
+        )
         return leader, follower
 
     @inlineCallbacks
@@ -98,9 +111,9 @@ class DirectLinkTests(TestCase):
         records (one larger than a Noise message) intact and in order, both ways."""
         key = os.urandom(32)
         leader, follower = yield self.connect_pair(key, key)
-        lconn, fconn = yield DeferredList([leader.selected, follower.selected],
-                                          fireOnOneErrback=True).addCallback(
-            lambda results: [r[1] for r in results])
+        lconn, fconn = yield DeferredList(
+            [leader.selected, follower.selected], fireOnOneErrback=True
+        ).addCallback(lambda results: [r[1] for r in results])
         verifyObject(IDilatedConnection, lconn)
         lconn.send_records(RECORDS)
         for r in RECORDS:
@@ -138,7 +151,8 @@ class RelayLinkTests(TestCase):
         follower = SelectingOwner(RecordingSink(len(RECORDS)))
         for role, owner, side in ((LEADER, leader, "f" * 16), (FOLLOWER, follower, "0" * 16)):
             yield TCP4ClientEndpoint(reactor, "127.0.0.1", relay.port).connect(
-                _Factory(role, key, owner, relay_handshake_line(token, side)))
+                _Factory(role, key, owner, relay_handshake_line(token, side))
+            )
         lconn = yield leader.selected
         fconn = yield follower.selected
         self.assertFalse(lconn.is_direct)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import Clock, Cooperator
+from twisted.internet.task import Cooperator
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from wormhole._interfaces import ISend, ITerminator
@@ -151,7 +151,7 @@ class InMemoryMailboxTests(TestCase):
     def test_dilate_open_echo_and_message_order(self) -> Any:
         """Both sides dilate; each sends exactly one 'please' (with use-version "ged") and one
         direct 'connection-hints' first; a subchannel opened by one side echoes at the other."""
-        pipes, dilators, apis = yield self.dilate_pair()
+        pipes, _dilators, apis = yield self.dilate_pair()
         for pipe in pipes:
             kinds = [body["type"] for _, body in pipe.sent]
             self.assertEqual(kinds[0], "please")
@@ -204,7 +204,7 @@ class InMemoryMailboxTests(TestCase):
         """Stopping the Dilator (what w.close() does) delivers connectionLost to open
         subchannel protocols on both sides and ends with StoppedPeer (stock defect 3)."""
         status: list[list[DilationStatus]] = [[], []]
-        pipes, terms, dilators = make_pair()
+        _pipes, terms, dilators = make_pair()
         key = os.urandom(32)
         apis = []
         for i, d in enumerate(dilators):
@@ -259,14 +259,14 @@ class VersionAndArgumentTests(SynchronousTestCase):
 
     def test_dilate_twice_raises(self) -> None:
         """A second dilate() raises CanOnlyDilateOnceError."""
-        pipes, terms, dilators = make_pair()
+        _pipes, _terms, dilators = make_pair()
         dilators[0].dilate()
         self.assertRaises(CanOnlyDilateOnceError, dilators[0].dilate)
 
     def test_old_peer_cannot_dilate_and_no_please(self) -> None:
         """A peer without a shared can-dilate version: when_dilated errbacks with
         OldPeerCannotDilateError and no 'please' is sent (stock defect 8)."""
-        pipes, terms, dilators = make_pair()
+        pipes, _terms, dilators = make_pair()
         pipes[0].peer = None
         api = dilators[0].dilate()
         d = api.when_dilated()
@@ -277,7 +277,7 @@ class VersionAndArgumentTests(SynchronousTestCase):
 
     def test_no_can_dilate_at_all(self) -> None:
         """A peer whose versions lack can-dilate entirely is an old peer too."""
-        pipes, terms, dilators = make_pair()
+        _pipes, _terms, dilators = make_pair()
         api = dilators[0].dilate()
         d = api.when_dilated()
         dilators[0].got_wormhole_versions({})
@@ -307,7 +307,8 @@ def _manager(role_side: str) -> tuple[Manager, MailboxPipe, MemoryReactorClock]:
 MESSAGES = [
     b'{"type": "please", "side": "8888888888888888", "use-version": "ged"}',
     b'{"type": "please", "side": "8888888888888888"}',
-    b'{"type": "connection-hints", "hints": [{"type": "direct-tcp-v1", "hostname": "127.0.0.1", "port": 1}]}',
+    b'{"type": "connection-hints", "hints": [{"type": "direct-tcp-v1", '
+    b'"hostname": "127.0.0.1", "port": 1}]}',
     b'{"type": "connection-hints", "hints": "bogus"}',
     b'{"type": "reconnect"}',
     b'{"type": "reconnecting"}',
@@ -361,7 +362,7 @@ class ManagerInputFuzzTests(SynchronousTestCase):
     def test_connecting_status_after_please(self) -> None:
         """After both 'please' messages the status says ConnectingPeer at generation 1."""
         statuses: list[DilationStatus] = []
-        m, pipe, clock = _manager("ffffffffffffffff")
+        m, _pipe, _clock = _manager("ffffffffffffffff")
         m._status_update = statuses.append
         m.got_dilation_key(b"k" * 32)
         m.got_wormhole_versions({"can-dilate": ["ged"]})

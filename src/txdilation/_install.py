@@ -44,13 +44,15 @@ class _AliasLoader(importlib.abc.Loader):
 
 
 class _DilationFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, fullname: str, path: Any = None,
-                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Any = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         if fullname == _STOCK or fullname.startswith(_STOCK + "."):
-            ours = _OURS + fullname[len(_STOCK):]
+            ours = _OURS + fullname[len(_STOCK) :]
             is_package = fullname == _STOCK
-            return importlib.machinery.ModuleSpec(fullname, _AliasLoader(ours),
-                                                  is_package=is_package)
+            return importlib.machinery.ModuleSpec(
+                fullname, _AliasLoader(ours), is_package=is_package
+            )
         return None
 
 

@@ -39,7 +39,7 @@ _ACK = struct.Struct(">BL")
 
 @dataclass(frozen=True, slots=True)
 class KCM:
-    """Key Confirmation Message: marks a connection as a candidate (Follower) or selected (Leader)."""
+    """Key Confirmation Message: a candidate (from the Follower) or the selection (Leader)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,11 +131,11 @@ def _tcp_client_endpoint(reactor: Any, hint: TCPHint, timeout: float) -> IStream
     try:
         address = ipaddress.ip_address(hint.hostname)
     except ValueError:
-        return HostnameEndpoint(reactor, hint.hostname.encode("idna"), hint.port,
-                                timeout=timeout)
+        return HostnameEndpoint(reactor, hint.hostname.encode("idna"), hint.port, timeout=timeout)
     endpoint_class: Any = TCP6ClientEndpoint if address.version == 6 else TCP4ClientEndpoint
-    endpoint: IStreamClientEndpoint = endpoint_class(reactor, hint.hostname, hint.port,
-                                                     timeout=timeout)
+    endpoint: IStreamClientEndpoint = endpoint_class(
+        reactor, hint.hostname, hint.port, timeout=timeout
+    )
     return endpoint
 
 
@@ -143,8 +143,9 @@ def _tcp_client_endpoint(reactor: Any, hint: TCPHint, timeout: float) -> IStream
 class Connector:
     """One generation of connection attempts; see the module docstring."""
 
-    def __init__(self, settings: ConnectorSettings, *, owner: IConnectorOwner,
-                 reactor: Any) -> None:
+    def __init__(
+        self, settings: ConnectorSettings, *, owner: IConnectorOwner, reactor: Any
+    ) -> None:
         self._settings = settings
         self._owner = owner
         self._reactor = reactor
@@ -225,8 +226,9 @@ class Connector:
     def _use_hints(self, hints: list[Hint]) -> None:
         s = self._settings
         status: list[DilationHint] = []
-        direct = sorted((h for h in hints if not isinstance(h, RelayV1Hint)),
-                        key=lambda h: -h.priority)
+        direct = sorted(
+            (h for h in hints if not isinstance(h, RelayV1Hint)), key=lambda h: -h.priority
+        )
         relays = [inner for h in hints if isinstance(h, RelayV1Hint) for inner in h.hints]
         made_direct = False
         for h in direct:
@@ -269,9 +271,12 @@ class Connector:
             relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
         else:
             self._direct_outstanding += 1
-        factory = _OutboundFactory(self, describe_outbound(hint, via_relay=via_relay,
-                                                           tor=s.tor is not None),
-                                   not via_relay, relay_line)
+        factory = _OutboundFactory(
+            self,
+            describe_outbound(hint, via_relay=via_relay, tor=s.tor is not None),
+            not via_relay,
+            relay_line,
+        )
         d = endpoint.connect(factory)
         self._attempts.add(d)
 
@@ -280,8 +285,11 @@ class Connector:
             if isinstance(result, Failure):
                 if not via_relay:
                     self._direct_attempt_over()
-                _log.debug("attempt {desc} failed: {why}", desc=factory.description,
-                           why=result.getErrorMessage())
+                _log.debug(
+                    "attempt {desc} failed: {why}",
+                    desc=factory.description,
+                    why=result.getErrorMessage(),
+                )
 
         d.addBoth(done)
 
@@ -292,13 +300,21 @@ class Connector:
 
     # --- connections (ICandidateOwner) ---
 
-    def build_protocol(self, description: str, is_direct: bool,
-                       relay_line: bytes | None) -> DilatedConnectionProtocol:
+    def build_protocol(
+        self, description: str, is_direct: bool, relay_line: bytes | None
+    ) -> DilatedConnectionProtocol:
         s = self._settings
         p = DilatedConnectionProtocol(
-            role=s.role, dilation_key=s.dilation_key, owner=self, description=description,
-            is_direct=is_direct, relay_line=relay_line, clock=self._reactor,
-            max_record_size=s.max_record_size, handshake_timeout=s.handshake_timeout)
+            role=s.role,
+            dilation_key=s.dilation_key,
+            owner=self,
+            description=description,
+            is_direct=is_direct,
+            relay_line=relay_line,
+            clock=self._reactor,
+            max_record_size=s.max_record_size,
+            handshake_timeout=s.handshake_timeout,
+        )
         self._connections.add(p)
         return p
 
@@ -310,8 +326,7 @@ class Connector:
 
     def candidate_failed(self, connection: Any, reason: str) -> None:
         self._connections.discard(connection)
-        _log.debug("candidate {desc} closed: {reason}", desc=connection.description,
-                   reason=reason)
+        _log.debug("candidate {desc} closed: {reason}", desc=connection.description, reason=reason)
         if connection.is_direct and connection.description.startswith("->"):
             self._direct_attempt_over()
         if connection in self._held:
@@ -354,8 +369,9 @@ def _usable_addresses(addresses: Iterable[str]) -> list[str]:
 
 
 class _OutboundFactory(ClientFactory):
-    def __init__(self, connector: Connector, description: str, is_direct: bool,
-                 relay_line: bytes | None) -> None:
+    def __init__(
+        self, connector: Connector, description: str, is_direct: bool, relay_line: bytes | None
+    ) -> None:
         self.connector = connector
         self.description = description
         self.is_direct = is_direct
@@ -397,19 +413,20 @@ def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
 
     @connecting.upon(E.decisive_candidate).to(connected)
     @holding.upon(E.decisive_candidate).to(connected)
-    def select(events: ConnectorEvents, c: Connector,
-               connection: DilatedConnectionProtocol) -> None:
+    def select(
+        events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol
+    ) -> None:
         c._select(connection)
 
     @connecting.upon(E.tentative_candidate).to(holding)
-    def hold(events: ConnectorEvents, c: Connector,
-             connection: DilatedConnectionProtocol) -> None:
+    def hold(events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol) -> None:
         c._held.append(connection)
         c._grace_timer = c._reactor.callLater(c._settings.direct_grace, events.grace_expired)
 
     @holding.upon(E.tentative_candidate).loop()
-    def hold_another(events: ConnectorEvents, c: Connector,
-                     connection: DilatedConnectionProtocol) -> None:
+    def hold_another(
+        events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol
+    ) -> None:
         c._held.append(connection)
 
     @holding.upon(E.grace_expired).to(connected)
@@ -434,8 +451,9 @@ def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
     @connected.upon(E.tentative_candidate).loop()
     @stopped.upon(E.decisive_candidate).loop()
     @stopped.upon(E.tentative_candidate).loop()
-    def drop_late(events: ConnectorEvents, c: Connector,
-                  connection: DilatedConnectionProtocol) -> None:
+    def drop_late(
+        events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol
+    ) -> None:
         connection.abort()
 
     # Documented no-ops: hints and listener news after selection/stop, stray timer inputs.

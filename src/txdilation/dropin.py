@@ -22,5 +22,6 @@ def pytest_report_header(config: Any) -> str:
     """Say in the pytest header that wormhole._dilation is txdilation."""
     import wormhole._dilation as dilation
 
-    return (f"txdilation.dropin: wormhole._dilation -> {dilation.__name__} "
-            f"(installed={is_installed()})")
+    return (
+        f"txdilation.dropin: wormhole._dilation -> {dilation.__name__} (installed={is_installed()})"
+    )

@@ -107,18 +107,23 @@ def encode_hint(hint: Hint) -> dict[str, Any]:
     """Return the JSON-able dict for ``hint``, in stock's layout."""
     match hint:
         case DirectTCPV1Hint(hostname, port, priority):
-            return {"type": "direct-tcp-v1", "priority": priority, "hostname": hostname,
-                    "port": port}
+            return {
+                "type": "direct-tcp-v1",
+                "priority": priority,
+                "hostname": hostname,
+                "port": port,
+            }
         case TorTCPV1Hint(hostname, port, priority):
-            return {"type": "tor-tcp-v1", "priority": priority, "hostname": hostname,
-                    "port": port}
+            return {"type": "tor-tcp-v1", "priority": priority, "hostname": hostname, "port": port}
         case RelayV1Hint(inner):
             return {"type": "relay-v1", "hints": [encode_hint(h) for h in inner]}
     raise TypeError(f"not a hint: {hint!r}")
 
 
-_ARGV = re.compile(r"^tcp:(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[^:\[\]]+)):(?P<port>\d+)"
-                   r"(?P<opts>(?::[a-z]+=[^:]*)*)$")
+_ARGV = re.compile(
+    r"^tcp:(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[^:\[\]]+)):(?P<port>\d+)"
+    r"(?P<opts>(?::[a-z]+=[^:]*)*)$"
+)
 
 
 def parse_hint_argv(text: str) -> DirectTCPV1Hint:

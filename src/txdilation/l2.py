@@ -250,8 +250,9 @@ class DilatedConnectionProtocol(Protocol):
         """Drop this connection because of ``reason`` (logged once)."""
         if self._failed_reason is None:
             self._failed_reason = reason
-            _log.info("dropping L2 connection {desc}: {reason}", desc=self.description,
-                      reason=reason)
+            _log.info(
+                "dropping L2 connection {desc}: {reason}", desc=self.description, reason=reason
+            )
         self.abort()
 
     def _timed_out(self) -> None:
@@ -347,10 +348,14 @@ def _build_l2_machine() -> Callable[[DilatedConnectionProtocol], L2Events]:
         (L2Events.select, "selected before the KCM exchange"),
     ]
     handled = {
-        (idle, L2Events.connected_via_relay), (idle, L2Events.connected_directly),
-        (relaying, L2Events.relay_accepted), (prologuing, L2Events.prologue_received),
-        (handshaking, L2Events.handshake_completed), (confirming, L2Events.kcm_received),
-        (nominated, L2Events.select), (nominated, L2Events.kcm_received),
+        (idle, L2Events.connected_via_relay),
+        (idle, L2Events.connected_directly),
+        (relaying, L2Events.relay_accepted),
+        (prologuing, L2Events.prologue_received),
+        (handshaking, L2Events.handshake_completed),
+        (confirming, L2Events.kcm_received),
+        (nominated, L2Events.select),
+        (nominated, L2Events.kcm_received),
     }
     for state in every:
         for event, why in inputs_and_reasons:

@@ -46,7 +46,6 @@ from wormhole._status import (
     ConnectingPeer,
     DilationHint,
     DilationStatus,
-    NoPeer,
     PeerConnection,
     ReconnectingPeer,
     StoppedPeer,
@@ -211,12 +210,14 @@ class Manager:
         self._connector: Connector | None = None
         self._connection: DilatedConnectionProtocol | None = None
         self._generation = 0
-        self._status = DilationStatus(mailbox=initial_mailbox_status or WormholeStatus(),
-                                      generation=0)
+        self._status = DilationStatus(
+            mailbox=initial_mailbox_status or WormholeStatus(), generation=0
+        )
         self._hints_seen: set[DilationHint] = set()
         self._stopped_waiters: list[Deferred[None]] = []
         self._is_stopped = False
         self._close_timer: IDelayedCall | None = None
+        self._close_deadline = 0.0
         self._liveness_timer: IDelayedCall | None = None
         self._rx_count = 0
         self._rx_seen = 0
@@ -227,8 +228,12 @@ class Manager:
         self._debug_stall_connector: Callable[[Connector], object] | bool = False
         self._early_please: str | None = None
         self._mux_dilated = False
-        self._mux = Multiplexer(manager=self, reactor=reactor, cooperator=cooperator,
-                                expected_subprotocols=expected_subprotocols)
+        self._mux = Multiplexer(
+            manager=self,
+            reactor=reactor,
+            cooperator=cooperator,
+            expected_subprotocols=expected_subprotocols,
+        )
         self._api = DilatedWormhole(self)
         self.events: ManagerEvents = manager_machine(self)
 
@@ -240,17 +245,18 @@ class Manager:
 
     def got_wormhole_versions(self, their_versions: dict[str, Any]) -> None:
         self._their_versions = their_versions
-        self._version = choose_version(self._acceptable_versions,
-                                       their_versions.get("can-dilate"))
+        self._version = choose_version(self._acceptable_versions, their_versions.get("can-dilate"))
         if self._version is None:
             # stock defect 8: never send 'please' without a shared version
-            self._mux.fail_dilation(Failure(OldPeerCannotDilateError()))
+            self._fail_dilation(OldPeerCannotDilateError())
             return
         self._maybe_start()
 
+    def _fail_dilation(self, error: Exception) -> None:
+        self._mux.fail_dilation(Failure(error))  # type: ignore[no-untyped-call]
+
     def _maybe_start(self) -> None:
-        if (not self._started and self._dilation_key is not None
-                and self._version is not None):
+        if not self._started and self._dilation_key is not None and self._version is not None:
             self._started = True
             self.events.start()
 
@@ -277,7 +283,7 @@ class Manager:
                 return
             if version is not None and version not in self._acceptable_versions:
                 _log.warn("peer wants dilation version {v!r} we do not speak", v=version)
-                self._mux.fail_dilation(Failure(OldPeerCannotDilateError()))
+                self._fail_dilation(OldPeerCannotDilateError())
                 return
             self.events.rx_please(side)
         elif kind == "connection-hints":
@@ -340,9 +346,14 @@ class Manager:
         assert self._role is not None and self._dilation_key is not None
         self._generation += 1
         settings = ConnectorSettings(
-            role=self._role, dilation_key=self._dilation_key, side=self._my_side,
-            relay_hints=self._relay_hints, no_listen=self._no_listen, tor=self._tor,
-            network=self._network)
+            role=self._role,
+            dilation_key=self._dilation_key,
+            side=self._my_side,
+            relay_hints=self._relay_hints,
+            no_listen=self._no_listen,
+            tor=self._tor,
+            network=self._network,
+        )
         self._connector = Connector(settings, owner=self, reactor=self._reactor)
         stall = self._debug_stall_connector
         if callable(stall):
@@ -375,8 +386,9 @@ class Manager:
     def connection_lost(self, connection: IDilatedConnection, reason: str) -> None:
         if connection is not self._connection:
             return
-        _log.info("dilated connection {desc} lost: {reason}", desc=connection.description,
-                  reason=reason)
+        _log.info(
+            "dilated connection {desc} lost: {reason}", desc=connection.description, reason=reason
+        )
         self._connection = None
         self._stop_liveness()
         self._mux.connection_lost()
@@ -405,8 +417,11 @@ class Manager:
         else:
             self._idle_intervals += 1
         if self._idle_intervals >= 2:
-            _log.info("no traffic on {desc} for {n} ping intervals: abandoning it",
-                      desc=connection.description, n=self._idle_intervals)
+            _log.info(
+                "no traffic on {desc} for {n} ping intervals: abandoning it",
+                desc=connection.description,
+                n=self._idle_intervals,
+            )
             connection.fail("peer silent for two ping intervals")
             return
         self._send_ping(connection)
@@ -426,8 +441,11 @@ class Manager:
                 break
         if isinstance(self._status.peer_connection, ConnectedPeer):
             pc = self._status.peer_connection
-            self._set_status(peer_connection=ConnectedPeer(
-                pc.connected_at, now + 2 * self._ping_interval, pc.hint_description))
+            self._set_status(
+                peer_connection=ConnectedPeer(
+                    pc.connected_at, now + 2 * self._ping_interval, pc.hint_description
+                )
+            )
 
     # --- status ---
 
@@ -436,8 +454,10 @@ class Manager:
         if isinstance(current.peer_connection, StoppedPeer) and "peer_connection" in changes:
             changes.pop("peer_connection")
         fields = {
-            "mailbox": current.mailbox, "generation": current.generation,
-            "peer_connection": current.peer_connection, "hints": current.hints,
+            "mailbox": current.mailbox,
+            "generation": current.generation,
+            "peer_connection": current.peer_connection,
+            "hints": current.hints,
         }
         fields.update(changes)
         fields["generation"] = max(fields["generation"], current.generation)
@@ -452,6 +472,22 @@ class Manager:
         self._set_status(peer_connection=peer, generation=self._generation)
 
     # --- teardown ---
+
+    def _drain_then_close(self) -> None:
+        """Poll until the peer acknowledged everything (or the deadline), then disconnect."""
+        self._close_timer = None
+        connection = self._connection
+        if connection is None:
+            self.events.connection_lost()
+            return
+        now = self._reactor.seconds()
+        if self._mux.unacknowledged_records and now < self._close_deadline:
+            self._close_timer = self._reactor.callLater(0.02, self._drain_then_close)
+            return
+        connection.disconnect()
+        self._close_timer = self._reactor.callLater(
+            max(0.0, self._close_deadline - now) + 1.0, connection.abort
+        )
 
     def _finish_stopping(self) -> None:
         if self._close_timer is not None and self._close_timer.active():
@@ -504,8 +540,9 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
             m._connector.got_hints(hints)
 
     @connecting.upon(E.connection_made).to(connected)
-    def use_connection(events: ManagerEvents, m: Manager,
-                       connection: DilatedConnectionProtocol) -> None:
+    def use_connection(
+        events: ManagerEvents, m: Manager, connection: DilatedConnectionProtocol
+    ) -> None:
         m._connector = None
         m._connection = connection
         first = not m._mux_dilated
@@ -514,8 +551,7 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
             m._mux_dilated = True
             m._mux.dilated()
         now = m._reactor.seconds()
-        m._peer(ConnectedPeer(int(now), int(now + 2 * m._ping_interval),
-                              connection.description))
+        m._peer(ConnectedPeer(int(now), int(now + 2 * m._ping_interval), connection.description))
         m._start_liveness()
 
     @connected.upon(E.connection_lost).to(disconnected)
@@ -569,18 +605,16 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
     @connected.upon(E.stop).to(stopping)
     @abandoning.upon(E.stop).to(stopping)
     def stop_connection(events: ManagerEvents, m: Manager) -> None:
+        # Drain first: records already written (a final CLOSE, the last DATA) reach the peer
+        # and are acknowledged before the link goes, within CLOSE_TIMEOUT.
         m._stop_connector()
-        m._stop_liveness()
-        m._mux.stop("wormhole closed")
-        connection = m._connection
-        if connection is None:
-            events.connection_lost()
-            return
-        connection.disconnect()
-        m._close_timer = m._reactor.callLater(CLOSE_TIMEOUT, connection.abort)
+        m._close_deadline = m._reactor.seconds() + CLOSE_TIMEOUT
+        m._drain_then_close()
 
     @stopping.upon(E.connection_lost).to(stopped)
     def stopped_after_close(events: ManagerEvents, m: Manager) -> None:
+        m._stop_liveness()
+        m._mux.stop("wormhole closed")
         m._finish_stopping()
 
     # --- documented no-ops (logged where the peer could be at fault) ---
@@ -592,13 +626,23 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
         return ignored
 
     handled = {
-        (waiting, E.start), (waiting, E.rx_please), (wanting, E.rx_please),
-        (connecting, E.rx_hints), (connecting, E.connection_made), (connected, E.connection_lost),
-        (connected, E.rx_reconnect), (disconnected, E.rx_reconnecting),
-        (disconnected, E.rx_reconnect), (abandoning, E.connection_lost),
-        (connecting, E.rx_reconnect), (waiting, E.stop), (wanting, E.stop),
+        (waiting, E.start),
+        (waiting, E.rx_please),
+        (wanting, E.rx_please),
+        (connecting, E.rx_hints),
+        (connecting, E.connection_made),
+        (connected, E.connection_lost),
+        (connected, E.rx_reconnect),
+        (disconnected, E.rx_reconnecting),
+        (disconnected, E.rx_reconnect),
+        (abandoning, E.connection_lost),
+        (connecting, E.rx_reconnect),
+        (waiting, E.stop),
+        (wanting, E.stop),
         (disconnected, E.stop),
-        (connecting, E.stop), (connected, E.stop), (abandoning, E.stop),
+        (connecting, E.stop),
+        (connected, E.stop),
+        (abandoning, E.stop),
         (stopping, E.connection_lost),
     }
     reasons = {
@@ -611,11 +655,19 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
         E.connection_lost: None,
         E.stop: None,
     }
-    for state in (waiting, wanting, connecting, connected, disconnected, abandoning,
-                  stopping, stopped):
+    for state in (
+        waiting,
+        wanting,
+        connecting,
+        connected,
+        disconnected,
+        abandoning,
+        stopping,
+        stopped,
+    ):
         for event, why in reasons.items():
             if (state, event) not in handled:
-                state.upon(event).loop()(ignore(why))
+                state.upon(event).loop()(ignore(why))  # type: ignore[arg-type]
     return b.build()
 
 
@@ -626,8 +678,13 @@ manager_machine = _build_manager_machine()
 class Dilator:
     """Built with every wormhole; becomes a Manager when the application calls dilate()."""
 
-    def __init__(self, reactor: Any, eventual_queue: Any, cooperator: Cooperator | None,
-                 acceptable_versions: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        reactor: Any,
+        eventual_queue: Any,
+        cooperator: Cooperator | None,
+        acceptable_versions: Iterable[str] | None = None,
+    ) -> None:
         self._reactor = reactor
         self._eventual_queue = eventual_queue
         self._cooperator = cooperator
@@ -642,11 +699,15 @@ class Dilator:
         self._S = ISend(sender)
         self._T = ITerminator(terminator)
 
-    def dilate(self, transit_relay_location: str | None = None, no_listen: bool = False,
-               wormhole_status: WormholeStatus | None = None,
-               status_update: Callable[[DilationStatus], object] | None = None,
-               ping_interval: float | int | None = None,
-               expected_subprotocols: Iterable[str] | None = None) -> DilatedWormhole:
+    def dilate(
+        self,
+        transit_relay_location: str | None = None,
+        no_listen: bool = False,
+        wormhole_status: WormholeStatus | None = None,
+        status_update: Callable[[DilationStatus], object] | None = None,
+        ping_interval: float | int | None = None,
+        expected_subprotocols: Iterable[str] | None = None,
+    ) -> DilatedWormhole:
         """Start dilating (once); returns the DilatedWormhole at once.
 
         :raises CanOnlyDilateOnceError: on a second call.
@@ -656,10 +717,21 @@ class Dilator:
             raise CanOnlyDilateOnceError()
         interval = normalize_ping_interval(ping_interval)
         tor = self._tor()
-        m = Manager(self._S, make_side(), transit_relay_location, self._reactor,
-                    self._eventual_queue, self._cooperator, self._acceptable_versions,
-                    interval, expected_subprotocols, no_listen, status_update,
-                    initial_mailbox_status=wormhole_status, tor=tor)
+        m = Manager(
+            self._S,
+            make_side(),
+            transit_relay_location,
+            self._reactor,
+            self._eventual_queue,
+            self._cooperator,
+            self._acceptable_versions,
+            interval,
+            expected_subprotocols,
+            no_listen,
+            status_update,
+            initial_mailbox_status=wormhole_status,
+            tor=tor,
+        )
         self._manager = m
         if self._pending_key is not None:
             m.got_dilation_key(self._pending_key)
@@ -705,4 +777,3 @@ class Dilator:
             self._manager.received_dilation_message(plaintext)
         else:
             self._pending_messages.append(plaintext)
-

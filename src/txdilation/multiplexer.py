@@ -265,6 +265,11 @@ class Multiplexer:
         for d in self._lifecycle.fail(f):
             d.errback(f)
 
+    @property
+    def unacknowledged_records(self) -> int:
+        """OPEN/DATA/CLOSE records queued or sent but not yet acknowledged by the peer."""
+        return self._outbound.queued_records
+
     def stop(self, reason: str) -> None:
         """The wormhole is closing (idempotent): see the module docstring."""
         if self._stopped:
