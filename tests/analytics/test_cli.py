@@ -1,0 +1,239 @@
+"""The command line, input errors, Spark configuration, schema derivation, scrubbing, synth."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import sqlite3
+from typing import Any
+
+import jsonschema
+import pytest
+from twisted.trial.unittest import SynchronousTestCase
+
+from txdilation import telemetry
+
+from ._spark import have_spark, spark
+
+SKIP_NO_SPARK = have_spark()
+
+
+def run_cli(*argv: str) -> tuple[int, str]:
+    """Run the CLI in-process; returns (exit status, stderr)."""
+    from txdilation_analytics.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            status = main(list(argv))
+        except SystemExit as e:  # argparse
+            status = int(e.code or 0)
+    return status, err.getvalue()
+
+
+class InputErrorTests(SynchronousTestCase):
+    """Clear one-line errors (exit 2) before Spark starts."""
+
+    def setUp(self) -> None:
+        if importlib_missing("pyspark"):
+            self.skipTest("pyspark is not installed")
+        self.out = self.mktemp()
+
+    def test_no_inputs(self) -> None:
+        """ingest/analyze without any input say which options exist."""
+        for command in ("ingest", "analyze"):
+            status, err = run_cli(command, "--output", self.out)
+            self.assertEqual(status, 2)
+            self.assertIn("needs at least one of --events", err)
+
+    def test_missing_files(self) -> None:
+        """Each missing input is named with its option and path."""
+        for option in ("--mailbox-usage-db", "--transit-log", "--transit-usage-db"):
+            status, err = run_cli("ingest", option, "/nonexistent/x", "--output", self.out)
+            self.assertEqual(status, 2)
+            self.assertIn(f"{option}: no such file '/nonexistent/x'", err)
+        for option in ("--events", "--client-timing"):
+            status, err = run_cli("analyze", option, "/nonexistent/*.jsonl", "--output", self.out)
+            self.assertEqual(status, 2)
+            self.assertIn(f"{option}: no file matches", err)
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_usage_errors(self) -> None:
+        """Malformed options are argparse errors (exit 2)."""
+        self.assertEqual(run_cli("synth", "--sessions", "0", "--output", self.out)[0], 2)
+        self.assertEqual(run_cli("report", "--output", self.out, "--conf", "novalue")[0], 2)
+        self.assertEqual(run_cli("frobnicate")[0], 2)
+
+
+def importlib_missing(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is None
+
+
+class SessionConfTests(SynchronousTestCase):
+    """The Spark configuration asked for, local and under spark-submit."""
+
+    def setUp(self) -> None:
+        if importlib_missing("pyspark"):
+            self.skipTest("pyspark is not installed")
+        saved = os.environ.pop("PYSPARK_GATEWAY_PORT", None)
+        if saved is not None:
+            self.addCleanup(os.environ.__setitem__, "PYSPARK_GATEWAY_PORT", saved)
+
+    def test_local(self) -> None:
+        """Local runs bind the driver to 127.0.0.1, UI off, UTC, small shuffles."""
+        from txdilation_analytics.session import spark_conf
+
+        conf = spark_conf("local[2]", shuffle_partitions=3, fast_start=True, driver_memory="2g")
+        self.assertEqual(conf["spark.driver.host"], "127.0.0.1")
+        self.assertEqual(conf["spark.driver.bindAddress"], "127.0.0.1")
+        self.assertEqual(conf["spark.ui.enabled"], "false")
+        self.assertEqual(conf["spark.sql.session.timeZone"], "UTC")
+        self.assertEqual(conf["spark.sql.shuffle.partitions"], "3")
+        self.assertEqual(conf["spark.driver.memory"], "2g")
+        self.assertIn("-XX:+UseSerialGC", conf["spark.driver.extraJavaOptions"])
+        self.assertNotIn("spark.master", conf)
+
+    def test_cluster_and_submit(self) -> None:
+        """A cluster master or spark-submit: no loopback binding, no master, no JVM options."""
+        from txdilation_analytics.session import spark_conf
+
+        conf = spark_conf("spark://head:7077")
+        self.assertNotIn("spark.driver.host", conf)
+        os.environ["PYSPARK_GATEWAY_PORT"] = "1"
+        self.addCleanup(os.environ.pop, "PYSPARK_GATEWAY_PORT")
+        conf = spark_conf(None, driver_memory="8g", fast_start=True)
+        self.assertNotIn("spark.driver.host", conf)
+        self.assertNotIn("spark.driver.memory", conf)
+        self.assertNotIn("spark.driver.extraJavaOptions", conf)
+        self.assertNotIn("spark.master", conf)
+
+
+class SchemaTests(SynchronousTestCase):
+    """The Spark event type is derived from the JSON Schema the emitter is tested against."""
+
+    def setUp(self) -> None:
+        if importlib_missing("pyspark"):
+            self.skipTest("pyspark is not installed")
+
+    def test_fields_match_json_schema(self) -> None:
+        """Every property of every event is a typed column, with matching JSON types."""
+        from pyspark.sql import types as T
+
+        from txdilation_analytics import schemas
+
+        doc = json.loads(telemetry.schema_text())
+        names = set(doc["properties"])
+        for clause in doc["allOf"]:
+            names |= set(clause["then"]["properties"])
+        fields = {f.name: f.dataType for f in schemas.event_type().fields}
+        self.assertEqual(set(fields), names)
+        self.assertEqual(fields["ts"], T.DoubleType())
+        self.assertEqual(fields["seq"], T.LongType())
+        self.assertEqual(fields["via_relay"], T.BooleanType())
+        self.assertEqual(fields["hints"], T.MapType(T.StringType(), T.LongType()))
+        rules = schemas.event_rules()
+        self.assertEqual(set(rules.required), set(telemetry.EVENTS))
+        self.assertEqual(set(rules.enums["hint_type"]), set(telemetry.HINT_TYPES))
+
+
+class ScrubTests(SynchronousTestCase):
+    """Stock --dump-timing entries lose bodies, sides, welcome data and addresses."""
+
+    def test_scrub(self) -> None:
+        """Only names, times and allow-listed short details survive."""
+        from txdilation_analytics.sources import timing_rows
+
+        data = [
+            {"name": "ws_receive", "start": 1.0, "stop": None, "details": {
+                "_side": "abcdef0123", "message": {
+                    "type": "welcome", "welcome": {"your-address": "10.1.2.3"},
+                    "server_rx": 0.5, "server_tx": 0.75}}},
+            {"name": "ws_send", "start": 2.0, "stop": None, "details": {
+                "_side": "abcdef0123", "type": "add", "phase": "pake",
+                "body": "7b2270616b655f7631223a202235343337"}},
+            {"name": "pake1", "start": 3.0, "stop": 3.5, "details": {"waiting": "crypto"}},
+            {"name": "x", "start": 4.0, "details": {"waiting": "192.168.0.1"}},
+            {"name": 5}, "junk",
+        ]  # fmt: skip
+        rows, bad = timing_rows("t.json", data)
+        self.assertEqual(bad, 2)
+        text = json.dumps(rows)
+        for secret in ("abcdef0123", "10.1.2.3", "7b2270", "192.168.0.1", "your-address"):
+            self.assertNotIn(secret, text)
+        self.assertEqual(
+            rows[0][1:], (0, "ws_receive", 1.0, None, None, "welcome", None, 0.5, 0.75)
+        )
+        self.assertEqual(rows[1][6:8], ("add", "pake"))
+        self.assertEqual(rows[2][2:6], ("pake1", 3.0, 3.5, "crypto"))
+        self.assertEqual(timing_rows("t.json", {"not": "a list"}), ([], 1))
+
+
+@pytest.mark.spark
+class SparkCliTests(SynchronousTestCase):
+    """CLI paths that need Spark: malformed SQLite, stage order, synth."""
+
+    def setUp(self) -> None:
+        if SKIP_NO_SPARK:
+            self.skipTest(SKIP_NO_SPARK)
+        spark()
+        self.dir = os.path.abspath(self.mktemp())
+        os.makedirs(self.dir)
+
+    def test_malformed_sqlite(self) -> None:
+        """A non-SQLite file and a DB without the usage tables are clear input errors."""
+        junk = os.path.join(self.dir, "junk.sqlite")
+        with open(junk, "w") as f:
+            f.write("not a database at all" * 100)
+        other = os.path.join(self.dir, "other.sqlite")
+        sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
+        out = os.path.join(self.dir, "out")
+        status, err = run_cli("ingest", "--mailbox-usage-db", junk, "--output", out, "-q")
+        self.assertEqual(status, 2)
+        self.assertIn("is not an SQLite database", err)
+        status, err = run_cli("ingest", "--transit-usage-db", other, "--output", out, "-q")
+        self.assertEqual(status, 2)
+        self.assertIn("not a usage database (missing table 'usage')", err)
+
+    def test_stage_order(self) -> None:
+        """A stage run before its inputs exist says which stage to run first."""
+        status, err = run_cli("sessionize", "--output", os.path.join(self.dir, "none"), "-q")
+        self.assertEqual(status, 2)
+        self.assertIn("run ingest first", err)
+
+    def _synth(self, name: str, *extra: str) -> list[str]:
+        out = os.path.join(self.dir, name)
+        status, err = run_cli("synth", "--sessions", "41", "--days", "2", "--output", out, "-q",
+                              *extra)  # fmt: skip
+        self.assertEqual(status, 0, err)
+        lines: list[str] = []
+        for name in sorted(os.listdir(os.path.join(out, "events"))):
+            if name.startswith("part-"):
+                with open(os.path.join(out, "events", name)) as f:
+                    lines.extend(f.read().splitlines())
+        return lines
+
+    def test_synth(self) -> None:
+        """synth is deterministic per seed, schema-valid, N sessions, damaged at the rate."""
+        validator = jsonschema.Draft202012Validator(json.loads(telemetry.schema_text()))
+        first = self._synth("a", "--seed", "7")
+        records: list[dict[str, Any]] = [json.loads(line) for line in first]
+        for record in records:
+            validator.validate(record)
+        self.assertEqual(len({r["session"] for r in records}), 41)
+        self.assertEqual(len({r["pair"] for r in records}), 21)
+        self.assertEqual(self._synth("b", "--seed", "7"), first)
+        self.assertNotEqual(self._synth("c", "--seed", "8"), first)
+        damaged = self._synth("d", "--seed", "7", "--corrupt-rate", "0.2")
+        self.assertEqual(len(damaged), len(first))
+        broken = sum(1 for a, b in zip(first, damaged, strict=True) if a != b)
+        self.assertTrue(0.1 * len(first) < broken < 0.3 * len(first), broken)
+        with open(os.path.join(self.dir, "a", "transit.jsonl")) as f:
+            moods = {json.loads(line)["mood"] for line in f}
+        self.assertTrue(moods <= {"happy", "redundant", "lonely"}, moods)
+        db = sqlite3.connect(os.path.join(self.dir, "a", "mailbox-usage.sqlite"))
+        self.assertEqual(db.execute("SELECT COUNT(*) FROM client_versions").fetchone()[0], 42)
+        db.close()
