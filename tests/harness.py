@@ -21,20 +21,17 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from unittest import mock
 
-from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.error import ProcessDone, ProcessExitedAlready, ProcessTerminated
-from twisted.internet.interfaces import IListeningPort
-from twisted.internet.protocol import Factory, ProcessProtocol, ServerFactory
-from twisted.protocols.policies import WrappingFactory
+from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
 LOOPBACK = "127.0.0.1"
@@ -114,175 +111,14 @@ def stock_loopback() -> Iterator[None]:
 
 
 # ---------------------------------------------------------------------------------------------
-# real servers
+# real servers (shipped in txdilation.testing.servers, re-exported here)
 
-
-class _TrackingFactory(WrappingFactory):
-    """A ``WrappingFactory`` that can abort every live connection and wait until all are gone."""
-
-    def __init__(self, wrapped: Factory) -> None:
-        super().__init__(wrapped)
-        self._drained: list[Deferred[None]] = []
-
-    def unregisterProtocol(self, p: Any) -> None:
-        super().unregisterProtocol(p)
-        if not self.protocols:
-            waiters, self._drained = self._drained, []
-            for d in waiters:
-                d.callback(None)
-
-    def abort_all(self) -> Deferred[None]:
-        """Abort every live connection; the Deferred fires when none is left."""
-        if not self.protocols:
-            return succeed(None)
-        d: Deferred[None] = Deferred()
-        self._drained.append(d)
-        for wrapper in list(self.protocols):
-            wrapper.transport.abortConnection()
-        return d
-
-
-async def _serve_loopback(
-    reactor: Any, port: int, factory: Factory, databases: Sequence[sqlite3.Connection | None]
-) -> dict[str, Any]:
-    """Listen on 127.0.0.1:``port``; returns the ``_LoopbackServer`` fields, ``port`` first."""
-    from twisted.internet.endpoints import TCP4ServerEndpoint
-
-    tracking = _TrackingFactory(factory)
-    endpoint = TCP4ServerEndpoint(reactor, port, interface=LOOPBACK)
-    listening: IListeningPort = await endpoint.listen(tracking)
-    return {
-        "port": listening.getHost().port,
-        "_listening": listening,
-        "_factory": tracking,
-        "_databases": [db for db in databases if db is not None],
-    }
-
-
-@dataclass(kw_only=True)
-class _LoopbackServer:
-    """A listening port on 127.0.0.1 with its tracked connections and open databases."""
-
-    port: int
-    _listening: IListeningPort
-    _factory: _TrackingFactory
-    _databases: list[sqlite3.Connection]
-    _stopped: bool = False
-
-    def _before_stop(self) -> None:
-        """Hook: tell the service it is going away (before connections are cut)."""
-
-    def stop(self) -> Deferred[None]:
-        """
-        Stop listening, abort every connection, close the databases. Idempotent.
-
-        :returns: a Deferred that fires once the port is closed and no connection is left.
-        """
-        if self._stopped:
-            return succeed(None)
-        self._stopped = True
-        self._before_stop()
-        return Deferred.fromCoroutine(self._stop())
-
-    async def _stop(self) -> None:
-        await self._listening.stopListening()
-        await self._factory.abort_all()
-        for db in self._databases:
-            db.close()
-
-
-@dataclass(kw_only=True)
-class MailboxServer(_LoopbackServer):
-    """
-    A running in-process magic-wormhole mailbox (rendezvous) server on 127.0.0.1.
-
-    ``url`` is the websocket URL clients use (``ws://127.0.0.1:PORT/v1``); ``channel_db`` is
-    the database path it was started with (``None``: in memory, lost on stop).
-    """
-
-    url: str
-    channel_db: str | None
-    server: Any
-
-    def _before_stop(self) -> None:
-        self.server.stopService()  # tells connected clients their mailboxes are gone
-
-
-async def start_mailbox_server(
-    reactor: Any,
-    *,
-    channel_db: str | None = None,
-    usage_db: str | None = None,
-    port: int = 0,
-    advertise_version: str | None = None,
-) -> MailboxServer:
-    """
-    Start the real mailbox server on 127.0.0.1.
-
-    :param reactor: the reactor to listen with.
-    :param channel_db: SQLite file for the channel state (created, or reopened as-is, so a
-        restarted server keeps nameplates and mailboxes); ``None`` keeps it in memory.
-    :param usage_db: SQLite file for usage records, or ``None`` for none.
-    :param port: TCP port; 0 picks a free one (restart on ``server.port`` to keep the URL).
-    :param advertise_version: client version the welcome message recommends, if any.
-    :returns: the running ``MailboxServer``.
-    :raises twisted.internet.error.CannotListenError: if the port is taken.
-    """
-    from wormhole_mailbox_server.database import (
-        create_or_upgrade_channel_db,
-        create_or_upgrade_usage_db,
-    )
-    from wormhole_mailbox_server.server import make_server
-    from wormhole_mailbox_server.web import make_web_server
-
-    channel = create_or_upgrade_channel_db(channel_db if channel_db is not None else ":memory:")
-    usage = create_or_upgrade_usage_db(usage_db)
-    server = make_server(channel, usage_db=usage, advertise_version=advertise_version)
-    server.startService()
-    site = make_web_server(server, log_requests=False)
-    served = await _serve_loopback(reactor, port, site, [channel, usage])
-    url = f"ws://{LOOPBACK}:{served['port']}/v1"
-    return MailboxServer(url=url, channel_db=channel_db, server=server, **served)
-
-
-@dataclass(kw_only=True)
-class TransitRelay(_LoopbackServer):
-    """A running in-process transit relay on 127.0.0.1; ``hint`` is ``tcp:127.0.0.1:PORT``."""
-
-    hint: str
-    transit: Any
-
-
-async def start_transit_relay(
-    reactor: Any,
-    *,
-    log_fd_file: IO[str] | None = None,
-    usage_db: str | None = None,
-    port: int = 0,
-) -> TransitRelay:
-    """
-    Start the real transit relay (plain TCP) on 127.0.0.1.
-
-    :param reactor: the reactor to listen with (its ``seconds`` timestamps usage records).
-    :param log_fd_file: a text file to receive JSON usage lines, or ``None``.
-    :param usage_db: SQLite file for usage records, or ``None``.
-    :param port: TCP port; 0 picks a free one.
-    :returns: the running ``TransitRelay``.
-    :raises twisted.internet.error.CannotListenError: if the port is taken.
-    """
-    from wormhole_transit_relay.database import get_db
-    from wormhole_transit_relay.transit_server import Transit, TransitConnection
-    from wormhole_transit_relay.usage import create_usage_tracker
-
-    db = get_db(usage_db) if usage_db is not None else None
-    usage = create_usage_tracker(blur_usage=None, log_file=log_fd_file, usage_db=db)
-    transit = Transit(usage, reactor.seconds)
-    relay_factory = ServerFactory()
-    relay_factory.protocol = TransitConnection
-    relay_factory.log_requests = False  # type: ignore[attr-defined]
-    relay_factory.transit = transit  # type: ignore[attr-defined]
-    served = await _serve_loopback(reactor, port, relay_factory, [db])
-    return TransitRelay(hint=f"tcp:{LOOPBACK}:{served['port']}", transit=transit, **served)
+from txdilation.testing.servers import (  # noqa: E402
+    MailboxServer,
+    TransitRelay,
+    start_mailbox_server,
+    start_transit_relay,
+)
 
 
 class RealServersMixin:
