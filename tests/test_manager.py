@@ -116,7 +116,7 @@ class Collector(Protocol):
         self.lost.callback(None)
 
 
-class InMemoryMailboxTests(TestCase):
+class DilatedPairBase(TestCase):
     """Two real Managers, real TCP on 127.0.0.1, DILATE messages through an in-memory pipe."""
 
     timeout = 30
@@ -146,6 +146,10 @@ class InMemoryMailboxTests(TestCase):
             d.stop()
         for t in terms:
             yield t.stopped
+
+
+class InMemoryMailboxTests(DilatedPairBase):
+    """Dilation, subchannels, reconnection and close between two in-process Managers."""
 
     @inlineCallbacks
     def test_dilate_open_echo_and_message_order(self) -> Any:
@@ -234,6 +238,45 @@ class InMemoryMailboxTests(TestCase):
         yield terms[0].stopped
         yield server_protocols[0].lost
         self.assertIsInstance(status[0][-1].peer_connection, StoppedPeer)
+
+
+class LivenessTests(DilatedPairBase):
+    """Keepalive on both roles over real TCP (stock defects 5 and 6)."""
+
+    @inlineCallbacks
+    def test_both_roles_ping_and_measure_rtt(self) -> Any:
+        """Leader and Follower both ping every ping_interval (an int is accepted) and
+        measure the round trip from the Pong."""
+        _pipes, dilators, _apis = yield self.dilate_pair(ping_interval=1)
+        yield deferLater(1.2)
+        for d in dilators:
+            self.assertIsNotNone(d._manager.last_rtt)
+            self.assertLess(d._manager.last_rtt, 0.5)
+
+    @inlineCallbacks
+    def test_black_holed_link_is_abandoned_within_two_intervals(self) -> Any:
+        """A link that silently stops delivering (both ends stop reading, nothing is closed)
+        is aborted within 2 x ping_interval, a new generation is made, and a subchannel
+        opened before carries data again."""
+        interval = 0.4
+        _pipes, dilators, apis = yield self.dilate_pair(ping_interval=interval)
+        apis[0].listener_for("echo").listen(Factory.forProtocol(EchoProtocol))
+        client = yield apis[1].connector_for("echo").connect(Factory.forProtocol(Collector))
+        client.transport.write(b"before")
+        yield client.wait_for(6)
+        firsts = [d._manager._connection for d in dilators]
+        for conn in firsts:
+            conn.transport.pauseProducing()  # black hole: no bytes are read any more
+        started = reactor.seconds()
+        while all(d._manager._connection is firsts[i] for i, d in enumerate(dilators)):
+            yield deferLater(0.01)
+        detected = reactor.seconds() - started
+        self.assertLessEqual(detected, 2 * interval + 0.1)
+        client.transport.write(b"after")
+        got = yield client.wait_for(11)
+        self.assertEqual(got, b"beforeafter")
+        for i, d in enumerate(dilators):
+            self.assertIsNot(d._manager._connection, firsts[i])
 
 
 def deferLater(seconds: float) -> Deferred[None]:

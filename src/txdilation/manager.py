@@ -221,7 +221,8 @@ class Manager:
         self._liveness_timer: IDelayedCall | None = None
         self._rx_count = 0
         self._rx_seen = 0
-        self._idle_intervals = 0
+        self._idle_ticks = 0
+        self._tick_number = 0
         self._next_ping_id = 0
         self._pings_sent: deque[tuple[bytes, float]] = deque(maxlen=16)
         self.last_rtt: float | None = None
@@ -397,9 +398,13 @@ class Manager:
     # --- keepalive ---
 
     def _start_liveness(self) -> None:
+        """Tick every half ping interval: ping on every other tick; a link that delivered
+        nothing for three ticks in a row (1.5 to 2 intervals of silence, while we ping every
+        interval) is aborted, so a dead path is left within 2 x ping_interval."""
         self._rx_seen = self._rx_count
-        self._idle_intervals = 0
-        self._liveness_timer = self._reactor.callLater(self._ping_interval, self._liveness_tick)
+        self._idle_ticks = 0
+        self._tick_number = 0
+        self._liveness_timer = self._reactor.callLater(self._ping_interval / 2, self._liveness_tick)
 
     def _stop_liveness(self) -> None:
         if self._liveness_timer is not None and self._liveness_timer.active():
@@ -411,21 +416,23 @@ class Manager:
         connection = self._connection
         if connection is None:
             return
-        if self._rx_count != self._rx_seen or getattr(connection, "reading_paused", False):
+        if self._rx_count != self._rx_seen or connection.reading_paused:
             self._rx_seen = self._rx_count
-            self._idle_intervals = 0
+            self._idle_ticks = 0
         else:
-            self._idle_intervals += 1
-        if self._idle_intervals >= 2:
+            self._idle_ticks += 1
+        if self._idle_ticks >= 3:
             _log.info(
-                "no traffic on {desc} for {n} ping intervals: abandoning it",
+                "nothing heard on {desc} for {s:.3g}s: abandoning it",
                 desc=connection.description,
-                n=self._idle_intervals,
+                s=1.5 * self._ping_interval,
             )
-            connection.fail("peer silent for two ping intervals")
+            connection.fail("peer silent for 1.5 ping intervals")
             return
-        self._send_ping(connection)
-        self._liveness_timer = self._reactor.callLater(self._ping_interval, self._liveness_tick)
+        if self._tick_number % 2 == 0:
+            self._send_ping(connection)
+        self._tick_number += 1
+        self._liveness_timer = self._reactor.callLater(self._ping_interval / 2, self._liveness_tick)
 
     def _send_ping(self, connection: DilatedConnectionProtocol) -> None:
         ping_id = (self._next_ping_id % 2**32).to_bytes(4, "big")
