@@ -51,6 +51,10 @@ class InstallTests(TestCase):
             assert NoiseConnection
             from wormhole._dilation.connector import ipaddrs
             assert ipaddrs.find_addresses
+            assert txdilation.__spec__.name == "txdilation"
+            assert txdilation.manager.__spec__.name == "txdilation.manager"
+            from importlib import resources
+            assert resources.files("txdilation").joinpath("py.typed").is_file()
             print("OK")
         """)
 

@@ -37,10 +37,14 @@ class _AliasLoader(importlib.abc.Loader):
         self.target = target
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self._own_spec = module.__spec__
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        return None
+        # importlib stamped the alias spec on the shared module; give it back its own, so
+        # that importlib.resources, pickling and reloads keep seeing txdilation.
+        module.__spec__ = self._own_spec
 
 
 class _DilationFinder(importlib.abc.MetaPathFinder):
