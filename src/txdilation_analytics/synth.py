@@ -303,21 +303,28 @@ def _generation(g: Column, seed: int) -> Column:
 
 
 def _session_events(df: DataFrame, seed: int) -> DataFrame:
-    """Per-peer rows -> one row per event with ``seq``, as JSON text (column ``value``)."""
+    """Per-peer rows -> one row per event with ``seq``, as JSON text (column ``value``).
+
+    Peers are first exploded into one row per generation (plain, code-generated expressions;
+    no per-row lambdas except the NULL filter). The first generation row also carries the
+    session's first two events, the last one its final three. A generation has 11 events
+    (hints x2, attempts x4, selection, ping, traffic, loss, and the opening subchannel or the
+    reconnect), the last one no loss, so generation ``g`` starts at seq 2 + 11 (g - 1).
+    """
     c = F.col
-    gens = F.flatten(
-        F.transform(F.sequence(F.lit(1).cast("long"), c("G")), lambda g: _generation(g, seed))
-    )
+    rows = df.select("*", F.explode(F.sequence(F.lit(1).cast("long"), c("G"))).alias("gen"))
+    g = c("gen")
+    first, last = g == 1, g == c("G")
     last_sel = c("T") + GEN_START + c("ttd") + (c("G") - 1) * (c("ttd") * 0.6 + c("up") + c("rd"))
     t_end = F.when(c("failed"), c("T") + 30.0).otherwise(last_sel + c("up") + 0.01)
     records_sent = c("my_sent") / 16384 + 1
     head = F.array(
-        _event("dilation_requested", c("T")),
-        _event("please_received", c("T") + 0.05),
+        F.when(first, _event("dilation_requested", c("T"))),
+        F.when(first, _event("please_received", c("T") + 0.05)),
     )
     tail = F.array(
         F.when(
-            ~c("failed"),
+            last & ~c("failed"),
             _event(
                 "subchannel_closed",
                 t_end,
@@ -328,28 +335,39 @@ def _session_events(df: DataFrame, seed: int) -> DataFrame:
                 duration_s=t_end - (c("T") + GEN_START + c("ttd") + 0.01),
             ),
         ),
-        _event(
-            "traffic",
-            t_end + 0.01,
-            c("G"),
-            records_sent=F.when(c("failed"), 0).otherwise(records_sent),
-            bytes_sent=F.when(c("failed"), 0).otherwise(c("my_sent")),
-            records_acked=F.when(c("failed"), 0).otherwise(records_sent),
-            bytes_retransmitted=F.when(c("failed"), 0).otherwise(c("retrans")),
-            records_received=F.when(c("failed"), 0).otherwise(c("my_recv") / 16384 + 1),
-            bytes_received=F.when(c("failed"), 0).otherwise(c("my_recv")),
-            queue_bytes=F.lit(0),
-            final=F.lit(True),
+        F.when(
+            last,
+            _event(
+                "traffic",
+                t_end + 0.01,
+                c("G"),
+                records_sent=F.when(c("failed"), 0).otherwise(records_sent),
+                bytes_sent=F.when(c("failed"), 0).otherwise(c("my_sent")),
+                records_acked=F.when(c("failed"), 0).otherwise(records_sent),
+                bytes_retransmitted=F.when(c("failed"), 0).otherwise(c("retrans")),
+                records_received=F.when(c("failed"), 0).otherwise(c("my_recv") / 16384 + 1),
+                bytes_received=F.when(c("failed"), 0).otherwise(c("my_recv")),
+                queue_bytes=F.lit(0),
+                final=F.lit(True),
+            ),
         ),
-        _event(
-            "session_ended",
-            t_end + 0.02,
-            c("G"),
-            reason=F.when(c("failed"), "failed").when(c("ends_happy"), "happy").otherwise("closed"),
+        F.when(
+            last,
+            _event(
+                "session_ended",
+                t_end + 0.02,
+                c("G"),
+                reason=F.when(c("failed"), "failed")
+                .when(c("ends_happy"), "happy")
+                .otherwise("closed"),
+            ),
         ),
     )
-    events = F.filter(F.concat(head, gens, tail), lambda e: e.isNotNull())
-    exploded = df.select(F.posexplode(events).alias("seq", "e"), "pid", "side")
+    events = F.filter(F.concat(head, _generation(g, seed), tail), lambda e: e.isNotNull())
+    base = F.when(first, 0).otherwise(2 + 11 * (g - 1))
+    exploded = rows.select(
+        F.posexplode(events).alias("pos", "e"), "pid", "side", base.alias("base")
+    ).withColumn("seq", c("base") + c("pos"))
     fields = [f.name for f in schemas.event_type().fields]
     ordered = F.struct(*[(c("seq") if n == "seq" else c(f"e.{n}")).alias(n) for n in fields])
     text = F.when(
