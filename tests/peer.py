@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--half-close", action="store_true", help="use IHalfCloseableProtocol")
     p.add_argument("--total", type=int, default=5 << 20, help="bulk bytes to send")
     p.add_argument("--chunk", type=int, default=65536, help="bulk write size")
+    p.add_argument(
+        "--cut-interval", type=float, default=0.0, help="bulk: abort the L2 link every N seconds"
+    )
+    p.add_argument("--linger", type=float, default=0.0, help="bulk-recv: wait before closing")
     p.add_argument("--seed", default="txdilation", help="seed for the generated payloads")
     return p
 

@@ -349,8 +349,11 @@ async def echo_both(peer: Peer) -> dict[str, Any]:
 class BulkSender(Protocol):
     """Writes ``total`` bytes in ``chunk`` pieces as a push producer, then closes."""
 
-    def __init__(self, reactor: Any, seed: str, total: int, chunk: int) -> None:
+    def __init__(
+        self, reactor: Any, seed: str, total: int, chunk: int, cut_interval: float = 0.0
+    ) -> None:
         self._reactor = reactor
+        self._cutter = LinkCutter(cut_interval)
         self._seed = seed
         self._remaining = total
         self._chunk = chunk
@@ -364,6 +367,7 @@ class BulkSender(Protocol):
 
     def connectionMade(self) -> None:
         self.transport.registerProducer(self, True)
+        self._cutter.start(self._reactor, self.transport)
         self._schedule()
 
     def _schedule(self) -> None:
@@ -402,22 +406,57 @@ class BulkSender(Protocol):
         self._paused = True
 
     def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
+        self._cutter.stop()
         self.lost.callback(None)
+
+
+class LinkCutter:
+    """Aborts the dilated L2 connection (not the subchannel) every ``interval`` seconds until
+    stopped, through the seam both implementations share: ``transport._manager._connection``
+    (its ``transport.abortConnection()`` loses whatever was still buffered, as a real cut does).
+    """
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self.cuts = 0
+        self._call: Any = None
+
+    def start(self, reactor: Any, transport: Any) -> None:
+        if self.interval > 0:
+            self._call = reactor.callLater(self.interval, self._cut, reactor, transport)
+
+    def _cut(self, reactor: Any, transport: Any) -> None:
+        connection = getattr(transport._manager, "_connection", None)
+        if connection is not None and connection.transport is not None:
+            self.cuts += 1
+            connection.transport.abortConnection()
+        self._call = reactor.callLater(self.interval, self._cut, reactor, transport)
+
+    def stop(self) -> None:
+        if self._call is not None and self._call.active():
+            self._call.cancel()
+        self._call = None
 
 
 class BulkReceiver(Protocol):
     """Hashes everything it receives; ``done`` fires at ``connectionLost``."""
 
-    def __init__(self) -> None:
+    def __init__(self, reactor: Any = None, cut_interval: float = 0.0) -> None:
+        self._reactor = reactor
+        self._cutter = LinkCutter(cut_interval)
         self.digest = hashlib.sha256()
         self.bytes = 0
         self.done: Deferred[None] = Deferred()
+
+    def connectionMade(self) -> None:
+        self._cutter.start(self._reactor, self.transport)
 
     def dataReceived(self, data: bytes) -> None:
         self.digest.update(data)
         self.bytes += len(data)
 
     def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
+        self._cutter.stop()
         self.done.callback(None)
 
 
@@ -425,7 +464,7 @@ async def bulk_send(peer: Peer) -> dict[str, Any]:
     """Send ``--total`` bytes on one subchannel, then close and wait for the peer's CLOSE."""
     args = peer.args
     factory = Factory.forProtocol(
-        lambda: BulkSender(peer.reactor, args.seed, args.total, args.chunk)
+        lambda: BulkSender(peer.reactor, args.seed, args.total, args.chunk, args.cut_interval)
     )
     started = time.monotonic()
     peer.phase = "bulk-send: sending"
@@ -437,6 +476,7 @@ async def bulk_send(peer: Peer) -> dict[str, Any]:
         "sha256": sender.digest.hexdigest(),
         "seconds": round(seconds, 3),
         "pauses": sender.pauses,
+        "cuts": sender._cutter.cuts,
     }
 
 
@@ -446,7 +486,7 @@ async def bulk_recv(peer: Peer) -> dict[str, Any]:
     first: Deferred[BulkReceiver] = Deferred()
 
     def build() -> BulkReceiver:
-        receiver = BulkReceiver()
+        receiver = BulkReceiver(peer.reactor, peer.args.cut_interval)
         receivers.append(receiver)
         if not first.called:
             first.callback(receiver)
@@ -461,11 +501,16 @@ async def bulk_recv(peer: Peer) -> dict[str, Any]:
     seconds = time.monotonic() - started
     if receiver.bytes != peer.args.total:
         raise ScenarioError(f"received {receiver.bytes} B, expected {peer.args.total} B")
+    if peer.args.linger:
+        # let our CLOSE reply reach the sender (perhaps over a new connection) before we close
+        peer.phase = "bulk-recv: lingering"
+        await deferLater(peer.reactor, peer.args.linger, lambda: None)
     return {
         "bytes": receiver.bytes,
         "sha256": receiver.digest.hexdigest(),
         "seconds": round(seconds, 3),
         "subchannels": len(receivers),
+        "cuts": receiver._cutter.cuts,
     }
 
 
