@@ -32,6 +32,5 @@ def pytest_report_header(config: Any) -> str:
     import wormhole._dilation as dilation
 
     return (
-        f"txdilation.dropin: wormhole._dilation -> {dilation.__name__} "
-        f"(installed={is_installed()})"
+        f"txdilation.dropin: wormhole._dilation -> {dilation.__name__} (installed={is_installed()})"
     )
