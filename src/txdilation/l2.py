@@ -137,9 +137,11 @@ class DilatedConnectionProtocol(Protocol):
             self.events.connected_directly()
 
     def dataReceived(self, data: bytes) -> None:
+        if self._failed_reason is not None:
+            return  # dropped already: whatever still arrives is ignored
         framer = self._framer
-        framer.receive_data(data)
         try:
+            framer.receive_data(data)
             while self._failed_reason is None:
                 event = framer.next_event()
                 if event is None:
@@ -201,8 +203,17 @@ class DilatedConnectionProtocol(Protocol):
             self.transport.writeSequence(Framer.frame(payload))
 
     def send_record(self, record: Record) -> None:
-        """Encode, encrypt, frame and write one record (no-op once closed)."""
-        self._write_frame(self._noise.encrypt(encode_record(record)))
+        """Encode, encrypt, frame and write one record (no-op once closed).
+
+        A record the Noise session cannot encrypt (no handshake yet, or the session failed)
+        drops this connection instead of raising into the caller.
+        """
+        try:
+            payload = self._noise.encrypt(encode_record(record))
+        except DilationProtocolError as e:
+            self.fail(f"cannot send {type(record).__name__}: {e}")
+            return
+        self._write_frame(payload)
 
     def send_records(self, records: Iterable[Record]) -> None:
         """Send several records with one ``writeSequence``."""
@@ -211,8 +222,12 @@ class DilatedConnectionProtocol(Protocol):
         parts: list[bytes] = []
         encrypt = self._noise.encrypt
         frame = Framer.frame
-        for record in records:
-            parts.extend(frame(encrypt(encode_record(record))))
+        try:
+            for record in records:
+                parts.extend(frame(encrypt(encode_record(record))))
+        except DilationProtocolError as e:
+            self.fail(f"cannot send records: {e}")
+            return
         if parts:
             self.transport.writeSequence(parts)
 
