@@ -108,32 +108,20 @@ def _spark(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> Any:
     """Run one parsed command; returns what the stage returned (printed as JSON)."""
-    from .pipeline import Inputs, Pipeline, Progress
+    from .pipeline import SOURCES, Inputs, Pipeline, Progress
 
     progress = Progress(quiet=args.quiet)
     inputs = None
     if args.command in ("ingest", "analyze"):
-        inputs = Inputs(
-            events=args.events,
-            mailbox_usage_db=args.mailbox_usage_db,
-            transit_log=args.transit_log,
-            transit_usage_db=args.transit_usage_db,
-            client_timing=args.client_timing,
-        )
+        inputs = Inputs(**{name: getattr(args, name) for name in SOURCES})
         inputs.check()  # before the JVM starts
     spark = _spark(args)
     progress.say(f"Spark {spark.version} on {spark.sparkContext.master}")
     if args.command == "synth":
         from .synth import SynthOptions, synthesize
 
-        options = SynthOptions(
-            sessions=args.sessions,
-            seed=args.seed,
-            days=args.days,
-            start_date=args.start_date,
-            files=args.files,
-            corrupt_rate=args.corrupt_rate,
-        )
+        fields = ("sessions", "seed", "days", "start_date", "files", "corrupt_rate")
+        options = SynthOptions(**{name: getattr(args, name) for name in fields})
         return synthesize(spark, args.output, options, progress)
     pipeline = Pipeline(spark, args.output, progress)
     if inputs is not None:

@@ -81,7 +81,11 @@ def _cdf(series: dict[str, list[float]], xlabel: str) -> Callable[[Any], None] |
     def draw(ax: Any) -> None:
         for label, values in series.items():
             ax.plot(values, [p * 100 for p in CURVE[: len(values)]], label=label)
-        ax.set_xscale("log" if min(min(v) for v in series.values()) > 0 else "linear")
+        if min(min(v) for v in series.values()) > 0:
+            from matplotlib.ticker import NullFormatter
+
+            ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(xlabel)
         ax.set_ylabel("percentile")
         ax.grid(alpha=0.3)
@@ -116,7 +120,7 @@ def _daily(rows: list[dict[str, Any]]) -> Callable[[Any], None] | None:
             right.plot(days, [r[key] for r in rows], marker="o", label=label)
         right.set_ylim(0, 1.05)
         right.set_ylabel("rate")
-        right.legend(loc="lower left")
+        right.legend(loc="best", fontsize=8)
 
     return draw
 

@@ -181,29 +181,25 @@ def _generation(g: Column, seed: int) -> Column:
     recv = (c("my_recv") * frac).cast("long")
     retrans = (c("retrans") * (g - 1) / F.greatest(c("G") - 1, F.lit(1))).cast("long")
 
-    def attempt(n: Column, hint: str, dirn: Column, outcome: str, ts: Column, ok: bool) -> Column:
+    def attempt(
+        n: Column, hint: str, dirn: Column, ts: Column, outcome: str | Column | None = None
+    ) -> Column:
+        """attempt_started (no outcome) or attempt_ended; a selected one has durations."""
+        selected = isinstance(outcome, str) and outcome == "selected"
         return _event(
-            "attempt_ended",
+            "attempt_started" if outcome is None else "attempt_ended",
             ts,
             g,
             attempt=n,
             hint_type=F.lit(hint),
             direction=dirn,
-            outcome=F.lit(outcome),
-            connect_s=ttd_g * 0.4 if ok else None,
-            handshake_s=ttd_g * 0.5 if ok else None,
+            outcome=F.lit(outcome) if isinstance(outcome, str) else outcome,
+            connect_s=ttd_g * 0.4 if selected else None,
+            handshake_s=ttd_g * 0.5 if selected else None,
         )
 
     direct_fail = F.when(c("direct_timed_out"), "timeout").otherwise("connect_failed")
-    direct_failed_end = _event(
-        "attempt_ended",
-        gs + ttd_g * 0.8,
-        g,
-        attempt=n_direct,
-        hint_type=F.lit("direct-tcp-v1"),
-        direction=direction,
-        outcome=direct_fail,
-    )
+    direct_failed_end = attempt(n_direct, "direct-tcp-v1", direction, gs + ttd_g * 0.8, direct_fail)
     selected = _event(
         "connection_selected",
         tsel,
@@ -218,27 +214,19 @@ def _generation(g: Column, seed: int) -> Column:
         c("relay"),
         F.array(
             direct_failed_end,
-            attempt(n_relay, "relay-v1", outbound, "selected", tsel - 0.001, True),
+            attempt(n_relay, "relay-v1", outbound, tsel - 0.001, "selected"),
             selected,
         ),
     ).otherwise(
         F.array(
-            attempt(n_direct, "direct-tcp-v1", direction, "selected", tsel - 0.001, True),
+            attempt(n_direct, "direct-tcp-v1", direction, tsel - 0.001, "selected"),
             selected,
-            attempt(n_relay, "relay-v1", outbound, "cancelled", tsel + 0.001, False),
+            attempt(n_relay, "relay-v1", outbound, tsel + 0.001, "cancelled"),
         )
     )
     failed_race = F.array(
-        direct_failed_end.withField("ts", gs + 10.0).withField("outcome", F.lit("timeout")),
-        _event(
-            "attempt_ended",
-            gs + 10.5,
-            g,
-            attempt=n_relay,
-            hint_type=F.lit("relay-v1"),
-            direction=outbound,
-            outcome=F.lit("connect_failed"),
-        ),
+        attempt(n_direct, "direct-tcp-v1", direction, gs + 10.0, "timeout"),
+        attempt(n_relay, "relay-v1", outbound, gs + 10.5, "connect_failed"),
     )
     start = F.array(
         F.when(
@@ -251,22 +239,8 @@ def _generation(g: Column, seed: int) -> Column:
         ),
         _event("hints_sent", gs + 0.01, g, hints=_hints()),
         _event("hints_received", gs + 0.02, g, hints=_hints()),
-        _event(
-            "attempt_started",
-            gs + 0.03,
-            g,
-            attempt=n_direct,
-            hint_type=F.lit("direct-tcp-v1"),
-            direction=direction,
-        ),
-        _event(
-            "attempt_started",
-            gs + 0.05,
-            g,
-            attempt=n_relay,
-            hint_type=F.lit("relay-v1"),
-            direction=outbound,
-        ),
+        attempt(n_direct, "direct-tcp-v1", direction, gs + 0.03),
+        attempt(n_relay, "relay-v1", outbound, gs + 0.05),
     )
     d = _Draws(seed, F.col("pid"), F.col("side"), g)
     after = F.array(
