@@ -54,7 +54,7 @@ from wormhole._status import (
 from zope.interface import implementer
 
 from ._interfaces import IDilatedConnection, IRecordSink
-from .config import NetworkSettings
+from .config import Limits, NetworkSettings
 from .connection import Ack, Close, Data, Open, Ping, Pong, Record
 from .connector import Connector, ConnectorSettings
 from .errors import (
@@ -187,6 +187,7 @@ class Manager:
         initial_mailbox_status: WormholeStatus | None = None,
         tor: Any = None,
         network: NetworkSettings | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self._S = sender
         self._my_side = my_side
@@ -198,6 +199,7 @@ class Manager:
         self._status_update = status_update
         self._tor = tor
         self._network = network or NetworkSettings.from_environ()
+        self._limits = limits or Limits.from_environ()
         self._relay_hints: tuple[RelayV1Hint, ...] = ()
         if transit_relay_location:
             self._relay_hints = (RelayV1Hint((parse_hint_argv(transit_relay_location),)),)
@@ -234,6 +236,9 @@ class Manager:
             reactor=reactor,
             cooperator=cooperator,
             expected_subprotocols=expected_subprotocols,
+            max_unacked_bytes=self._limits.max_unacked_bytes,
+            max_pending_open_bytes=self._limits.max_pending_open_bytes,
+            max_buffered_inbound_bytes=self._limits.max_buffered_inbound_bytes,
         )
         self._api = DilatedWormhole(self)
         self.events: ManagerEvents = manager_machine(self)
@@ -354,6 +359,8 @@ class Manager:
             no_listen=self._no_listen,
             tor=self._tor,
             network=self._network,
+            max_record_size=self._limits.max_record_size,
+            handshake_timeout=self._limits.handshake_timeout,
         )
         self._connector = Connector(settings, owner=self, reactor=self._reactor)
         stall = self._debug_stall_connector
