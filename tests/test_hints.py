@@ -20,9 +20,10 @@ from txdilation.hints import (
     parse_hints,
 )
 
+# (names with an empty or over-long label cannot be resolved: parse_hint refuses them)
 hostnames = st.text(
     st.characters(codec="ascii", exclude_characters=":[] "), min_size=1, max_size=40
-)
+).filter(lambda h: all(0 < len(label) < 64 for label in h.split(".")))
 ports = st.integers(1, 65535)
 priorities = st.floats(-10, 10, allow_nan=False)
 tcp_hints = st.builds(DirectTCPV1Hint, hostnames, ports, priorities) | st.builds(

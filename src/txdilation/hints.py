@@ -1,13 +1,14 @@
 """Connection hints: the JSON dicts exchanged in ``connection-hints`` messages.
 
 Parsing never raises on peer input: :func:`parse_hints` returns the hints it understood and the
-reasons it dropped the others (unknown types, wrong field types), so a malformed hint costs only
-itself. Encoding produces exactly stock's dict layout (``direct-tcp-v1``, ``tor-tcp-v1``,
-``relay-v1`` with nested ``hints``).
+reasons it dropped the others (unknown types, wrong field types, hostnames no endpoint could
+use), so a malformed hint costs only itself. Encoding produces exactly stock's dict layout
+(``direct-tcp-v1``, ``tor-tcp-v1``, ``relay-v1`` with nested ``hints``).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,20 @@ class HintError(ValueError):
     """A hint (from the peer or from the command line) could not be understood."""
 
 
+def _usable_hostname(hostname: str) -> bool:
+    """An IP address, or a name an endpoint can resolve (IDNA-encodable, at most 253 bytes)."""
+    try:
+        ipaddress.ip_address(hostname)
+        return True
+    except ValueError:
+        pass
+    try:
+        encoded = hostname.encode("idna")
+    except UnicodeError:
+        return False
+    return 0 < len(encoded) <= 253
+
+
 def _parse_tcp(d: Any) -> TCPHint:
     if not isinstance(d, dict):
         raise HintError(f"hint is not an object: {d!r:.80}")
@@ -55,7 +70,7 @@ def _parse_tcp(d: Any) -> TCPHint:
     hostname = d.get("hostname")
     port = d.get("port")
     priority = d.get("priority", 0.0)
-    if not isinstance(hostname, str) or not hostname:
+    if not isinstance(hostname, str) or not _usable_hostname(hostname):
         raise HintError(f"bad hostname in {kind} hint: {hostname!r:.80}")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise HintError(f"bad port in {kind} hint: {port!r:.80}")
