@@ -31,6 +31,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import Cooperator, deferLater
+from twisted.logger import formatEvent, globalLogPublisher
 from twisted.python.failure import Failure
 from wormhole._interfaces import ISend
 from zope.interface import implementer
@@ -393,6 +394,36 @@ class Attacker(Protocol):
 
 
 # ---------------------------------------------------------------------------------------------
+# logs
+
+
+class LogCapture:
+    """Collects the log events of txdilation's namespaces while a test runs."""
+
+    def __init__(self, test: Any) -> None:
+        self.events: list[dict[str, Any]] = []
+        globalLogPublisher.addObserver(self)
+        test.addCleanup(globalLogPublisher.removeObserver, self)
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if str(event.get("log_namespace", "")).startswith("txdilation"):
+            self.events.append(event)
+
+    def texts(self) -> list[str]:
+        """Every event, formatted."""
+        return [formatEvent(e) for e in self.events]
+
+    def drop_reasons(self) -> dict[int, str]:
+        """Why the L2 layer dropped each accepted connection, by the client's port."""
+        reasons = {}
+        for event in self.events:
+            desc = str(event.get("desc", ""))
+            if event.get("log_namespace") == "txdilation.l2" and desc.startswith("<-tcp:"):
+                reasons[int(desc.rsplit(":", 1)[1])] = str(event.get("reason"))
+        return reasons
+
+
+# ---------------------------------------------------------------------------------------------
 # memory and figures
 
 
@@ -433,6 +464,7 @@ __all__ = [
     "LEADER",
     "LOWEST_SIDE",
     "Attacker",
+    "LogCapture",
     "Mailbox",
     "RawL2",
     "RogueMailbox",

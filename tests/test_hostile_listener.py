@@ -17,11 +17,11 @@ from typing import Any
 from twisted.internet.defer import DeferredList, ensureDeferred
 from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.protocol import Factory
-from twisted.logger import globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.hostile import (
     Attacker,
+    LogCapture,
     Mailbox,
     connect_raw,
     record_figures,
@@ -68,21 +68,6 @@ SLOW_INPUTS = {
 }
 
 
-class DropLog:
-    """Collects the L2 layer's 'dropping L2 connection' log events by client port."""
-
-    def __init__(self, test: TestCase) -> None:
-        self.reasons: dict[int, str] = {}
-        globalLogPublisher.addObserver(self)
-        test.addCleanup(globalLogPublisher.removeObserver, self)
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        if event.get("log_namespace") == "txdilation.l2" and "reason" in event:
-            desc = str(event.get("desc", ""))
-            if desc.startswith("<-tcp:127.0.0.1:"):
-                self.reasons[int(desc.rsplit(":", 1)[1])] = str(event["reason"])
-
-
 class HostileListenerTests(TestCase):
     """Raw TCP attacks on the listeners of two real Dilators that are about to dilate."""
 
@@ -90,7 +75,7 @@ class HostileListenerTests(TestCase):
 
     def setUp(self) -> None:
         use_environment(self, TXDILATION_HANDSHAKE_TIMEOUT=str(TIMEOUT))
-        self.drops = DropLog(self)
+        self.log = LogCapture(self)
         self.attackers: list[Attacker] = []
         self.addCleanup(self._close_attackers)
 
@@ -142,7 +127,7 @@ class HostileListenerTests(TestCase):
 
         await until(lambda: not any(a.open for a in bad), TIMEOUT / 2, "bad inputs closed")
         for attacker, reason in bad.items():
-            self.assertIn(reason, self.drops.reasons.get(attacker.local_port, ""))
+            self.assertIn(reason, self.log.drop_reasons().get(attacker.local_port, ""))
         self.assertTrue(all(a.open for a in slow), "an idle connection closed too early")
 
         await until(lambda: not any(a.open for a in slow), TIMEOUT + 5, "idle connections closed")
@@ -150,7 +135,7 @@ class HostileListenerTests(TestCase):
             assert attacker.closed_at is not None
             self.assertGreaterEqual(attacker.closed_at - started, TIMEOUT * 0.9)
             self.assertIn(
-                f"not selected within {TIMEOUT:g}s", self.drops.reasons[attacker.local_port]
+                f"not selected within {TIMEOUT:g}s", self.log.drop_reasons()[attacker.local_port]
             )
         rss_growth = vm_status_kib("VmRSS") - rss_before
 

@@ -17,11 +17,11 @@ from twisted.internet.defer import ensureDeferred
 from twisted.internet.protocol import Factory
 from twisted.internet.task import Cooperator
 from twisted.internet.testing import MemoryReactorClock
-from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.hostile import (
     LOWEST_SIDE,
+    LogCapture,
     RogueMailbox,
     rogue_follower_selected,
     until,
@@ -93,22 +93,6 @@ def message_bodies() -> st.SearchStrategy[bytes]:
     return as_json | st.binary(max_size=40) | st.sampled_from([b"", b"{", b"\xff\xfe{}", b"[]"])
 
 
-class WarningLog:
-    """Counts warnings logged in txdilation's namespaces."""
-
-    def __init__(self, test: Any) -> None:
-        self.events: list[dict[str, Any]] = []
-        globalLogPublisher.addObserver(self)
-        test.addCleanup(globalLogPublisher.removeObserver, self)
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        if str(event.get("log_namespace", "")).startswith("txdilation"):
-            self.events.append(event)
-
-    def texts(self) -> list[str]:
-        return [formatEvent(e) for e in self.events]
-
-
 def manager(side: str = "8" * 16) -> tuple[Manager, list[dict[str, Any]], MemoryReactorClock]:
     sent: list[dict[str, Any]] = []
 
@@ -167,7 +151,7 @@ class HintHostnameTests(SynchronousTestCase):
         """A connecting Manager given such hints logs them and goes on (before the fix the
         UnicodeError escaped into the caller: magic-wormhole's Boss)."""
         m, _sent, clock = manager()
-        log = WarningLog(self)
+        log = LogCapture(self)
         m.got_dilation_key(b"k" * 32)
         m.got_wormhole_versions({"can-dilate": ["ged"]})
         m.received_dilation_message(json.dumps({"type": "please", "side": LOWEST_SIDE}).encode())
@@ -199,7 +183,7 @@ class MalformedMessageFuzzTests(SynchronousTestCase):
         versions: nothing raises, phases stay gapless, and a body that is not even a JSON
         object is logged."""
         m, sent, _clock = manager(side)
-        log = WarningLog(self)
+        log = LogCapture(self)
         for index, body in enumerate(bodies):
             if index == start_at:
                 m.got_dilation_key(b"k" * 32)
@@ -233,7 +217,7 @@ class MalformedMessagesDuringDilationTests(TestCase):
         Follower's connection stays selected and a subchannel opened afterwards works."""
         mailbox = RogueMailbox()
         self.addCleanup(lambda: ensureDeferred(mailbox.stop()))
-        log = WarningLog(self)
+        log = LogCapture(self)
         api = mailbox.start(LOWEST_SIDE)
         garbage = [
             b"not json",
