@@ -76,6 +76,7 @@ class InteropScenariosMixin:
         return results
 
     def relay_args(self) -> list[str]:
+        """Peer arguments for relay-only dilation: no listener, the real relay's hint."""
         return ["--no-listen", "--relay", self.transit_relay.hint]
 
     def assert_direct(self, left: PeerResult, right: PeerResult) -> None:
@@ -104,6 +105,7 @@ class InteropScenariosMixin:
     async def echo(
         self, *, server_side: str, client_side: str, extra: list[str]
     ) -> tuple[PeerResult, PeerResult]:
+        """echo-server (left) and echo-client (right): 3 subchannels, every SIZES message."""
         common = ["--count", "3", "--sizes", _csv(SIZES), *extra]
         left, right = await self.pair(
             ["--scenario", "echo-server", *common],
