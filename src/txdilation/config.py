@@ -5,6 +5,11 @@ Where to listen and what to advertise (:class:`NetworkSettings`):
 - ``TXDILATION_LISTEN_INTERFACE``: the interface the direct-hint listener binds (default: all).
 - ``TXDILATION_HINT_ADDRESSES``: comma-separated addresses to advertise in direct hints instead of
   the discovered ones.
+- ``TXDILATION_LISTEN_PORT``: the TCP port the direct-hint listener binds in every generation
+  (default 0: a new random port each generation). For a port forward or a firewall rule.
+- ``TXDILATION_HINT_PORT``: the port to advertise in direct hints instead of the listener's own
+  (default: the listener's), for a port forward (or a test's fault-injection proxy) in front of
+  the listener. Both ports are numbers from 1 to 65535 (0 also allowed for the listen port).
 
 Resource limits (:class:`Limits`; each variable unset or empty means the default):
 
@@ -18,6 +23,13 @@ Resource limits (:class:`Limits`; each variable unset or empty means the default
 - ``TXDILATION_MAX_PENDING_OPEN_BYTES``: bytes held for subchannels nobody listens on yet.
   Default 4 MiB.
 - ``TXDILATION_MAX_RECORD_SIZE``: largest record plaintext accepted from the peer. Default 64 MiB.
+
+Waiting for the peer (:class:`ReconnectPolicy`):
+
+- ``TXDILATION_PEER_TIMEOUT``: seconds without any sign of the peer (no connection, no mailbox
+  message) while our own mailbox connection is up, after which the peer is presumed gone and
+  the dilation status becomes ``StoppedPeer``. Default 600; 0 means never. A txdilation peer
+  says when it closes its wormhole, so this only matters for stock peers and crashed ones.
 
 These are read once per dilated wormhole, when ``dilate()`` builds its Manager.
 """
@@ -48,15 +60,73 @@ class NetworkSettings:
 
     listen_interface: str | None = None
     hint_addresses: tuple[str, ...] | None = None
+    listen_port: int = 0
+    hint_port: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ValueError(f"listen_port must be 0 to 65535, not {self.listen_port!r}")
+        if self.hint_port is not None and not 0 < self.hint_port <= 65535:
+            raise ValueError(f"hint_port must be 1 to 65535, not {self.hint_port!r}")
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> NetworkSettings:
-        """Read the two ``TXDILATION_*`` variables (empty values count as unset)."""
+        """Read the four network ``TXDILATION_*`` variables (empty values count as unset).
+
+        :raises ValueError: when a port variable is not a port number.
+        """
         env = os.environ if environ is None else environ
         interface = env.get("TXDILATION_LISTEN_INTERFACE", "").strip() or None
         raw = env.get("TXDILATION_HINT_ADDRESSES", "")
         addresses = tuple(a.strip() for a in raw.split(",") if a.strip())
-        return cls(interface, addresses or None)
+        listen_port = _port_from_environ(env, "TXDILATION_LISTEN_PORT")
+        hint_port = _port_from_environ(env, "TXDILATION_HINT_PORT")
+        return cls(interface, addresses or None, listen_port or 0, hint_port)
+
+
+DEFAULT_PEER_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReconnectPolicy:
+    """How long to keep trying to reach a silent peer (see the module docstring)."""
+
+    peer_timeout: float | None = DEFAULT_PEER_TIMEOUT
+
+    def __post_init__(self) -> None:
+        t = self.peer_timeout
+        if t is not None and not (math.isfinite(t) and t > 0):
+            raise ValueError(f"peer_timeout must be positive (or None), not {t!r}")
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> ReconnectPolicy:
+        """Read ``TXDILATION_PEER_TIMEOUT`` (empty: the default; 0: never give up).
+
+        :raises ValueError: when it is not a number of seconds, or negative.
+        """
+        env = os.environ if environ is None else environ
+        raw = env.get("TXDILATION_PEER_TIMEOUT", "").strip()
+        if not raw:
+            return cls()
+        try:
+            seconds = float(raw)
+        except ValueError:
+            raise ValueError(
+                f"TXDILATION_PEER_TIMEOUT must be a number of seconds, not {raw!r}"
+            ) from None
+        if seconds < 0:
+            raise ValueError(f"TXDILATION_PEER_TIMEOUT cannot be negative: {raw!r}")
+        return cls(seconds or None)
+
+
+def _port_from_environ(env: Mapping[str, str], variable: str) -> int | None:
+    raw = env.get(variable, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{variable} must be a port number, not {raw!r}") from None
 
 
 @dataclass(frozen=True, slots=True)

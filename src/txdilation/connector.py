@@ -32,6 +32,7 @@ from twisted.internet.endpoints import (
     TCP6ClientEndpoint,
     TCP6ServerEndpoint,
 )
+from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IDelayedCall, IListeningPort, IStreamClientEndpoint
 from twisted.internet.protocol import ClientFactory, ServerFactory
 from twisted.internet.threads import deferToThreadPool
@@ -64,6 +65,8 @@ __all__ = ["Connector", "ConnectorSettings", "IConnectorOwner", "ipaddrs"]
 
 RELAY_DELAY = 2.0
 DIRECT_GRACE = 0.25
+LISTEN_RETRIES = 50
+LISTEN_RETRY_DELAY = 0.1
 
 _log = Logger(namespace="txdilation.connector")
 
@@ -160,6 +163,8 @@ class Connector:
         self._direct_outstanding = 0
         self._used_relays: set[TCPHint] = set()
         self.selected: DilatedConnectionProtocol | None = None
+        self._finished = False  # selected or stopped: no more listeners or attempts
+        self._listen_retry: IDelayedCall | None = None
         self.events: ConnectorEvents = connector_machine(self)
 
     @classmethod
@@ -182,18 +187,38 @@ class Connector:
             self._owner.send_hints([encode_hint(h) for h in s.relay_hints])
             self._use_hints(list(s.relay_hints))
 
-    def _start_listener(self) -> None:
-        interface = self._settings.network.listen_interface or ""
+    def _start_listener(self, attempt: int = 0) -> None:
+        network = self._settings.network
+        interface = network.listen_interface or ""
         factory = _InboundFactory(self)
         endpoint_class: Any = TCP6ServerEndpoint if ":" in interface else TCP4ServerEndpoint
-        endpoint = endpoint_class(self._reactor, 0, interface=interface)
+        endpoint = endpoint_class(self._reactor, network.listen_port, interface=interface)
         d = endpoint.listen(factory)
         d.addCallback(self._listening)
-        d.addErrback(lambda f: _log.failure("dilation listener failed", f))
+
+        def failed(f: Failure) -> None:
+            # A fixed port may still be held by the previous generation's listener, whose
+            # socket closes a reactor turn after stopListening(): try again shortly.
+            if (
+                f.check(CannotListenError)  # type: ignore[no-untyped-call]
+                and network.listen_port
+                and attempt < LISTEN_RETRIES
+                and not self._finished
+            ):
+                self._listen_retry = self._reactor.callLater(
+                    LISTEN_RETRY_DELAY, self._start_listener, attempt + 1
+                )
+                return
+            _log.failure("dilation listener failed", f)
+
+        d.addErrback(failed)
 
     def _listening(self, port: IListeningPort) -> Deferred[Any]:
         self._listeners.append(port)
-        portnum = port.getHost().port  # type: ignore[attr-defined]
+        if self._finished:  # selected or stopped while the listener was starting
+            self._close_others(keep=self.selected)
+            return succeed(None)
+        portnum = self._settings.network.hint_port or port.getHost().port  # type: ignore[attr-defined]
         d = self._find_addresses()
 
         def publish(addresses: Sequence[str]) -> None:
@@ -337,16 +362,17 @@ class Connector:
     # --- teardown helpers ---
 
     def _close_others(self, keep: DilatedConnectionProtocol | None) -> None:
+        self._finished = True
         for port in self._listeners:
             port.stopListening()
         self._listeners.clear()
         for d in list(self._attempts):
             d.cancel()
         self._attempts.clear()
-        for timer in (self._relay_timer, self._grace_timer):
+        for timer in (self._relay_timer, self._grace_timer, self._listen_retry):
             if timer is not None and timer.active():
                 timer.cancel()
-        self._relay_timer = self._grace_timer = None
+        self._relay_timer = self._grace_timer = self._listen_retry = None
         self._deferred_relays.clear()
         for c in {*self._connections, *self._held}:
             if c is not keep:

@@ -10,7 +10,21 @@ Lifecycle (module-level Automat machine ``manager_machine``)::
     connected -lost-> disconnected (Leader sends 'reconnect')
     disconnected -reconnecting (Leader) | reconnect (Follower)-> connecting
     connected -reconnect (Follower)-> abandoning -lost-> connecting
+    connected|abandoning -closing-> peer_leaving -lost-> peer_gone
+    waiting|wanting|connecting|disconnected -closing-> peer_gone
+    connecting|disconnected|abandoning -peer_absent-> peer_gone
     (any) -stop-> stopping -> stopped
+
+txdilation extensions (wire-safe with stock, which ignores unknown ``please`` keys and logs and
+ignores unknown message types; we send them only to a peer whose ``please`` listed them in
+``"extensions"``): ``{"type": "closing"}`` says the peer's application closed its wormhole
+(sent before its mailbox closes, so the last generation ends in ``peer_gone`` and
+``StoppedPeer`` instead of reconnecting forever, stock defect 12); ``{"type": "link-lost",
+"generation": n}`` is a Follower's report that its liveness check abandoned the connection of
+generation ``n`` (counted in ``reconnecting`` messages), so a Leader with a longer ping
+interval starts a new generation at once. A peer that cannot say it left (stock, or crashed)
+is given up after ``ReconnectPolicy.peer_timeout`` seconds of silence (see
+``txdilation.keepalive.PeerAbsence``). docs/reliability.md discusses the limits.
 
 Invariants:
 - DILATE-n phases are numbered from 0 without gaps, one counter for every message type;
@@ -19,8 +33,9 @@ Invariants:
   ``reconnecting``;
 - every (state, input) pair is a transition or a logged no-op: nothing the peer sends raises
   ``NoTransition`` into the reactor;
-- both roles watch liveness: a connection that delivered nothing for two ping intervals is
-  aborted (``abortConnection``, not a TCP timeout) and a new generation starts;
+- both roles watch liveness: a connection that delivered nothing for 1.5 ping intervals is
+  aborted (``abortConnection``, not a TCP timeout) and a new generation starts, so a dead path
+  is left within 2 x ping_interval (``txdilation.keepalive.Liveness``);
 - status updates: ``generation`` never decreases and ``peer_connection`` only moves
   NoPeer -> Connecting -> Connected <-> Reconnecting -> Stopped.
 """
@@ -42,6 +57,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from wormhole._interfaces import IDilator, ISend, ITerminator
 from wormhole._status import (
+    Connected,
     ConnectedPeer,
     ConnectingPeer,
     DilationHint,
@@ -54,7 +70,7 @@ from wormhole._status import (
 from zope.interface import implementer
 
 from ._interfaces import IDilatedConnection, IRecordSink
-from .config import Limits, NetworkSettings
+from .config import Limits, NetworkSettings, ReconnectPolicy
 from .connection import Ack, Close, Data, Open, Ping, Pong, Record
 from .connector import Connector, ConnectorSettings
 from .errors import (
@@ -65,6 +81,7 @@ from .errors import (
     UnknownMessageType,
 )
 from .hints import RelayV1Hint, parse_hint_argv, parse_hints
+from .keepalive import Liveness, PeerAbsence
 from .keys import derive_dilation_key
 from .l2 import DilatedConnectionProtocol
 from .multiplexer import Multiplexer
@@ -84,10 +101,18 @@ __all__ = [
 ]
 
 DILATION_VERSIONS = ["ged"]
+CLOSING = "closing-v1"
+LINK_LOST = "link-lost-v1"
+EXTENSIONS = (CLOSING, LINK_LOST)
 DEFAULT_PING_INTERVAL = 30.0
 CLOSE_TIMEOUT = 5.0
 
 _log = Logger(namespace="txdilation.manager")
+
+
+def _mailbox_up(status: WormholeStatus) -> bool:
+    """Whether this wormhole status says our mailbox (rendezvous) connection is up."""
+    return isinstance(status.mailbox_connection, Connected)
 
 
 def make_side() -> str:
@@ -166,6 +191,12 @@ class ManagerEvents(TypingProtocol):
     def stop(self) -> None:
         """The wormhole is closing."""
 
+    def rx_closing(self) -> None:
+        """The peer announced that its application is closing its wormhole."""
+
+    def peer_absent(self) -> None:
+        """The peer gave no sign of life for ``ReconnectPolicy.peer_timeout`` (PeerAbsence)."""
+
 
 @implementer(IRecordSink)
 class Manager:
@@ -188,6 +219,7 @@ class Manager:
         tor: Any = None,
         network: NetworkSettings | None = None,
         limits: Limits | None = None,
+        policy: ReconnectPolicy | None = None,
     ) -> None:
         self._S = sender
         self._my_side = my_side
@@ -200,6 +232,7 @@ class Manager:
         self._tor = tor
         self._network = network or NetworkSettings.from_environ()
         self._limits = limits or Limits.from_environ()
+        self._policy = policy or ReconnectPolicy.from_environ()
         self._relay_hints: tuple[RelayV1Hint, ...] = ()
         if transit_relay_location:
             self._relay_hints = (RelayV1Hint((parse_hint_argv(transit_relay_location),)),)
@@ -220,11 +253,13 @@ class Manager:
         self._is_stopped = False
         self._close_timer: IDelayedCall | None = None
         self._close_deadline = 0.0
-        self._liveness_timer: IDelayedCall | None = None
-        self._rx_count = 0
-        self._rx_seen = 0
-        self._idle_ticks = 0
-        self._tick_number = 0
+        self._liveness: Liveness | None = None
+        self._absence = PeerAbsence(reactor, self._policy.peer_timeout, self._peer_absent)
+        if initial_mailbox_status is not None:
+            self._absence.mailbox_connected(_mailbox_up(initial_mailbox_status))
+        self._peer_extensions: frozenset[str] = frozenset()
+        self._closing_announced = False
+        self._reconnectings = 0  # 'reconnecting' messages sent (Follower) or received (Leader)
         self._next_ping_id = 0
         self._pings_sent: deque[tuple[bytes, float]] = deque(maxlen=16)
         self.last_rtt: float | None = None
@@ -268,6 +303,7 @@ class Manager:
 
     def _wormhole_status(self, wormhole_status: WormholeStatus) -> None:
         """The mailbox status changed (called by stock's Boss)."""
+        self._absence.mailbox_connected(_mailbox_up(wormhole_status))
         self._set_status(mailbox=wormhole_status)
 
     def received_dilation_message(self, plaintext: bytes) -> None:
@@ -291,6 +327,9 @@ class Manager:
                 _log.warn("peer wants dilation version {v!r} we do not speak", v=version)
                 self._fail_dilation(OldPeerCannotDilateError())
                 return
+            extensions = message.get("extensions")
+            if isinstance(extensions, list) and not self._peer_extensions:
+                self._peer_extensions = frozenset(e for e in extensions if isinstance(e, str))
             self.events.rx_please(side)
         elif kind == "connection-hints":
             hints, problems = parse_hints(message.get("hints"))
@@ -304,11 +343,41 @@ class Manager:
                 _log.warn("ignoring 'reconnect': only a Leader may send it to a Follower")
         elif kind == "reconnecting":
             if self._role is LEADER:
+                self._reconnectings += 1
                 self.events.rx_reconnecting()
             else:
                 _log.warn("ignoring 'reconnecting': only a Follower may send it to a Leader")
+        elif kind == "closing":
+            _log.info("the peer is closing its wormhole")
+            self.events.rx_closing()
+        elif kind == "link-lost":
+            self._peer_lost_link(message.get("generation"))
         else:
             _log.warn("ignoring dilation message of unknown type {kind!r:.60}", kind=kind)
+            return
+        self._absence.heard_from_peer()
+
+    def _peer_lost_link(self, generation: object) -> None:
+        """The Follower's liveness check gave up the connection of ``generation``."""
+        connection = self._connection
+        if self._role is not LEADER:
+            _log.warn("ignoring 'link-lost': only a Follower may send it to a Leader")
+        elif generation != self._reconnectings or isinstance(generation, bool):
+            _log.info("ignoring 'link-lost' for generation {g!r:.20}", g=generation)
+        elif connection is not None:
+            connection.fail("the Follower reports this connection dead")
+
+    def announce_closing(self) -> None:
+        """Our application is closing the wormhole (called before our mailbox closes): tell a
+        peer that understands it, so it stops reconnecting. Once at most."""
+        if (
+            self._started
+            and not self._closing_announced
+            and not self._is_stopped
+            and CLOSING in self._peer_extensions
+        ):
+            self._closing_announced = True
+            self._send_dilation_message(type="closing")
 
     def stop(self) -> None:
         """The wormhole is closing (idempotent)."""
@@ -325,6 +394,8 @@ class Manager:
     # --- outgoing mailbox messages ---
 
     def _send_dilation_message(self, **fields: Any) -> None:
+        if fields["type"] == "reconnecting":
+            self._reconnectings += 1
         phase = f"dilate-{self._next_phase}"
         self._next_phase += 1
         self._S.send(phase, json.dumps(fields).encode("utf-8"))
@@ -377,7 +448,8 @@ class Manager:
     # --- IRecordSink (from the selected connection) ---
 
     def got_record(self, record: Record) -> None:
-        self._rx_count += 1
+        if self._liveness is not None:
+            self._liveness.received += 1
         t = type(record)
         if t is Data or t is Ack or t is Open or t is Close:
             self._mux.got_record(record)
@@ -400,46 +472,37 @@ class Manager:
         self._connection = None
         self._stop_liveness()
         self._mux.connection_lost()
+        self._absence.waiting_for_peer(True)
         self.events.connection_lost()
 
     # --- keepalive ---
 
-    def _start_liveness(self) -> None:
-        """Tick every half ping interval: ping on every other tick; a link that delivered
-        nothing for three ticks in a row (1.5 to 2 intervals of silence, while we ping every
-        interval) is aborted, so a dead path is left within 2 x ping_interval."""
-        self._rx_seen = self._rx_count
-        self._idle_ticks = 0
-        self._tick_number = 0
-        self._liveness_timer = self._reactor.callLater(self._ping_interval / 2, self._liveness_tick)
+    def _start_liveness(self, connection: DilatedConnectionProtocol) -> None:
+        self._stop_liveness()
+        self._liveness = Liveness(
+            self._reactor,
+            self._ping_interval,
+            send_ping=lambda: self._send_ping(connection),
+            on_silent=lambda: self._silent(connection),
+            reading_paused=lambda: connection.reading_paused,
+        )
 
     def _stop_liveness(self) -> None:
-        if self._liveness_timer is not None and self._liveness_timer.active():
-            self._liveness_timer.cancel()
-        self._liveness_timer = None
+        if self._liveness is not None:
+            self._liveness.stop()
+        self._liveness = None
 
-    def _liveness_tick(self) -> None:
-        self._liveness_timer = None
-        connection = self._connection
-        if connection is None:
-            return
-        if self._rx_count != self._rx_seen or connection.reading_paused:
-            self._rx_seen = self._rx_count
-            self._idle_ticks = 0
-        else:
-            self._idle_ticks += 1
-        if self._idle_ticks >= 3:
-            _log.info(
-                "nothing heard on {desc} for {s:.3g}s: abandoning it",
-                desc=connection.description,
-                s=1.5 * self._ping_interval,
-            )
-            connection.fail("peer silent for 1.5 ping intervals")
-            return
-        if self._tick_number % 2 == 0:
-            self._send_ping(connection)
-        self._tick_number += 1
-        self._liveness_timer = self._reactor.callLater(self._ping_interval / 2, self._liveness_tick)
+    def _silent(self, connection: DilatedConnectionProtocol) -> None:
+        """Liveness gave the connection up: drop it; a Follower tells the Leader at once."""
+        self._liveness = None
+        _log.info(
+            "nothing heard on {desc} for 1.5 ping intervals ({s:.3g}s): abandoning it",
+            desc=connection.description,
+            s=1.5 * self._ping_interval,
+        )
+        connection.fail("peer silent for 1.5 ping intervals")
+        if self._role is FOLLOWER and LINK_LOST in self._peer_extensions:
+            self._send_dilation_message(type="link-lost", generation=self._reconnectings)
 
     def _send_ping(self, connection: DilatedConnectionProtocol) -> None:
         ping_id = (self._next_ping_id % 2**32).to_bytes(4, "big")
@@ -503,7 +566,14 @@ class Manager:
             max(0.0, self._close_deadline - now) + 1.0, connection.abort
         )
 
+    def _peer_absent(self) -> None:
+        _log.info(
+            "no sign of the peer for {s:g}s: presuming it gone", s=self._policy.peer_timeout or 0
+        )
+        self.events.peer_absent()
+
     def _finish_stopping(self) -> None:
+        self._absence.stop()
         if self._close_timer is not None and self._close_timer.active():
             self._close_timer.cancel()
         self._close_timer = None
@@ -524,11 +594,18 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
     abandoning = b.state("abandoning")
     stopping = b.state("stopping")
     stopped = b.state("stopped")
+    peer_leaving = b.state("peer_leaving")
+    peer_gone = b.state("peer_gone")
     E = ManagerEvents
 
     @waiting.upon(E.start).to(wanting)
     def send_please(events: ManagerEvents, m: Manager) -> None:
-        m._send_dilation_message(type="please", side=m._my_side, **{"use-version": m._version})
+        m._send_dilation_message(
+            type="please",
+            side=m._my_side,
+            extensions=list(EXTENSIONS),
+            **{"use-version": m._version},
+        )
         early, m._early_please = m._early_please, None
         if early is not None:
             events.rx_please(early)
@@ -545,6 +622,7 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
             return
         m._role = LEADER if m._my_side > side else FOLLOWER
         m._mux.set_role(m._role)
+        m._absence.waiting_for_peer(True)
         m._start_connector()
         m._peer(ConnectingPeer(int(m._reactor.seconds())))
 
@@ -566,7 +644,8 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
             m._mux.dilated()
         now = m._reactor.seconds()
         m._peer(ConnectedPeer(int(now), int(now + 2 * m._ping_interval), connection.description))
-        m._start_liveness()
+        m._absence.waiting_for_peer(False)
+        m._start_liveness(connection)
 
     @connected.upon(E.connection_lost).to(disconnected)
     def lost(events: ManagerEvents, m: Manager) -> None:
@@ -618,6 +697,7 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
 
     @connected.upon(E.stop).to(stopping)
     @abandoning.upon(E.stop).to(stopping)
+    @peer_leaving.upon(E.stop).to(stopping)
     def stop_connection(events: ManagerEvents, m: Manager) -> None:
         # Drain first: records already written (a final CLOSE, the last DATA) reach the peer
         # and are acknowledged before the link goes, within CLOSE_TIMEOUT.
@@ -630,6 +710,35 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
         m._stop_liveness()
         m._mux.stop("wormhole closed")
         m._finish_stopping()
+
+    @peer_gone.upon(E.stop).to(stopped)
+    def stop_after_peer(events: ManagerEvents, m: Manager) -> None:
+        m._finish_stopping()
+
+    # --- the peer left (txdilation's 'closing', or silent for peer_timeout) ---
+    @connected.upon(E.rx_closing).to(peer_leaving)
+    @abandoning.upon(E.rx_closing).to(peer_leaving)
+    def let_peer_finish(events: ManagerEvents, m: Manager) -> None:
+        # The peer still drains its last records over this connection before it drops it;
+        # when it does, we do not reconnect.
+        m._absence.stop()
+
+    @waiting.upon(E.rx_closing).to(peer_gone)
+    @wanting.upon(E.rx_closing).to(peer_gone)
+    @connecting.upon(E.rx_closing).to(peer_gone)
+    @disconnected.upon(E.rx_closing).to(peer_gone)
+    @peer_leaving.upon(E.connection_lost).to(peer_gone)
+    @connecting.upon(E.peer_absent).to(peer_gone)
+    @disconnected.upon(E.peer_absent).to(peer_gone)
+    @abandoning.upon(E.peer_absent).to(peer_gone)
+    def peer_left(events: ManagerEvents, m: Manager) -> None:
+        m._stop_connector()
+        m._stop_liveness()
+        m._absence.stop()
+        if m._connection is not None:
+            m._connection.abort()
+        m._peer(StoppedPeer())
+        m._mux.stop("the peer closed the wormhole")
 
     # --- documented no-ops (logged where the peer could be at fault) ---
     def ignore(why: str | None) -> Callable[..., None]:
@@ -658,6 +767,18 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
         (connected, E.stop),
         (abandoning, E.stop),
         (stopping, E.connection_lost),
+        (peer_leaving, E.stop),
+        (peer_gone, E.stop),
+        (connected, E.rx_closing),
+        (abandoning, E.rx_closing),
+        (waiting, E.rx_closing),
+        (wanting, E.rx_closing),
+        (connecting, E.rx_closing),
+        (disconnected, E.rx_closing),
+        (peer_leaving, E.connection_lost),
+        (connecting, E.peer_absent),
+        (disconnected, E.peer_absent),
+        (abandoning, E.peer_absent),
     }
     reasons = {
         E.start: None,
@@ -668,6 +789,8 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
         E.connection_made: None,
         E.connection_lost: None,
         E.stop: None,
+        E.rx_closing: "'closing' at this point",
+        E.peer_absent: None,
     }
     for state in (
         waiting,
@@ -678,6 +801,8 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
         abandoning,
         stopping,
         stopped,
+        peer_leaving,
+        peer_gone,
     ):
         for event, why in reasons.items():
             if (state, event) not in handled:
@@ -712,6 +837,33 @@ class Dilator:
     def wire(self, sender: Any, terminator: Any) -> None:
         self._S = ISend(sender)
         self._T = ITerminator(terminator)
+        self._watch_close(terminator)
+
+    def _watch_close(self, terminator: Any) -> None:
+        """Hear the application's ``w.close()`` while the mailbox is still open.
+
+        Stock's Boss calls ``Terminator.close(mood)`` and only after the mailbox has closed
+        does the Terminator call our ``stop()``: too late to tell the peer. So the close input
+        of this wormhole's own Terminator is wrapped (on the instance) to announce the close
+        to a txdilation peer first (``Manager.announce_closing``).
+        """
+        close = getattr(terminator, "close", None)
+        if close is None or getattr(close, "_txdilation_announces", False):
+            return
+
+        def close_and_announce(*args: Any, **kwargs: Any) -> Any:
+            if self._manager is not None:
+                try:
+                    self._manager.announce_closing()
+                except Exception:
+                    _log.failure("announcing the close to the peer failed")
+            return close(*args, **kwargs)
+
+        close_and_announce._txdilation_announces = True  # type: ignore[attr-defined]
+        try:
+            terminator.close = close_and_announce
+        except AttributeError:  # a terminator that cannot be wrapped: no announcement
+            _log.warn("cannot watch {t!r} for close; the peer will not hear of it", t=terminator)
 
     def dilate(
         self,
