@@ -146,7 +146,7 @@ class MemoryPairTests(SynchronousTestCase):
         pair.flush()
         self.assertEqual(refused.events, ["made", "lost"])
         self.assertEqual(server.built, [])
-        client, chat = self.open(pair, "chat")
+        _, chat = self.open(pair, "chat")
         self.assertEqual(len(chat.built), 1)
 
     def test_close(self) -> None:
