@@ -1,0 +1,24 @@
+"""Long-running dilated sessions: named services forwarded over one dilated wormhole.
+
+Layer: application, on top of txdilation's Dilation (it drives the public magic-wormhole API
+with txdilation installed). One concern per module:
+
+- :mod:`.config` / :mod:`.options` / :mod:`.endpoints`: settings from a TOML file and the
+  command line, ``NAME=ENDPOINT`` forwarding specs;
+- :mod:`.service`: the :class:`~.service.Session` lifecycle and the twistd ``Service``;
+- :mod:`.forwarding` / :mod:`.splice`: local connections and subchannels joined both ways;
+- :mod:`.status` / :mod:`.observe`: JSON-line status events (docs/status-events.md);
+- :mod:`.process` / :mod:`.tap` / :mod:`.foreground`: process entry points (``twistd dilation``,
+  ``txdilation run``), signals and exit status;
+- :mod:`.child`: run session processes and read their status (the demo, tests).
+
+Nothing here imports ``wormhole`` at import time except :mod:`.observe` and :mod:`.service`
+(through it): the entry points call ``txdilation.install()`` first.
+"""
+
+from __future__ import annotations
+
+from .config import SessionConfig
+from .errors import ConfigError
+
+__all__ = ["ConfigError", "SessionConfig"]

@@ -1,0 +1,207 @@
+"""Run session processes and follow their status events (for ``txdilation demo`` and tests).
+
+Layer: process supervision (Twisted ``spawnProcess``; no protocol logic). A
+:class:`SessionProcess` runs ``txdilation run ...`` or ``twistd -n [twistd options] dilation
+...`` with ``--status -`` and parses the JSON lines it prints; :meth:`SessionProcess.next_event`
+waits for an event of a kind, :meth:`SessionProcess.signal` sends signals (SIGUSR2 cuts the
+link, SIGTERM stops), :attr:`SessionProcess.ended` fires with the exit status.
+
+Invariants: every line of stdout that is a JSON object is an event, in order (anything else is
+kept in :attr:`SessionProcess.other_output`); stderr is kept (its last 64 KiB); signals to a
+process that already exited are ignored; :meth:`SessionProcess.terminate` always ends the
+process within its timeout (SIGKILL last).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.error import ProcessDone, ProcessExitedAlready, ProcessTerminated
+from twisted.internet.protocol import ProcessProtocol
+from twisted.python.failure import Failure
+
+from .status import StatusEvent
+
+__all__ = ["SessionProcess", "run_command", "spawn_session", "twistd_command"]
+
+_STDERR_KEEP = 64 * 1024
+
+
+def run_command() -> list[str]:
+    """The argv prefix of ``txdilation run`` with this interpreter."""
+    return [sys.executable, "-m", "txdilation.cli", "run"]
+
+
+def twistd_command(twistd_options: Sequence[str] = ()) -> list[str]:
+    """The argv prefix of ``twistd -n [twistd_options] dilation`` with this interpreter."""
+    return [
+        sys.executable,
+        "-c",
+        "from twisted.scripts.twistd import run; run()",
+        "-n",
+        *twistd_options,
+        "dilation",
+    ]
+
+
+class SessionProcess(ProcessProtocol):
+    """One session process (see the module docstring).
+
+    :ivar events: every status event so far.
+    :ivar exit_code: the exit status once ended (None if killed by a signal or running).
+    :ivar exit_signal: the signal that killed it, if any.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.events: list[StatusEvent] = []
+        self.other_output: list[str] = []
+        self.exit_code: int | None = None
+        self.exit_signal: int | None = None
+        self.ended: Deferred[int | None] = Deferred()
+        self._stdout = bytearray()
+        self._stderr = bytearray()
+        self._waiters: list[tuple[Callable[[StatusEvent], bool], int, Deferred[StatusEvent]]] = []
+        self._running = False
+
+    # --- ProcessProtocol ---
+
+    def connectionMade(self) -> None:
+        self._running = True
+
+    def outReceived(self, data: bytes) -> None:
+        self._stdout += data
+        while (newline := self._stdout.find(b"\n")) >= 0:
+            line = bytes(self._stdout[:newline]).decode("utf-8", "replace").strip()
+            del self._stdout[: newline + 1]
+            self._line(line)
+
+    def _line(self, line: str) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict) or "kind" not in event:
+            if line:
+                self.other_output.append(line)
+            return
+        self.events.append(event)
+        for waiter in list(self._waiters):
+            match, after, d = waiter
+            if len(self.events) > after and match(event):
+                self._waiters.remove(waiter)
+                d.callback(event)
+
+    def errReceived(self, data: bytes) -> None:
+        self._stderr += data
+        if len(self._stderr) > 2 * _STDERR_KEEP:
+            del self._stderr[:-_STDERR_KEEP]
+
+    def processEnded(self, reason: Failure) -> None:
+        self._running = False
+        value = reason.value
+        if isinstance(value, ProcessDone):
+            self.exit_code = 0
+        elif isinstance(value, ProcessTerminated):
+            self.exit_code = value.exitCode
+            self.exit_signal = value.signal
+        waiters, self._waiters = self._waiters, []
+        for _, _, d in waiters:
+            d.errback(RuntimeError(f"{self.name} exited before the event came\n{self.tail()}"))
+        self.ended.callback(self.exit_code)
+
+    # --- for the supervisor ---
+
+    @property
+    def running(self) -> bool:
+        """True until the process has ended."""
+        return self._running
+
+    @property
+    def stderr(self) -> str:
+        """The end of what the process wrote to stderr."""
+        return self._stderr[-_STDERR_KEEP:].decode("utf-8", "replace")
+
+    def of_kind(self, kind: str) -> list[StatusEvent]:
+        """Every event of ``kind`` so far."""
+        return [e for e in self.events if e["kind"] == kind]
+
+    def next_event(
+        self,
+        kind: str,
+        match: Callable[[StatusEvent], bool] = lambda e: True,
+        *,
+        after: int = 0,
+    ) -> Deferred[StatusEvent]:
+        """The first event of ``kind`` (among events number ``after`` and later) for which
+        ``match`` is true: at once if it already came. Errbacks if the process ends first."""
+
+        def wanted(event: StatusEvent) -> bool:
+            return bool(event["kind"] == kind and match(event))
+
+        for event in self.events[after:]:
+            if wanted(event):
+                d: Deferred[StatusEvent] = Deferred()
+                d.callback(event)
+                return d
+        d = Deferred()
+        if not self._running and self.ended.called:
+            d.errback(RuntimeError(f"{self.name} has exited\n{self.tail()}"))
+        else:
+            self._waiters.append((wanted, after, d))
+        return d
+
+    def signal(self, name: str) -> bool:
+        """Send a signal (``"TERM"``, ``"USR2"``, ``"KILL"``); False if it already exited."""
+        if not self._running or self.transport is None:
+            return False
+        number = name if name in ("TERM", "KILL", "INT") else getattr(signal, f"SIG{name}")
+        with suppress(ProcessExitedAlready):
+            self.transport.signalProcess(number)  # type: ignore[attr-defined]
+            return True
+        return False
+
+    async def terminate(self, reactor: Any, timeout: float = 10.0) -> int | None:
+        """SIGTERM, then wait up to ``timeout`` seconds (SIGKILL after); the exit status."""
+        if self._running:
+            self.signal("TERM")
+            killer = reactor.callLater(timeout, self.signal, "KILL")
+            await self.ended
+            if killer.active():
+                killer.cancel()
+        return self.exit_code
+
+    def tail(self, events: int = 12) -> str:
+        """The last events and stderr lines, for error messages."""
+        lines = "\n".join(json.dumps(e)[:300] for e in self.events[-events:])
+        return (
+            f"--- {self.name}: exit {self.exit_code} signal {self.exit_signal}; last events:\n"
+            f"{lines}\n--- {self.name} stderr (tail):\n{self.stderr[-4000:]}"
+        )
+
+
+def spawn_session(
+    reactor: Any,
+    name: str,
+    argv: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    path: str | None = None,
+) -> SessionProcess:
+    """Start ``argv`` (e.g. ``run_command() + [...]``) as a session process.
+
+    :param env: its environment (default: this process's, unbuffered output).
+    :param path: its working directory.
+    """
+    process = SessionProcess(name)
+    environment = dict(os.environ if env is None else env)
+    environment["PYTHONUNBUFFERED"] = "1"
+    reactor.spawnProcess(process, argv[0], list(argv), env=environment, path=path)
+    return process

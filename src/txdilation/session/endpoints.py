@@ -1,0 +1,118 @@
+"""Forwarding specs: ``NAME=ENDPOINT`` strings, checked and turned into Twisted endpoints.
+
+Layer: configuration glue. ``--listen web=tcp:8080:interface=127.0.0.1`` names a *server*
+endpoint string (``twisted.internet.endpoints.serverFromString``); ``--connect
+web=tcp:127.0.0.1:80`` a *client* one (``clientFromString``). Validation parses the string with
+a ``MemoryReactor`` (nothing listens or connects); the real endpoint is built later with the
+reactor the session runs on.
+
+Invariant: a :class:`ForwardSpec` name is a non-empty printable string without ``=`` and at most
+:data:`MAX_NAME_LENGTH` characters (it travels in every OPEN record).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from twisted.internet.endpoints import clientFromString, serverFromString
+from twisted.internet.interfaces import IAddress, IStreamClientEndpoint, IStreamServerEndpoint
+from twisted.internet.testing import MemoryReactor
+
+from .errors import ConfigError
+
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "ForwardSpec",
+    "client_endpoint",
+    "describe_address",
+    "parse_forward",
+    "server_endpoint",
+    "validate_client",
+    "validate_server",
+]
+
+MAX_NAME_LENGTH: Final = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardSpec:
+    """One forwarded service: a subprotocol name and a Twisted endpoint string."""
+
+    name: str
+    endpoint: str
+
+    @classmethod
+    def make(cls, name: str, endpoint: str) -> ForwardSpec:
+        """Check ``name`` (see the module invariant) and that ``endpoint`` is not empty.
+
+        :raises ConfigError: when either is wrong.
+        """
+        if not name or not name.isprintable() or "=" in name or len(name) > MAX_NAME_LENGTH:
+            raise ConfigError(
+                f"subprotocol name {name!r} must be 1 to {MAX_NAME_LENGTH} printable "
+                "characters without '='"
+            )
+        if not endpoint.strip():
+            raise ConfigError(f"{name}: the endpoint string is empty")
+        return cls(name, endpoint.strip())
+
+
+def parse_forward(text: str) -> ForwardSpec:
+    """Split ``NAME=ENDPOINT`` (the endpoint may itself contain ``=``).
+
+    :raises ConfigError: when there is no ``=`` or a part is empty or invalid.
+    """
+    name, sep, endpoint = text.partition("=")
+    if not sep:
+        raise ConfigError(f"{text!r}: expected NAME=ENDPOINT, e.g. web=tcp:8080")
+    return ForwardSpec.make(name.strip(), endpoint)
+
+
+def validate_server(spec: ForwardSpec) -> ForwardSpec:
+    """Check that ``spec.endpoint`` is a server endpoint string; returns ``spec``.
+
+    :raises ConfigError: when ``serverFromString`` rejects it.
+    """
+    return _check(serverFromString, "--listen", "server", spec)
+
+
+def validate_client(spec: ForwardSpec) -> ForwardSpec:
+    """Check that ``spec.endpoint`` is a client endpoint string; returns ``spec``.
+
+    :raises ConfigError: when ``clientFromString`` rejects it.
+    """
+    return _check(clientFromString, "--connect", "client", spec)
+
+
+def _check(parse: Any, option: str, kind: str, spec: ForwardSpec) -> ForwardSpec:
+    try:
+        parse(MemoryReactor(), spec.endpoint)  # type: ignore[no-untyped-call]
+    except (ValueError, TypeError, KeyError) as e:
+        message = f"{option} {spec.name}: bad {kind} endpoint {spec.endpoint!r}: {e}"
+        raise ConfigError(message) from None
+    return spec
+
+
+def server_endpoint(reactor: Any, spec: ForwardSpec) -> IStreamServerEndpoint:
+    """The real server endpoint for ``spec`` on ``reactor``."""
+    endpoint: IStreamServerEndpoint = serverFromString(reactor, spec.endpoint)  # type: ignore[no-untyped-call]
+    return endpoint
+
+
+def client_endpoint(reactor: Any, spec: ForwardSpec) -> IStreamClientEndpoint:
+    """The real client endpoint for ``spec`` on ``reactor``."""
+    endpoint: IStreamClientEndpoint = clientFromString(reactor, spec.endpoint)  # type: ignore[no-untyped-call]
+    return endpoint
+
+
+def describe_address(address: IAddress | object) -> str:
+    """A short, endpoint-like text for a listening or peer address (``tcp:127.0.0.1:8080``)."""
+    host, port = getattr(address, "host", None), getattr(address, "port", None)
+    if host is not None and port is not None:
+        kind = str(getattr(address, "type", "TCP")).lower().rstrip("46") or "tcp"
+        return f"{kind}:[{host}]:{port}" if ":" in str(host) else f"{kind}:{host}:{port}"
+    name = getattr(address, "name", None)
+    if name is not None:
+        return f"unix:{name.decode() if isinstance(name, bytes) else name}"
+    return repr(address)

@@ -1,0 +1,253 @@
+"""The forwarded services of one session: ``--listen`` ports, ``--connect`` handlers, splices.
+
+Layer: session forwarding (Twisted glue). A :class:`Forwarder`
+
+- listens on every ``--listen NAME=SERVER_ENDPOINT`` at once (connections accepted before the
+  wormhole is dilated wait, paused, and go on when it is); each accepted connection opens a
+  subchannel named NAME (``connector_for(NAME)``) and is spliced to it;
+- listens for the subchannels named in ``--connect NAME=CLIENT_ENDPOINT``
+  (``listener_for(NAME)``); each one the peer opens is connected to that endpoint and spliced;
+- reports ``listening``, ``subchannel-opened``, ``subchannel-closed`` and ``error`` events and
+  keeps byte totals for progress displays;
+- stops accepting on :meth:`stop_accepting` (local ports closed; the peer's new subchannels
+  refused with CLOSE), tells when no splice is left (:meth:`when_idle`) and closes the rest
+  (:meth:`close_all`).
+
+Invariants: every splice ends in exactly one ``subchannel-closed`` event (after its
+``subchannel-opened`` when a subchannel was opened); totals never decrease; a failure to open
+or connect one forwarded connection never stops the session (it is an ``error`` event).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from itertools import count
+from typing import Any
+
+from twisted.internet.defer import Deferred, DeferredList, succeed
+from twisted.internet.interfaces import IListeningPort
+from twisted.internet.protocol import Factory, Protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from .endpoints import ForwardSpec, client_endpoint, describe_address, server_endpoint
+from .splice import Splice
+from .status import StatusWriter
+
+__all__ = ["Forwarder"]
+
+_log = Logger(namespace="txdilation.session.forwarding")
+
+
+def _describe_failure(f: Failure) -> str:
+    return f"{f.type.__name__}: {f.value}" if f.type is not None else str(f.value)
+
+
+class _Prebuilt(Factory):
+    """A factory for exactly one already-built protocol (a splice's end)."""
+
+    def __init__(self, protocol: Protocol) -> None:
+        self._protocol = protocol
+
+    def buildProtocol(self, addr: object) -> Protocol:
+        return self._protocol
+
+
+class _LocalListenFactory(Factory):
+    """``--listen``: each accepted local connection becomes an outbound splice."""
+
+    def __init__(self, forwarder: Forwarder, spec: ForwardSpec) -> None:
+        self._forwarder = forwarder
+        self._spec = spec
+
+    def buildProtocol(self, addr: object) -> Protocol | None:
+        return self._forwarder._accept_local(self._spec, addr)
+
+
+class _ChannelListenFactory(Factory):
+    """``--connect``: each subchannel the peer opens becomes an inbound splice."""
+
+    def __init__(self, forwarder: Forwarder, spec: ForwardSpec) -> None:
+        self._forwarder = forwarder
+        self._spec = spec
+
+    def buildProtocol(self, addr: object) -> Protocol | None:
+        return self._forwarder._accept_channel(self._spec)
+
+
+class Forwarder:
+    """See the module docstring.
+
+    :param reactor: for the local endpoints and timestamps.
+    :param listen: the ``--listen`` specs.
+    :param connect: the ``--connect`` specs.
+    :param writer: where status events go.
+    """
+
+    def __init__(
+        self,
+        reactor: Any,
+        listen: Iterable[ForwardSpec],
+        connect: Iterable[ForwardSpec],
+        writer: StatusWriter,
+    ) -> None:
+        self._reactor = reactor
+        self._listen = tuple(listen)
+        self._connect = tuple(connect)
+        self._writer = writer
+        self._ports: list[IListeningPort] = []
+        self._dilated: Any = None
+        self._ids = count(1)
+        self._live: set[Splice] = set()
+        self._idle_waiters: list[Deferred[None]] = []
+        self.accepting = True
+        self.finished_to_peer = 0
+        self.finished_from_peer = 0
+        self.opened = 0
+
+    # --- totals ---
+
+    @property
+    def live(self) -> int:
+        """Forwarded connections not yet ended."""
+        return len(self._live)
+
+    @property
+    def bytes_to_peer(self) -> int:
+        """Bytes carried from local connections to the peer so far."""
+        return self.finished_to_peer + sum(s.bytes_to_peer for s in self._live)
+
+    @property
+    def bytes_from_peer(self) -> int:
+        """Bytes carried from the peer to local connections so far."""
+        return self.finished_from_peer + sum(s.bytes_from_peer for s in self._live)
+
+    # --- setup ---
+
+    async def start_listening(self) -> None:
+        """Listen on every ``--listen`` endpoint; emits ``listening`` for each. Call after
+        :meth:`attach` (connections accepted before it are refused).
+
+        :raises Exception: whatever the endpoint raises when it cannot listen (the ports
+            already opened stay open until :meth:`stop_accepting`).
+        """
+        for spec in self._listen:
+            port: IListeningPort = await server_endpoint(self._reactor, spec).listen(
+                _LocalListenFactory(self, spec)
+            )
+            self._ports.append(port)
+            self._writer.emit("listening", name=spec.name, address=describe_address(port.getHost()))
+
+    def attach(self, dilated: Any) -> Deferred[Any]:
+        """Use ``dilated`` (what ``w.dilate()`` returned): listen for the ``--connect`` names.
+
+        :returns: a Deferred that fires once every name is registered (after dilation).
+        """
+        self._dilated = dilated
+        waits = [
+            dilated.listener_for(spec.name).listen(_ChannelListenFactory(self, spec))
+            for spec in self._connect
+        ]
+        return DeferredList(waits, fireOnOneErrback=True, consumeErrors=True)
+
+    # --- stopping ---
+
+    def stop_accepting(self) -> Deferred[Any]:
+        """Close the local ports and refuse the peer's new subchannels (idempotent)."""
+        self.accepting = False
+        ports, self._ports = self._ports, []
+        return DeferredList([Deferred.fromCoroutine(_stop(p)) for p in ports], consumeErrors=True)
+
+    def when_idle(self) -> Deferred[None]:
+        """Fires once no forwarded connection is left (at once if none is)."""
+        if not self._live:
+            return succeed(None)
+        d: Deferred[None] = Deferred(lambda d: self._idle_waiters.remove(d))
+        self._idle_waiters.append(d)
+        return d
+
+    def close_all(self, reason: str) -> None:
+        """Close every forwarded connection now (queued bytes are still sent)."""
+        for splice in list(self._live):
+            splice.close(reason)
+
+    # --- splices ---
+
+    def _new_splice(self, spec: ForwardSpec, direction: str) -> Splice:
+        splice = Splice(next(self._ids), spec.name, direction, self._reactor)
+        self._live.add(splice)
+        splice.ended.addCallback(self._ended)
+        return splice
+
+    def _opened(self, splice: Splice, **fields: Any) -> None:
+        self.opened += 1
+        self._writer.emit(
+            "subchannel-opened",
+            id=splice.ident,
+            name=splice.name,
+            direction=splice.direction,
+            **fields,
+        )
+
+    def _accept_local(self, spec: ForwardSpec, addr: object) -> Protocol | None:
+        if not self.accepting or self._dilated is None:
+            return None
+        splice = self._new_splice(spec, "outbound")
+        local = describe_address(addr)
+        d = self._dilated.connector_for(spec.name).connect(_Prebuilt(splice.channel))
+
+        def opened(_: object) -> None:
+            self._opened(splice, local=local)
+
+        def failed(f: Failure) -> None:
+            self._error(f"cannot open a subchannel for {spec.name}: {_describe_failure(f)}")
+            splice.abandon("open-failed")
+
+        d.addCallbacks(opened, failed)
+        return splice.local
+
+    def _accept_channel(self, spec: ForwardSpec) -> Protocol | None:
+        if not self.accepting:
+            _log.info("refusing a {name} subchannel: stopping", name=spec.name)
+            return None
+        splice = self._new_splice(spec, "inbound")
+        self._opened(splice, local=spec.endpoint)
+        d = client_endpoint(self._reactor, spec).connect(_Prebuilt(splice.local))
+
+        def failed(f: Failure) -> None:
+            self._error(f"{spec.name}: cannot connect to {spec.endpoint}: {_describe_failure(f)}")
+            splice.abandon("connect-failed")
+
+        d.addErrback(failed)
+        return splice.channel
+
+    def _ended(self, splice: Splice) -> None:
+        self._live.discard(splice)
+        self.finished_to_peer += splice.bytes_to_peer
+        self.finished_from_peer += splice.bytes_from_peer
+        fields: dict[str, Any] = {}
+        if splice.dropped:
+            fields["dropped"] = splice.dropped
+        self._writer.emit(
+            "subchannel-closed",
+            id=splice.ident,
+            name=splice.name,
+            bytes_to_peer=splice.bytes_to_peer,
+            bytes_from_peer=splice.bytes_from_peer,
+            duration_s=round(splice.duration, 3),
+            reason=splice.reason,
+            **fields,
+        )
+        if not self._live:
+            waiters, self._idle_waiters = self._idle_waiters, []
+            for d in waiters:
+                d.callback(None)
+
+    def _error(self, message: str) -> None:
+        self._writer.emit("error", message=message, where="forwarding", fatal=False)
+
+
+async def _stop(port: IListeningPort) -> None:
+    stopped = port.stopListening()
+    if stopped is not None:
+        await stopped

@@ -1,0 +1,132 @@
+"""The human view of a running session: event lines and a live status line.
+
+Layer: presentation for ``txdilation run`` (reads the session's state and status events; no
+influence on the session). Notable events are printed as one line each (``wormhole code:
+7-guitarist-revenge``, ``generation 2: direct connection ->tcp:10.0.0.5:41233``, ...). On a
+terminal a status line below them is redrawn every half second::
+
+    gen 2 | direct ->tcp:10.0.0.5:41233 | rtt 0.4 ms | 3 open, 12.5 MB out, 3.1 MB in
+
+Invariant: nothing here raises into the session (the status writer logs observer errors).
+"""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+from twisted.internet.task import LoopingCall
+
+from .service import Session
+from .status import StatusEvent
+
+__all__ = ["LiveStatusLine", "describe_event", "format_bytes"]
+
+REFRESH_SECONDS = 0.5
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes in B, kB, MB or GB (decimal units, 3 significant digits)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
+def describe_event(event: StatusEvent) -> str | None:
+    """One human line for a notable event, or None for the others (``rtt``, subchannels)."""
+    kind = event["kind"]
+    match kind:
+        case "code":
+            return f"wormhole code: {event['code']}"
+        case "listening":
+            return f"listening for {event['name']} on {event['address']}"
+        case "mailbox":
+            return f"mailbox {event['state']}" + (f" {event['url']}" if "url" in event else "")
+        case "peer-connected":
+            return f"peer connected, verifier {event['verifier'][:16]}..."
+        case "dilated":
+            return "dilated"
+        case "connection-selected":
+            return f"generation {event['generation']}: {event['path']} connection {event['hint']}"
+        case "reconnecting":
+            return f"generation {event['generation']}: connection lost, reconnecting"
+        case "link-cut":
+            return "link cut (debug signal)"
+        case "error":
+            return f"error ({event['where']}): {event['message']}"
+        case "stopping":
+            return f"stopping ({event['reason']})"
+        case "closed":
+            return f"closed ({event['reason']}, mood {event['mood']})"
+    return None
+
+
+class LiveStatusLine:
+    """Prints a session's notable events and, on a terminal, a live status line.
+
+    :param session: the session to show.
+    :param stream: where to print (stderr).
+    :param clock: drives the redraws.
+    :param tty: redraw a status line in place (else only event lines).
+    """
+
+    def __init__(self, session: Session, stream: IO[str], clock: Any, *, tty: bool) -> None:
+        self._session = session
+        self._stream = stream
+        self._tty = tty
+        self._loop = LoopingCall(self.refresh)
+        self._loop.clock = clock
+        self._drawn = 0
+
+    def start(self) -> None:
+        """Start redrawing (on a terminal)."""
+        if self._tty and not self._loop.running:
+            self._loop.start(REFRESH_SECONDS, now=True)
+
+    def stop(self) -> None:
+        """Stop redrawing and leave the last status line in place."""
+        if self._loop.running:
+            self._loop.stop()
+            self.refresh()
+            self._stream.write("\n")
+            self._drawn = 0
+
+    def observe(self, event: StatusEvent) -> None:
+        """A status event (register with ``StatusWriter.add_observer``)."""
+        line = describe_event(event)
+        if line is None:
+            return
+        self._clear()
+        self._stream.write(line + "\n")
+        self._stream.flush()
+        if self._tty and self._loop.running:
+            self.refresh()
+
+    def render(self) -> str:
+        """The status line's text."""
+        link = self._session.link
+        forwarder = self._session.forwarder
+        parts = [f"gen {link.generation}"]
+        if link.state == "connected" and link.hint is not None:
+            parts.append(f"{link.path} {link.hint}")
+        else:
+            parts.append(link.state)
+        if link.rtt_s is not None:
+            parts.append(f"rtt {link.rtt_s * 1000:.1f} ms")
+        parts.append(
+            f"{forwarder.live} open, {format_bytes(forwarder.bytes_to_peer)} out, "
+            f"{format_bytes(forwarder.bytes_from_peer)} in"
+        )
+        return " | ".join(parts)
+
+    def refresh(self) -> None:
+        """Redraw the status line."""
+        text = self.render()
+        self._stream.write("\r" + text.ljust(self._drawn))
+        self._stream.flush()
+        self._drawn = len(text)
+
+    def _clear(self) -> None:
+        if self._drawn:
+            self._stream.write("\r" + " " * self._drawn + "\r")
+            self._drawn = 0

@@ -1,0 +1,153 @@
+"""Turn magic-wormhole's status objects into session status events.
+
+Layer: session observability. Stock's ``on_status_update`` callbacks report *states*
+(``WormholeStatus`` for the mailbox, ``DilationStatus`` for the peer link); a
+:class:`LinkObserver` remembers the last one and emits an event for each *change* worth
+reporting:
+
+- ``mailbox``: the mailbox connection changed kind (connecting, connected, disconnected,
+  failed, closed);
+- ``connecting``: a new generation's connection attempts started;
+- ``connection-selected``: a connection was selected (a new generation, or a new hint), with
+  ``path`` ``direct`` or ``relay`` and the ``hint`` description (e.g. ``->tcp:10.0.0.5:4001``);
+- ``reconnecting``: the selected connection was lost (once per generation);
+- ``rtt``: a new round-trip time sample (read from the Manager after each PONG).
+
+Invariants: events follow the order of the status updates; ``generation`` in events never
+decreases (stock's own promise); the same state reported twice emits nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from wormhole._status import (
+    Closed,
+    Connected,
+    ConnectedPeer,
+    Connecting,
+    ConnectingPeer,
+    DilationStatus,
+    Disconnected,
+    Failed,
+    ReconnectingPeer,
+    StoppedPeer,
+    WormholeStatus,
+)
+
+from .status import StatusWriter
+
+__all__ = ["LinkObserver", "LinkState", "path_of"]
+
+_MAILBOX_STATES: dict[type, str] = {
+    Disconnected: "disconnected",
+    Connecting: "connecting",
+    Connected: "connected",
+    Failed: "failed",
+    Closed: "closed",
+}
+
+
+def path_of(hint_description: str) -> str:
+    """``relay`` when the description names a transit relay (``->relay:tcp:...``), else
+    ``direct``."""
+    return "relay" if "relay" in hint_description else "direct"
+
+
+@dataclass(frozen=True, slots=True)
+class LinkState:
+    """What the live status line shows: the last known state of the peer link.
+
+    :ivar state: ``waiting`` (not dilating yet), ``connecting``, ``connected``,
+        ``reconnecting`` or ``stopped``.
+    :ivar reconnects: connections selected after the first one.
+    """
+
+    state: str = "waiting"
+    generation: int = 0
+    path: str | None = None
+    hint: str | None = None
+    rtt_s: float | None = None
+    mailbox: str = "disconnected"
+    reconnects: int = 0
+
+
+class LinkObserver:
+    """Feed it stock's status objects; it emits events on ``writer`` and keeps :attr:`state`.
+
+    :param writer: where events go.
+    :param rtt_source: returns the Manager's latest round-trip time in seconds (or None).
+    :param on_stopped: called once when the dilation reports it stopped (the wormhole closed).
+    """
+
+    def __init__(
+        self,
+        writer: StatusWriter,
+        rtt_source: Callable[[], float | None],
+        on_stopped: Callable[[], object] | None = None,
+    ) -> None:
+        self._writer = writer
+        self._rtt_source = rtt_source
+        self._on_stopped = on_stopped
+        self.state = LinkState()
+        self._selected: tuple[int, str] | None = None
+        self._reconnecting_generation = -1
+        self._connecting_generation = -1
+
+    def wormhole_status(self, status: WormholeStatus) -> None:
+        """``wormhole.create(on_status_update=)``: the mailbox connection."""
+        connection = status.mailbox_connection
+        name = _MAILBOX_STATES.get(type(connection), "other")
+        if name != self.state.mailbox:
+            self.state = replace(self.state, mailbox=name)
+            fields: dict[str, object] = {"state": name}
+            url = getattr(connection, "url", None)
+            if url is not None:
+                fields["url"] = url
+            reason = getattr(connection, "reason", None)
+            if reason is not None:
+                fields["reason"] = str(reason)
+            self._writer.emit("mailbox", **fields)
+
+    def dilation_status(self, status: DilationStatus) -> None:
+        """``w.dilate(on_status_update=)``: the peer link (and the mailbox it carries)."""
+        self.wormhole_status(status.mailbox)
+        generation = max(status.generation, self.state.generation)
+        peer = status.peer_connection
+        emit = self._writer.emit
+        if isinstance(peer, ConnectingPeer):
+            if generation != self._connecting_generation:
+                self._connecting_generation = generation
+                self.state = replace(self.state, state="connecting", generation=generation)
+                emit("connecting", generation=generation)
+        elif isinstance(peer, ConnectedPeer):
+            hint = peer.hint_description
+            if self._selected != (generation, hint):
+                reconnects = self.state.reconnects + (self._selected is not None)
+                self._selected = (generation, hint)
+                self.state = replace(
+                    self.state,
+                    state="connected",
+                    generation=generation,
+                    path=path_of(hint),
+                    hint=hint,
+                    reconnects=reconnects,
+                )
+                emit("connection-selected", generation=generation, path=path_of(hint), hint=hint)
+            self._maybe_rtt(generation)
+        elif isinstance(peer, ReconnectingPeer):
+            if generation != self._reconnecting_generation:
+                self._reconnecting_generation = generation
+                self.state = replace(self.state, state="reconnecting", generation=generation)
+                emit("reconnecting", generation=generation)
+        elif isinstance(peer, StoppedPeer) and self.state.state != "stopped":
+            self.state = replace(self.state, state="stopped")
+            if self._on_stopped is not None:
+                self._on_stopped()
+
+    def _maybe_rtt(self, generation: int) -> None:
+        rtt = self._rtt_source()
+        if rtt is not None and rtt != self.state.rtt_s:
+            self.state = replace(self.state, rtt_s=rtt)
+            self._writer.emit("rtt", rtt_ms=round(rtt * 1000, 3), generation=generation)

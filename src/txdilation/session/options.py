@@ -1,0 +1,105 @@
+"""Command-line options of a session, shared by ``twistd dilation`` and ``txdilation run``.
+
+Layer: session configuration (``twisted.python.usage``, no I/O except reading ``--config``).
+:class:`SessionOptions` parses the options, reads the ``--config`` TOML file if given, lays the
+command line over it (:func:`txdilation.session.config.merge`) and leaves the validated
+:class:`~txdilation.session.config.SessionConfig` in ``options.config``. Every problem is a
+``usage.UsageError`` naming the option, so ``twistd`` and ``txdilation run`` print it with the
+usage text and exit with status 1 (twistd) or 2 (``txdilation run``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.python import usage
+
+from .config import DEFAULT_APPID, DEFAULT_MAILBOX, SessionConfig, build_config, load_toml, merge
+from .endpoints import parse_forward
+from .errors import ConfigError
+
+__all__ = ["SessionOptions"]
+
+
+def _seconds(value: str) -> float:
+    return float(value)
+
+
+_seconds.coerceDoc = "(seconds)"  # type: ignore[attr-defined]
+
+
+class SessionOptions(usage.Options):
+    """``[options]``: one dilated session forwarding named services (see docs/plugin.md)."""
+
+    synopsis = "[options]"
+    longdesc = (
+        "Hold one dilated magic-wormhole for as long as it runs and forward named services "
+        "over it: --listen NAME=SERVER_ENDPOINT carries each local connection to the peer in a "
+        "subchannel named NAME; --connect NAME=CLIENT_ENDPOINT connects each subchannel NAME "
+        "the peer opens to that endpoint. SIGTERM or SIGINT stops it cleanly (exit 0)."
+    )
+    optFlags = [
+        ["allocate-code", None, "Allocate a wormhole code and report it (a 'code' event)."],
+        ["no-listen", None, "Advertise no direct hints (use the peer's hints or the relay)."],
+    ]
+    optParameters = [
+        ["mailbox", None, None, f"Mailbox server URL [default: {DEFAULT_MAILBOX}]."],
+        ["appid", None, None, f"Application id; both peers must agree [default: {DEFAULT_APPID}]."],
+        ["code", None, None, "The wormhole code to use."],
+        ["relay", None, None, "Transit relay, tcp:HOST:PORT."],
+        ["ping-interval", None, None, "Keepalive interval [default: 30]", _seconds],
+        ["status", None, None, "Write JSON-line status events to this file ('-': stdout)."],
+        ["events", None, None, "Write telemetry events to this file (TXDILATION_EVENTS)."],
+        ["config", None, None, "Read settings from this TOML file (options override it)."],
+        ["drain-timeout", None, None, "On stop, wait for forwards to end [default: 5]", _seconds],
+        ["close-timeout", None, None, "On stop, wait for the close [default: 3]", _seconds],
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.listen: dict[str, str] = {}
+        self.connect: dict[str, str] = {}
+        self.config: SessionConfig | None = None
+
+    def opt_listen(self, value: str) -> None:
+        """NAME=SERVER_ENDPOINT: carry each local connection accepted there (e.g. web=tcp:8080:interface=127.0.0.1) over a new subchannel NAME. Repeatable."""  # noqa: E501
+        self.listen.update(_forward(value, "--listen"))
+
+    def opt_connect(self, value: str) -> None:
+        """NAME=CLIENT_ENDPOINT: connect each subchannel NAME the peer opens there (e.g. web=tcp:127.0.0.1:80); other names are refused. Repeatable."""  # noqa: E501
+        self.connect.update(_forward(value, "--connect"))
+
+    def postOptions(self) -> None:
+        file_settings: dict[str, Any] = {}
+        try:
+            if self["config"]:
+                file_settings = load_toml(self["config"])
+            overrides: dict[str, Any] = {
+                key: self[key]
+                for key in (
+                    "mailbox",
+                    "appid",
+                    "code",
+                    "relay",
+                    "ping-interval",
+                    "status",
+                    "events",
+                    "drain-timeout",
+                    "close-timeout",
+                )
+            }
+            for flag in ("allocate-code", "no-listen"):
+                overrides[flag] = True if self[flag] else None
+            overrides["listen"] = self.listen
+            overrides["connect"] = self.connect
+            self.config = build_config(merge(file_settings, overrides))
+        except ConfigError as e:
+            raise usage.UsageError(str(e)) from None
+
+
+def _forward(value: str, option: str) -> dict[str, str]:
+    try:
+        spec = parse_forward(value)
+    except ConfigError as e:
+        raise usage.UsageError(f"{option}: {e}") from None
+    return {spec.name: spec.endpoint}

@@ -1,0 +1,351 @@
+"""One long-running dilated session, as a Twisted ``Service``.
+
+Layer: session (the application on top of Dilation; txdilation must be installed with
+``txdilation.install()`` before ``wormhole`` is imported, which ``txdilation.session.process``
+does for the ``twistd`` plugin and the ``txdilation`` command).
+
+A :class:`Session` creates one wormhole with ``dilation=True``, dilates it at once (refusing
+every subprotocol name not given with ``--connect``), starts the :class:`Forwarder`, sets or
+allocates the code, and reports what happens as status events. :class:`SessionService` wraps it
+for ``twistd``: ``stopService`` returns the Deferred of a clean stop.
+
+Lifecycle (module-level Automat machine ``session_machine``)::
+
+    idle -start-> running -stop-> draining -drained-> closing -closed-> stopped
+    running -failed-> closing            (a fatal error: the session ends as "failed")
+
+Invariants:
+
+- a stop stops accepting at once (local ports closed, the peer's new subchannels refused),
+  waits at most ``drain_timeout`` for forwarded connections to end by themselves, closes the
+  rest, then closes the wormhole, waiting at most ``close_timeout``: a stop always finishes
+  within ``drain_timeout + close_timeout`` (plus the reactor's own work);
+- the last status event is exactly one ``closed`` (``reason`` ``stopped`` or ``failed``);
+- ``stop()`` may be called any number of times, in any state; every returned Deferred fires
+  (with None) once the session is stopped; errors after a stop began are logged, not reported;
+- a fatal error (bad code, a peer that cannot dilate, a port that cannot listen, the wormhole
+  closing by itself) is reported once as an ``error`` event with ``fatal: true``, and
+  ``on_failure`` is called once the session has closed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from typing import Protocol as TypingProtocol
+
+from automat import TypeMachine, TypeMachineBuilder
+from twisted.application.service import Service
+from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from .config import SessionConfig
+from .forwarding import Forwarder
+from .observe import LinkObserver, LinkState
+from .status import StatusWriter
+
+__all__ = ["Session", "SessionService", "session_machine"]
+
+_log = Logger(namespace="txdilation.session")
+
+
+class SessionInputs(TypingProtocol):
+    """Inputs of the session's lifecycle machine."""
+
+    def start(self) -> None:
+        "Create the wormhole, dilate, listen, get the code."
+
+    def stop(self, reason: str) -> Deferred[None]:
+        "Stop cleanly; the Deferred fires once stopped."
+
+    def failed(self, message: str, where: str) -> None:
+        "Something the session cannot go on without failed."
+
+    def drained(self) -> None:
+        "No forwarded connection is left, or the drain timeout passed."
+
+    def closed(self, mood: str) -> None:
+        "The wormhole is closed (or the close timeout passed)."
+
+
+@dataclass
+class SessionCore:
+    """What the machine's behaviours work on (see :class:`Session` for the parameters)."""
+
+    config: SessionConfig
+    reactor: Any
+    writer: StatusWriter
+    on_failure: Callable[[], object] | None
+    forwarder: Forwarder
+    observer: LinkObserver = field(init=False)
+    wormhole: Any = None
+    dilated: Any = None
+    startup: Deferred[None] | None = None
+    waiters: list[Deferred[None]] = field(default_factory=list)
+    outcome: str = "stopped"
+    closing: bool = False
+    inputs: SessionInputs | None = None
+
+    def __post_init__(self) -> None:
+        self.observer = LinkObserver(self.writer, self.rtt, on_stopped=self.wormhole_stopped)
+
+    # --- start ---
+
+    def begin(self) -> None:
+        config = self.config
+        self.writer.emit(
+            "starting",
+            appid=config.appid,
+            mailbox=config.mailbox,
+            listen=[f.name for f in config.listen],
+            connect=list(config.connect_names),
+            pid=os.getpid(),
+        )
+        self.startup = Deferred.fromCoroutine(self._startup())
+        self.startup.addErrback(self._startup_failed)
+
+    async def _startup(self) -> None:
+        import wormhole
+
+        config = self.config
+        w = self.wormhole = wormhole.create(
+            config.appid,
+            config.mailbox,
+            self.reactor,
+            dilation=True,
+            on_status_update=self.observer.wormhole_status,
+        )
+        self.dilated = w.dilate(
+            transit_relay_location=config.relay,
+            no_listen=config.no_listen,
+            on_status_update=self.observer.dilation_status,
+            ping_interval=config.ping_interval,
+            expected_subprotocols=list(config.connect_names),
+        )
+        attached = self.forwarder.attach(self.dilated)
+        attached.addErrback(self._startup_failed, "listen")
+        await self.forwarder.start_listening()
+        if config.allocate_code:
+            w.allocate_code()
+        else:
+            w.set_code(config.code)
+        self.writer.emit("code", code=await w.get_code())
+        verifier: bytes = await w.get_verifier()
+        self.writer.emit("peer-connected", verifier=verifier.hex())
+        await self.dilated.when_dilated()
+        self.writer.emit("dilated")
+
+    def _startup_failed(self, f: Failure, where: str = "startup") -> None:
+        value = f.value
+        inner = getattr(value, "subFailure", None)  # DeferredList's FirstError
+        if isinstance(inner, Failure):
+            value = inner.value
+        assert self.inputs is not None
+        self.inputs.failed(f"{type(value).__name__}: {value}", where)
+
+    def rtt(self) -> float | None:
+        rtt: float | None = getattr(getattr(self.dilated, "_manager", None), "last_rtt", None)
+        return rtt
+
+    def wormhole_stopped(self) -> None:
+        if not self.closing and self.inputs is not None:
+            self.inputs.failed("the wormhole closed by itself", "wormhole")
+
+    # --- stop ---
+
+    def stop_accepting(self) -> None:
+        self.closing = True
+        if self.startup is not None and not self.startup.called:
+            self.startup.cancel()
+        self.forwarder.stop_accepting()
+
+    def wait_for_drain(self) -> None:
+        d = self.forwarder.when_idle()
+        d.addTimeout(self.config.drain_timeout, self.reactor)
+        d.addBoth(lambda _: self._inputs().drained())
+
+    def close_wormhole(self) -> None:
+        self.forwarder.close_all("stopping")
+        Deferred.fromCoroutine(self._close()).addBoth(lambda mood: self._inputs().closed(mood))
+
+    async def _close(self) -> str:
+        w = self.wormhole
+        if w is None:
+            return "none"
+        d: Deferred[Any] = w.close()
+        d.addTimeout(self.config.close_timeout, self.reactor)
+        try:
+            result = await d
+        except CancelledError:
+            return "timeout"
+        except Exception as e:
+            return _MOODS.get(type(e).__name__, "errory")
+        return result if isinstance(result, str) else "happy"
+
+    def finish(self, mood: str) -> None:
+        self.writer.emit("closed", reason=self.outcome, mood=mood)
+        self.writer.close()
+        waiters, self.waiters = self.waiters, []
+        for d in waiters:
+            d.callback(None)
+        if self.outcome == "failed" and self.on_failure is not None:
+            self.on_failure()
+
+    def new_waiter(self) -> Deferred[None]:
+        d: Deferred[None] = Deferred()
+        self.waiters.append(d)
+        return d
+
+    def _inputs(self) -> SessionInputs:
+        assert self.inputs is not None
+        return self.inputs
+
+
+_MOODS = {"LonelyError": "lonely", "WrongPasswordError": "scary", "ServerError": "errory"}
+
+
+def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
+    b = TypeMachineBuilder(SessionInputs, SessionCore)
+    idle = b.state("idle")
+    running = b.state("running")
+    draining = b.state("draining")
+    closing = b.state("closing")
+    stopped = b.state("stopped")
+    I = SessionInputs  # noqa: E741 (a short alias keeps the transition table readable)
+
+    @idle.upon(I.start).to(running)
+    def begin(inputs: SessionInputs, core: SessionCore) -> None:
+        core.inputs = inputs
+        core.begin()
+
+    @idle.upon(I.stop).to(stopped)
+    @stopped.upon(I.stop).loop()
+    def already_stopped(inputs: SessionInputs, core: SessionCore, reason: str) -> Deferred[None]:
+        return succeed(None)
+
+    @running.upon(I.stop).to(draining)
+    def drain(inputs: SessionInputs, core: SessionCore, reason: str) -> Deferred[None]:
+        core.writer.emit("stopping", reason=reason)
+        core.stop_accepting()
+        core.wait_for_drain()
+        return core.new_waiter()
+
+    @running.upon(I.failed).to(closing)
+    def fail(inputs: SessionInputs, core: SessionCore, message: str, where: str) -> None:
+        core.writer.emit("error", message=message, where=where, fatal=True)
+        core.outcome = "failed"
+        core.stop_accepting()
+        core.close_wormhole()
+
+    @draining.upon(I.stop).loop()
+    @closing.upon(I.stop).loop()
+    def wait(inputs: SessionInputs, core: SessionCore, reason: str) -> Deferred[None]:
+        return core.new_waiter()
+
+    @draining.upon(I.drained).to(closing)
+    def close(inputs: SessionInputs, core: SessionCore) -> None:
+        core.close_wormhole()
+
+    @closing.upon(I.closed).to(stopped)
+    def finish(inputs: SessionInputs, core: SessionCore, mood: str) -> None:
+        core.finish(mood)
+
+    @idle.upon(I.failed).loop()
+    @draining.upon(I.failed).loop()
+    @closing.upon(I.failed).loop()
+    @stopped.upon(I.failed).loop()
+    def log_failure(inputs: SessionInputs, core: SessionCore, message: str, where: str) -> None:
+        _log.info("after the stop began ({where}): {message}", where=where, message=message)
+
+    # documented no-ops: a second start; drain/close results that arrive in other states
+    def nothing(inputs: SessionInputs, core: SessionCore, *args: object) -> None:
+        pass
+
+    for state in (running, draining, closing, stopped):
+        state.upon(I.start).loop()(nothing)
+    for state in (idle, running, closing, stopped):
+        state.upon(I.drained).loop()(nothing)
+    for state in (idle, running, draining, stopped):
+        state.upon(I.closed).loop()(nothing)  # type: ignore[arg-type]
+    return b.build()
+
+
+session_machine = _build_session_machine()
+
+
+class Session:
+    """One dilated session (see the module docstring).
+
+    :param config: the settings.
+    :param reactor: the reactor to run on (``IReactorTime``, ``IReactorTCP``, ...).
+    :param writer: where status events go.
+    :param on_failure: called once a session that failed has closed (e.g. to stop the process
+        with a non-zero status).
+    """
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        reactor: Any,
+        writer: StatusWriter,
+        on_failure: Callable[[], object] | None = None,
+    ) -> None:
+        forwarder = Forwarder(reactor, config.listen, config.connect, writer)
+        self._core = SessionCore(config, reactor, writer, on_failure, forwarder)
+        self._machine: SessionInputs = session_machine(self._core)
+
+    @property
+    def forwarder(self) -> Forwarder:
+        """The forwarded services (totals, live connections)."""
+        return self._core.forwarder
+
+    @property
+    def link(self) -> LinkState:
+        """The last known state of the peer link."""
+        return self._core.observer.state
+
+    @property
+    def failed(self) -> bool:
+        """True once a fatal error ended (or is ending) the session."""
+        return self._core.outcome == "failed"
+
+    def start(self) -> None:
+        """Start the session (once; later calls do nothing)."""
+        self._machine.start()
+
+    def stop(self, reason: str = "stop") -> Deferred[None]:
+        """Stop cleanly (see the module docstring); fires with None once stopped."""
+        return self._machine.stop(reason)
+
+    def cut_link(self) -> bool:
+        """Debug and test aid: abort the current L2 connection (Dilation reconnects).
+
+        :returns: False when no connection is selected at the moment.
+        """
+        manager = getattr(self._core.dilated, "_manager", None)
+        connection = getattr(manager, "_connection", None)
+        if connection is None:
+            return False
+        self._core.writer.emit("link-cut", generation=self.link.generation)
+        connection.abort()
+        return True
+
+
+class SessionService(Service):
+    """``twistd dilation``: a :class:`Session` started and stopped with the application."""
+
+    name = "txdilation-session"
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def startService(self) -> None:
+        super().startService()  # type: ignore[no-untyped-call]
+        self.session.start()
+
+    def stopService(self) -> Deferred[None]:
+        super().stopService()  # type: ignore[no-untyped-call]
+        return self.session.stop("stop")

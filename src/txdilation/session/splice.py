@@ -1,0 +1,233 @@
+"""A splice: one local stream connection and one subchannel joined both ways.
+
+Layer: session forwarding (Twisted glue, no protocol logic). A :class:`Splice` owns two
+protocols, :class:`LocalEnd` on the local connection (e.g. TCP) and :class:`ChannelEnd` on the
+subchannel; both provide ``IHalfCloseableProtocol``. Whichever end exists first waits (its
+transport paused) until the other is connected, then :meth:`Splice.join` resumes it.
+
+Invariants:
+
+- flow control both ways: each transport is registered as the other's streaming producer, so
+  a full local socket buffer pauses delivery from the subchannel, and a full outbound queue of
+  the wormhole pauses reading the local socket;
+- half-close passes through: end of input on one side (``readConnectionLost``) closes the write
+  side of the other (``loseWriteConnection``), after everything received before it was written;
+  producers are unregistered before a write side is closed;
+- the local connection is closed once both of its directions are, or when the subchannel is
+  gone; the subchannel's write side is closed when the local connection is gone; bytes arriving
+  for a side that is gone are counted as dropped, never raised;
+- :attr:`Splice.ended` fires exactly once, when both ends are gone (or one end never came),
+  with the splice itself; byte counts are final then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IHalfCloseableProtocol, IReactorTime
+from twisted.internet.protocol import Protocol, connectionDone
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+__all__ = ["ChannelEnd", "LocalEnd", "Splice"]
+
+
+class Splice:
+    """One forwarded connection (see the module docstring).
+
+    :param ident: a number unique within the session (reported in status events).
+    :param name: the subprotocol name.
+    :param direction: ``outbound`` (a local connection we carry to the peer, ``--listen``) or
+        ``inbound`` (a subchannel the peer opened, ``--connect``).
+    :param clock: for ``duration_s``.
+    :ivar bytes_to_peer: bytes read from the local connection and written to the subchannel.
+    :ivar bytes_from_peer: bytes read from the subchannel and written to the local connection.
+    :ivar dropped: bytes that arrived after the side they were for was gone.
+    :ivar reason: why it ended (``closed`` when both sides closed normally).
+    """
+
+    def __init__(self, ident: int, name: str, direction: str, clock: IReactorTime) -> None:
+        self.ident = ident
+        self.name = name
+        self.direction = direction
+        self._clock = clock
+        self.started = clock.seconds()
+        self.local = LocalEnd(self)
+        self.channel = ChannelEnd(self)
+        self.bytes_to_peer = 0
+        self.bytes_from_peer = 0
+        self.dropped = 0
+        self.reason = "closed"
+        self.joined = False
+        self.ended: Deferred[Splice] = Deferred()
+        self.on_joined: Callable[[Splice], object] | None = None
+
+    @property
+    def duration(self) -> float:
+        """Seconds since the splice was created."""
+        return max(0.0, self._clock.seconds() - self.started)
+
+    # --- life ---
+
+    def end_made(self) -> None:
+        """An end connected: join once both have; otherwise pause the one that is waiting."""
+        if self.local.connected and self.channel.connected:
+            self.join()
+        elif self.local.connected:
+            self.local.transport.pauseProducing()
+        elif self.channel.connected:
+            self.channel.transport.pauseProducing()
+
+    def join(self) -> None:
+        """Both ends are connected: resume them and register each as the other's producer."""
+        if self.joined:
+            return
+        self.joined = True
+        local, channel = self.local.transport, self.channel.transport
+        local.resumeProducing()
+        channel.resumeProducing()
+        channel.registerProducer(local, True)
+        local.registerProducer(channel, True)
+        if self.on_joined is not None:
+            self.on_joined(self)
+
+    def abandon(self, reason: str) -> None:
+        """The other end will never come (open or connect failed, or we are stopping): close
+        the end that exists; the splice ends once it is gone."""
+        self.reason = reason
+        if self.local.connected:
+            self.local.close()
+        elif self.channel.connected:
+            self.channel.close()
+        else:
+            self._maybe_end()
+
+    def close(self, reason: str) -> None:
+        """Close both ends now (a stop that could not wait): queued bytes are still sent."""
+        self.reason = reason
+        self.channel.close()
+        self.local.close()
+
+    def _maybe_end(self) -> None:
+        if self.ended.called:
+            return
+        local_done = self.local.lost or not self.local.connected
+        channel_done = self.channel.lost or not self.channel.connected
+        if local_done and channel_done:
+            self.ended.callback(self)
+
+    # --- data and closes, from the ends ---
+
+    def to_peer(self, data: bytes) -> None:
+        if self.channel.writable:
+            self.bytes_to_peer += len(data)
+            self.channel.transport.write(data)
+        else:
+            self.dropped += len(data)
+
+    def from_peer(self, data: bytes) -> None:
+        if self.local.writable:
+            self.bytes_from_peer += len(data)
+            self.local.transport.write(data)
+        else:
+            self.dropped += len(data)
+
+    def local_input_ended(self) -> None:
+        self.channel.close_write()
+
+    def channel_input_ended(self) -> None:
+        self.local.close_write()
+
+    def local_gone(self, reason: Failure) -> None:
+        self.channel.close_write()
+        self._maybe_end()
+
+    def channel_gone(self, reason: Failure) -> None:
+        self.local.close()
+        self._maybe_end()
+
+
+class _End(Protocol):
+    """What both ends share: connection state and closing the write side."""
+
+    transport: Any
+
+    def __init__(self, splice: Splice) -> None:
+        self.splice = splice
+        self.read_closed = False
+        self.write_closed = False
+        self.lost = False
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.connected) and not self.lost and not self.write_closed
+
+    def connectionMade(self) -> None:
+        self.splice.end_made()
+
+    def close_write(self) -> None:
+        """Close our write side (after what is buffered), if it is still open."""
+        if self.writable:
+            self.write_closed = True
+            self.transport.unregisterProducer()
+            self.transport.loseWriteConnection()
+
+
+@implementer(IHalfCloseableProtocol)
+class LocalEnd(_End):
+    """The protocol on the local connection (accepted by ``--listen`` or made by ``--connect``)."""
+
+    def dataReceived(self, data: bytes) -> None:
+        self.splice.to_peer(data)
+
+    def readConnectionLost(self) -> None:
+        self.read_closed = True
+        self.splice.local_input_ended()
+        self._close_if_done()
+
+    def writeConnectionLost(self) -> None:
+        self.write_closed = True
+        self._close_if_done()
+
+    def _close_if_done(self) -> None:
+        if self.read_closed and self.write_closed and not self.lost:
+            self.transport.loseConnection()
+
+    def close(self) -> None:
+        """Close the connection (what is buffered is still written)."""
+        if self.connected and not self.lost:
+            self.write_closed = True
+            self.transport.unregisterProducer()
+            self.transport.loseConnection()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        self.lost = True
+        self.splice.local_gone(reason)
+
+
+@implementer(IHalfCloseableProtocol)
+class ChannelEnd(_End):
+    """The protocol on the subchannel."""
+
+    def dataReceived(self, data: bytes) -> None:
+        self.splice.from_peer(data)
+
+    def readConnectionLost(self) -> None:
+        self.read_closed = True
+        self.splice.channel_input_ended()
+
+    def writeConnectionLost(self) -> None:
+        self.write_closed = True
+
+    def close(self) -> None:
+        """Stop taking the peer's data and close our write side (the peer's CLOSE finishes
+        the subchannel)."""
+        if self.connected and not self.lost:
+            self.close_write()
+            self.transport.stopProducing()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        self.lost = True
+        self.splice.channel_gone(reason)

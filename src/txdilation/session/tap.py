@@ -1,0 +1,37 @@
+"""``twistd dilation``: the plugin's ``Options`` and ``makeService`` (loaded lazily by
+``src/twisted/plugins/txdilation_plugin.py``).
+
+Layer: process entry point. ``makeService`` prepares the process (telemetry variable,
+``txdilation.install()``), opens the status stream, and returns a
+:class:`~txdilation.session.service.SessionService`; once the reactor runs it installs the
+session's signal handlers (SIGTERM/SIGINT: clean stop and exit 0; SIGUSR2: cut the link).
+twistd's own options (``-n``, ``--pidfile``, ``--logfile``, ``--logger``, ...) work as usual.
+"""
+
+from __future__ import annotations
+
+from .options import SessionOptions
+from .service import SessionService
+
+__all__ = ["Options", "makeService"]
+
+
+class Options(SessionOptions):
+    """``twistd dilation [options]``."""
+
+
+def makeService(options: Options) -> SessionService:
+    """Build the session service from parsed options."""
+    from twisted.internet import reactor
+
+    from .process import fail_process, install_signal_handlers, prepare
+    from .service import Session
+    from .status import open_status_writer
+
+    config = options.config
+    assert config is not None  # postOptions set it
+    prepare(config)
+    writer = open_status_writer(reactor, config.status)
+    session = Session(config, reactor, writer, on_failure=lambda: fail_process(reactor))
+    reactor.callWhenRunning(install_signal_handlers, reactor, session)  # type: ignore[attr-defined]
+    return SessionService(session)
