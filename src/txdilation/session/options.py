@@ -22,7 +22,10 @@ __all__ = ["SessionOptions"]
 
 
 def _seconds(value: str) -> float:
-    return float(value)
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"expected a number of seconds, not {value!r}") from None
 
 
 _seconds.coerceDoc = "(seconds)"  # type: ignore[attr-defined]

@@ -88,8 +88,8 @@ class Splice:
         local, channel = self.local.transport, self.channel.transport
         local.resumeProducing()
         channel.resumeProducing()
-        channel.registerProducer(local, True)
-        local.registerProducer(channel, True)
+        self.local.register_producer(channel)
+        self.channel.register_producer(local)
         if self.on_joined is not None:
             self.on_joined(self)
 
@@ -159,6 +159,7 @@ class _End(Protocol):
         self.read_closed = False
         self.write_closed = False
         self.lost = False
+        self._producer: Any = None
 
     @property
     def writable(self) -> bool:
@@ -167,11 +168,23 @@ class _End(Protocol):
     def connectionMade(self) -> None:
         self.splice.end_made()
 
+    def register_producer(self, producer: Any) -> None:
+        """Let our transport pause ``producer`` (the other end's transport) when it is full."""
+        if self.writable:
+            self._producer = producer
+            self.transport.registerProducer(producer, True)
+
+    def unregister_producer(self) -> None:
+        """Undo :meth:`register_producer` (once)."""
+        if self._producer is not None:
+            self._producer = None
+            self.transport.unregisterProducer()
+
     def close_write(self) -> None:
         """Close our write side (after what is buffered), if it is still open."""
         if self.writable:
             self.write_closed = True
-            self.transport.unregisterProducer()
+            self.unregister_producer()
             self.transport.loseWriteConnection()
 
 
@@ -199,7 +212,7 @@ class LocalEnd(_End):
         """Close the connection (what is buffered is still written)."""
         if self.connected and not self.lost:
             self.write_closed = True
-            self.transport.unregisterProducer()
+            self.unregister_producer()
             self.transport.loseConnection()
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
