@@ -46,7 +46,7 @@ class InteropScenariosMixin:
 
     ``left_impl`` / ``right_impl`` choose each peer's implementation; the left peer allocates
     the code. ``EXPECTED_CLOSE_DELIVERS`` says, per implementation, whether ``w.close()``
-    delivers ``connectionLost`` to a subchannel protocol that is still open.
+    closes the subchannels still open (``connectionLost`` delivered to their protocols).
     """
 
     left_impl: ClassVar[str] = "stock"
@@ -186,7 +186,9 @@ class InteropScenariosMixin:
         """
         Each side closes its wormhole with a subchannel open, the Follower first. Whether the
         open subchannel's protocol then gets connectionLost is pinned per implementation
-        (stock: never; a stock defect txdilation fixes).
+        (stock: never, a stock defect txdilation fixes). A first closer that closes its
+        subchannels may get its CLOSE to the second peer before the link goes (a race), so
+        the second peer may already have seen connectionLost before its own close.
         """
         left, right = yield defer.ensureDeferred(
             self.pair(
@@ -196,15 +198,20 @@ class InteropScenariosMixin:
                 right_side=LEADER,
             )
         )
+        closes_first = self.EXPECTED_CLOSE_DELIVERS[self.left_impl]
+        closes_second = self.EXPECTED_CLOSE_DELIVERS[self.right_impl]
         self.assertEqual(left.result["echoed"], 100)
         self.assertEqual((right.result["opened"], right.result["bytes"]), (1, 100))
-        for peer, impl in ((left, self.left_impl), (right, self.right_impl)):
-            self.assertEqual(peer.result["connection_lost_before_close"], 0)
-            self.assertEqual(
-                peer.result["connection_lost_after_close"],
-                int(self.EXPECTED_CLOSE_DELIVERS[impl]),
-                f"{impl} after {SETTLE_SECONDS} s",
-            )
+        self.assertEqual(left.result["connection_lost_before_close"], 0)
+        self.assertEqual(left.result["connection_lost_after_close"], int(closes_first))
+        seen_before = right.result["connection_lost_before_close"]
+        if not closes_first:  # nothing was closed on the wire before the second close
+            self.assertEqual(seen_before, 0)
+        self.assertEqual(
+            right.result["connection_lost_after_close"],
+            int(closes_second or seen_before == 1),
+            f"{self.right_impl} after {SETTLE_SECONDS} s",
+        )
 
 
 class StockStockInteropTests(InteropScenariosMixin, RealServersMixin, unittest.TestCase):
