@@ -27,7 +27,7 @@ from twisted.internet.error import ProcessDone, ProcessExitedAlready, ProcessTer
 from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
-from .status import StatusEvent
+from .status import EventLog, StatusEvent
 
 __all__ = ["SessionProcess", "run_command", "spawn_session", "twistd_command"]
 
@@ -54,21 +54,20 @@ def twistd_command(twistd_options: Sequence[str] = ()) -> list[str]:
 class SessionProcess(ProcessProtocol):
     """One session process (see the module docstring).
 
-    :ivar events: every status event so far.
+    :ivar log: the status events so far (an :class:`EventLog`).
     :ivar exit_code: the exit status once ended (None if killed by a signal or running).
     :ivar exit_signal: the signal that killed it, if any.
     """
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.events: list[StatusEvent] = []
+        self.log = EventLog()
         self.other_output: list[str] = []
         self.exit_code: int | None = None
         self.exit_signal: int | None = None
         self.ended: Deferred[int | None] = Deferred()
         self._stdout = bytearray()
         self._stderr = bytearray()
-        self._waiters: list[tuple[Callable[[StatusEvent], bool], int, Deferred[StatusEvent]]] = []
         self._running = False
 
     # --- ProcessProtocol ---
@@ -92,12 +91,7 @@ class SessionProcess(ProcessProtocol):
             if line:
                 self.other_output.append(line)
             return
-        self.events.append(event)
-        for waiter in list(self._waiters):
-            match, after, d = waiter
-            if len(self.events) > after and match(event):
-                self._waiters.remove(waiter)
-                d.callback(event)
+        self.log(event)
 
     def errReceived(self, data: bytes) -> None:
         self._stderr += data
@@ -112,9 +106,7 @@ class SessionProcess(ProcessProtocol):
         elif isinstance(value, ProcessTerminated):
             self.exit_code = value.exitCode
             self.exit_signal = value.signal
-        waiters, self._waiters = self._waiters, []
-        for _, _, d in waiters:
-            d.errback(RuntimeError(f"{self.name} exited before the event came\n{self.tail()}"))
+        self.log.end(RuntimeError(f"{self.name} exited before the event came\n{self.tail()}"))
         self.ended.callback(self.exit_code)
 
     # --- for the supervisor ---
@@ -129,34 +121,20 @@ class SessionProcess(ProcessProtocol):
         """The end of what the process wrote to stderr."""
         return self._stderr[-_STDERR_KEEP:].decode("utf-8", "replace")
 
+    @property
+    def events(self) -> list[StatusEvent]:
+        """Every status event so far."""
+        return self.log.events
+
     def of_kind(self, kind: str) -> list[StatusEvent]:
         """Every event of ``kind`` so far."""
-        return [e for e in self.events if e["kind"] == kind]
+        return self.log.of_kind(kind)
 
     def next_event(
-        self,
-        kind: str,
-        match: Callable[[StatusEvent], bool] = lambda e: True,
-        *,
-        after: int = 0,
+        self, kind: str, match: Callable[[StatusEvent], bool] = lambda e: True, *, after: int = 0
     ) -> Deferred[StatusEvent]:
-        """The first event of ``kind`` (among events number ``after`` and later) for which
-        ``match`` is true: at once if it already came. Errbacks if the process ends first."""
-
-        def wanted(event: StatusEvent) -> bool:
-            return bool(event["kind"] == kind and match(event))
-
-        for event in self.events[after:]:
-            if wanted(event):
-                d: Deferred[StatusEvent] = Deferred()
-                d.callback(event)
-                return d
-        d = Deferred()
-        if not self._running and self.ended.called:
-            d.errback(RuntimeError(f"{self.name} has exited\n{self.tail()}"))
-        else:
-            self._waiters.append((wanted, after, d))
-        return d
+        """See :meth:`EventLog.next_event`; errbacks if the process ends before the event."""
+        return self.log.next_event(kind, match, after=after)
 
     def signal(self, name: str) -> bool:
         """Send a signal (``"TERM"``, ``"USR2"``, ``"KILL"``); False if it already exited."""

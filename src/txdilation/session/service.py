@@ -21,8 +21,9 @@ Invariants:
   rest, then closes the wormhole, waiting at most ``close_timeout``: a stop always finishes
   within ``drain_timeout + close_timeout`` (plus the reactor's own work);
 - the last status event is exactly one ``closed`` (``reason`` ``stopped`` or ``failed``);
-- ``stop()`` may be called any number of times, in any state; every returned Deferred fires
-  (with None) once the session is stopped; errors after a stop began are logged, not reported;
+- ``stop()`` may be called any number of times, in any state, from any callback (every input
+  returns None, so Automat queues one made from inside a behaviour); every returned Deferred
+  fires (with None) once the session is stopped; errors after a stop began are logged;
 - a fatal error (bad code, a peer that cannot dilate, a port that cannot listen, the wormhole
   closing by itself) is reported once as an ``error`` event with ``fatal: true``, and
   ``on_failure`` is called once the session has closed.
@@ -38,7 +39,7 @@ from typing import Protocol as TypingProtocol
 
 from automat import TypeMachine, TypeMachineBuilder
 from twisted.application.service import Service
-from twisted.internet.defer import CancelledError, Deferred, succeed
+from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
@@ -58,8 +59,8 @@ class SessionInputs(TypingProtocol):
     def start(self) -> None:
         "Create the wormhole, dilate, listen, get the code."
 
-    def stop(self, reason: str) -> Deferred[None]:
-        "Stop cleanly; the Deferred fires once stopped."
+    def stop(self, reason: str) -> None:
+        "Stop cleanly (the facade registered a waiter that fires once stopped)."
 
     def failed(self, message: str, where: str) -> None:
         "Something the session cannot go on without failed."
@@ -151,8 +152,15 @@ class SessionCore:
         return rtt
 
     def wormhole_stopped(self) -> None:
-        if not self.closing and self.inputs is not None:
-            self.inputs.failed("the wormhole closed by itself", "wormhole")
+        """The dilation stopped without us closing: ask the wormhole why (a wrong code, a
+        server error...) and fail with that."""
+        if self.closing or self.wormhole is None:
+            return
+        d: Deferred[Any] = self.wormhole.close()  # an already closed wormhole: its outcome
+        d.addCallbacks(
+            lambda mood: self._inputs().failed(f"the wormhole closed ({mood})", "wormhole"),
+            lambda f: self._startup_failed(f, "wormhole"),
+        )
 
     # --- stop ---
 
@@ -186,18 +194,16 @@ class SessionCore:
         return result if isinstance(result, str) else "happy"
 
     def finish(self, mood: str) -> None:
+        if self.outcome == "failed" and self.on_failure is not None:
+            self.on_failure()
         self.writer.emit("closed", reason=self.outcome, mood=mood)
         self.writer.close()
+        self.release_waiters()
+
+    def release_waiters(self) -> None:
         waiters, self.waiters = self.waiters, []
         for d in waiters:
             d.callback(None)
-        if self.outcome == "failed" and self.on_failure is not None:
-            self.on_failure()
-
-    def new_waiter(self) -> Deferred[None]:
-        d: Deferred[None] = Deferred()
-        self.waiters.append(d)
-        return d
 
     def _inputs(self) -> SessionInputs:
         assert self.inputs is not None
@@ -223,15 +229,14 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
 
     @idle.upon(I.stop).to(stopped)
     @stopped.upon(I.stop).loop()
-    def already_stopped(inputs: SessionInputs, core: SessionCore, reason: str) -> Deferred[None]:
-        return succeed(None)
+    def already_stopped(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
+        core.release_waiters()
 
     @running.upon(I.stop).to(draining)
-    def drain(inputs: SessionInputs, core: SessionCore, reason: str) -> Deferred[None]:
+    def drain(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
         core.writer.emit("stopping", reason=reason)
         core.stop_accepting()
         core.wait_for_drain()
-        return core.new_waiter()
 
     @running.upon(I.failed).to(closing)
     def fail(inputs: SessionInputs, core: SessionCore, message: str, where: str) -> None:
@@ -242,8 +247,8 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
 
     @draining.upon(I.stop).loop()
     @closing.upon(I.stop).loop()
-    def wait(inputs: SessionInputs, core: SessionCore, reason: str) -> Deferred[None]:
-        return core.new_waiter()
+    def wait(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
+        pass  # the waiter is registered; finish() releases it
 
     @draining.upon(I.drained).to(closing)
     def close(inputs: SessionInputs, core: SessionCore) -> None:
@@ -317,8 +322,12 @@ class Session:
         self._machine.start()
 
     def stop(self, reason: str = "stop") -> Deferred[None]:
-        """Stop cleanly (see the module docstring); fires with None once stopped."""
-        return self._machine.stop(reason)
+        """Stop cleanly (see the module docstring); fires with None once stopped. Safe to call
+        from any callback, including the session's own events."""
+        d: Deferred[None] = Deferred()
+        self._core.waiters.append(d)
+        self._machine.stop(reason)
+        return d
 
     def cut_link(self) -> bool:
         """Debug and test aid: abort the current L2 connection (Dilation reconnects).

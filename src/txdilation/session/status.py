@@ -19,10 +19,11 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any, Final
 
+from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
-__all__ = ["KINDS", "StatusEvent", "StatusWriter", "open_status_writer"]
+__all__ = ["KINDS", "EventLog", "StatusEvent", "StatusWriter", "open_status_writer"]
 
 KINDS: Final = frozenset(
     {
@@ -116,3 +117,57 @@ def open_status_writer(clock: IReactorTime, path: str | None) -> StatusWriter:
         return StatusWriter(clock, sys.stdout)
     stream = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 (closed by close())
     return StatusWriter(clock, stream, close_stream=True)
+
+
+class EventLog:
+    """Keeps events (e.g. a writer's, as an observer, or a child process's) and lets a
+    supervisor wait for one: :meth:`next_event` fires with the first event of a kind that
+    matches, at once if it already came, and fails once :meth:`end` was called (no more
+    events will come)."""
+
+    def __init__(self) -> None:
+        self.events: list[StatusEvent] = []
+        self._waiters: list[tuple[Callable[[StatusEvent], bool], int, Deferred[StatusEvent]]] = []
+        self._ended: Exception | None = None
+
+    def __call__(self, event: StatusEvent) -> None:
+        """Add an event (the observer interface of :class:`StatusWriter`)."""
+        self.events.append(event)
+        for waiter in list(self._waiters):
+            wanted, after, d = waiter
+            if len(self.events) > after and wanted(event):
+                self._waiters.remove(waiter)
+                d.callback(event)
+
+    def of_kind(self, kind: str) -> list[StatusEvent]:
+        """Every event of ``kind`` so far."""
+        return [e for e in self.events if e["kind"] == kind]
+
+    def next_event(
+        self, kind: str, match: Callable[[StatusEvent], bool] = lambda e: True, *, after: int = 0
+    ) -> Deferred[StatusEvent]:
+        """The first event of ``kind`` among events number ``after`` and later for which
+        ``match`` is true (cancellable while it waits)."""
+
+        def wanted(event: StatusEvent) -> bool:
+            return bool(event["kind"] == kind and match(event))
+
+        for event in self.events[after:]:
+            if wanted(event):
+                return succeed(event)
+        if self._ended is not None:
+            return fail(self._ended)
+        d: Deferred[StatusEvent] = Deferred(lambda d: self._forget(d))
+        self._waiters.append((wanted, after, d))
+        return d
+
+    def _forget(self, d: Deferred[StatusEvent]) -> None:
+        self._waiters = [w for w in self._waiters if w[2] is not d]
+
+    def end(self, error: Exception) -> None:
+        """No more events will come (e.g. the process exited): errback everything waiting,
+        and later waits for events that did not come, with ``error``."""
+        self._ended = error
+        waiters, self._waiters = self._waiters, []
+        for _, _, d in waiters:
+            d.errback(error)
