@@ -36,7 +36,7 @@ from twisted.python.failure import Failure
 from wormhole._interfaces import ISend
 from zope.interface import implementer
 
-from tests.harness import loopback_env, restore_env
+from tests.harness import REPO_ROOT, loopback_env, restore_env
 from tests.test_manager import RecordingTerminator
 from txdilation.connection import KCM, Ping, Pong, Record, encode_record, parse_record
 from txdilation.errors import DilationProtocolError
@@ -443,7 +443,8 @@ FIGURES_VARIABLE = "TXDILATION_FIGURES"
 
 
 def record_figures(section: str, **figures: Any) -> None:
-    """Merge ``figures`` into ``section`` of the JSON file named by ``TXDILATION_FIGURES``.
+    """Merge ``figures`` into ``section`` of the JSON file named by ``TXDILATION_FIGURES``
+    (absolute, or relative to the repository).
 
     Without that variable this does nothing (an ordinary test run writes no files). Keys of
     other sections and other keys of ``section`` are kept.
@@ -451,7 +452,7 @@ def record_figures(section: str, **figures: Any) -> None:
     path = os.environ.get(FIGURES_VARIABLE)
     if not path:
         return
-    target = Path(path)
+    target = REPO_ROOT / path  # (a relative path is relative to the repository)
     data: dict[str, Any] = {}
     if target.exists():
         data = json.loads(target.read_text() or "{}")
