@@ -76,7 +76,7 @@ class SessionTestsMixin(RealServersMixin):
         if not txdilation.is_installed():
             txdilation.install()
             self.addCleanup(txdilation.uninstall)  # type: ignore[attr-defined]
-        self.failures: list[str] = []
+        self.ended: list[tuple[str, str]] = []
         return super().setUp()
 
     def session(self, name: str, **settings: Any) -> tuple[Session, EventLog]:
@@ -85,7 +85,7 @@ class SessionTestsMixin(RealServersMixin):
         log = EventLog()
         writer.add_observer(log)
         session = Session(
-            build_config(raw), self.reactor, writer, lambda: self.failures.append(name)
+            build_config(raw), self.reactor, writer, lambda o: self.ended.append((name, o))
         )
         self.addCleanup(session.stop)  # type: ignore[attr-defined]
         session.start()
@@ -122,9 +122,10 @@ class SessionTests(SessionTestsMixin, TestCase):
         """A local connection to A's --listen port reaches B's --connect service through a
         subchannel; the request, end of input, the echo and the service's end of input all
         pass; both sides report the subchannel with its byte counts; a stop closes the local
-        port, and ``closed`` (stopped, happy) is the last event."""
+        port, and ``closed`` (stopped, happy) is the last event; B then sees its peer leave
+        and ends by itself, cleanly ('peer-closed')."""
         echo = await self.echo_service()
-        a, a_log, b, b_log = await self.pair(
+        a, a_log, _b, b_log = await self.pair(
             {"svc": f"tcp:0:interface={LOOPBACK}"}, {"svc": f"tcp:{LOOPBACK}:{echo}"}
         )
         client = await self.connect_to(a_log, "svc")
@@ -146,13 +147,16 @@ class SessionTests(SessionTestsMixin, TestCase):
         self.assertEqual(b_log.of_kind("subchannel-opened")[0]["direction"], "inbound")
         address = a_log.of_kind("listening")[0]["address"]
         await a.stop("test")
-        await b.stop("test")
-        for log in (a_log, b_log):
+        closed_b = await b_log.next_event("closed")
+        for log, reason in ((a_log, "stopped"), (b_log, "peer-closed")):
             self.assertEqual(log.events[-1]["kind"], "closed")
-            self.assertEqual(log.events[-1]["reason"], "stopped")
+            self.assertEqual(log.events[-1]["reason"], reason)
             self.assertEqual(len(log.of_kind("closed")), 1)
+            self.assertEqual(log.of_kind("error"), [])
         self.assertEqual(a_log.of_kind("stopping")[0]["reason"], "test")
-        self.assertEqual(a_log.events[-1]["mood"], "happy")
+        self.assertEqual(b_log.of_kind("stopping")[0]["reason"], "peer-closed")
+        self.assertEqual((a_log.events[-1]["mood"], closed_b["mood"]), ("happy", "happy"))
+        self.assertEqual(self.ended, [("A", "stopped"), ("B", "peer-closed")])
         with self.assertRaises(ConnectionRefusedError):
             endpoint = TCP4ClientEndpoint(self.reactor, LOOPBACK, int(address.rsplit(":", 1)[1]))
             await connectProtocol(endpoint, Client())
@@ -164,7 +168,6 @@ class SessionTests(SessionTestsMixin, TestCase):
             a_log.of_kind("peer-connected")[0]["verifier"],
             b_log.of_kind("peer-connected")[0]["verifier"],
         )
-        self.assertEqual(self.failures, [])
 
     async def test_names_not_configured_are_refused(self) -> None:
         """A subchannel name B was not given with --connect is answered with CLOSE: the local
@@ -235,8 +238,8 @@ class SessionTests(SessionTestsMixin, TestCase):
             error = log.of_kind("error")[0]
             self.assertTrue(error["fatal"])
             self.assertIn("WrongPasswordError", error["message"])
-        self.assertEqual(sorted(self.failures), ["A", "B"])
-        self.assertTrue(a.failed)
+        self.assertEqual(sorted(self.ended), [("A", "failed"), ("B", "failed")])
+        self.assertEqual(a.outcome, "failed")
         await a.stop()  # a stop after the end just returns
 
     async def test_stop_before_the_peer_came(self) -> None:
@@ -245,7 +248,7 @@ class SessionTests(SessionTestsMixin, TestCase):
         await a_log.next_event("code")
         await a.stop("test")
         self.assertEqual(a_log.events[-1]["mood"], "lonely")
-        self.assertEqual(self.failures, [])
+        self.assertEqual(self.ended, [("A", "stopped")])
 
     async def test_listen_port_in_use_is_fatal(self) -> None:
         """A --listen endpoint that cannot listen is a fatal startup error."""
@@ -260,7 +263,7 @@ class SessionTests(SessionTestsMixin, TestCase):
         closed = await a_log.next_event("closed")
         self.assertEqual(closed["reason"], "failed")
         self.assertIn("CannotListenError", a_log.of_kind("error")[0]["message"])
-        self.assertEqual(self.failures, ["A"])
+        self.assertEqual(self.ended, [("A", "failed")])
 
 
 class SessionMachineTests(SynchronousTestCase):

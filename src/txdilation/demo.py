@@ -1,186 +1,364 @@
-"""``txdilation demo``: two dilated wormholes through local real servers, with link cuts.
+"""``txdilation demo``: two session processes forward a local service, with link cuts.
 
-Everything listens on 127.0.0.1. The sender writes ``mib`` MiB in 64 KiB writes through a push
-producer; the receiver hashes what it gets. While data flows, the current L2 connection is
-aborted ``cuts`` times; Dilation reconnects and replays, and the receiver's SHA-256 must equal
-the sender's.
+Everything runs on 127.0.0.1 and nothing else is needed: this process starts a real mailbox
+server and transit relay, a local TCP service, and two ``txdilation run`` processes (the same
+sessions ``twistd dilation`` runs): A allocates a code and listens (``--listen demo=...``), B
+joins and forwards subchannels named ``demo`` to the service (``--connect demo=...``). The demo
+then connects to A's port and sends ``mib`` MiB through the forward (A -> dilated wormhole -> B
+-> the service), showing progress; meanwhile it cuts the L2 link ``cuts`` times (SIGUSR2 to A or
+B in turn, which aborts the connection as a network cut would). The service hashes what
+arrives; the demo checks it against what was sent, stops both sessions with SIGTERM (each must
+exit 0 after a final ``closed`` event) and prints a summary table. Exit status 0 means every
+byte arrived once, in order, and both sessions stopped cleanly.
+
+The traffic protocol :class:`Exchange` (deterministic data out as a push producer, SHA-256 of
+what comes in, half-close when done) is shared with the tests.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import statistics
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from typing import IO, Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
+from twisted.internet.protocol import Factory, Protocol, connectionDone
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+__all__ = ["APPID", "Exchange", "ExchangeFactory", "run_demo"]
 
 CHUNK = 64 * 1024
 APPID = "txdilation.example/demo"
+_BLOCKS = 16
+_WRITES_PER_TURN = 16
+_KEY_WIDTH = 22
 
 
-@dataclass
-class _Stats:
-    sent: int = 0
-    received: int = 0
-    started: float = 0.0
-    finished: float = 0.0
-    generations: set[int] = field(default_factory=set)
-    paths: list[str] = field(default_factory=list)
-    cuts: int = 0
+def _blocks(seed: bytes) -> list[bytes]:
+    """16 distinct 64 KiB blocks derived from ``seed`` (their order in a stream varies too)."""
+    return [hashlib.sha256(seed + bytes([i])).digest() * (CHUNK // 32) for i in range(_BLOCKS)]
+
+
+@implementer(IHalfCloseableProtocol, IPushProducer)
+class Exchange(Protocol):
+    """Sends ``send_total`` bytes derived from ``seed`` through a push producer, then closes
+    its write side; hashes what it reads until end of input. ``done`` fires (with the
+    protocol) once both directions have ended.
+
+    :ivar sent: bytes written so far. :ivar received: bytes read so far.
+    :ivar sent_digest: SHA-256 of what was written. :ivar received_digest: of what was read.
+    """
+
+    def __init__(self, reactor: Any, seed: bytes, send_total: int) -> None:
+        self._reactor = reactor
+        self._blocks = _blocks(seed)
+        self.send_total = send_total
+        self.sent = 0
+        self.received = 0
+        self.sent_digest = hashlib.sha256()
+        self.received_digest = hashlib.sha256()
+        self.done: Deferred[Exchange] = Deferred()
+        self.started = 0.0
+        self._index = 0
+        self._paused = False
+        self._scheduled = False
+        self._write_closed = False
+        self._read_closed = False
+
+    def connectionMade(self) -> None:
+        self.started = time.perf_counter()
+        self.transport.registerProducer(self, True)  # type: ignore[union-attr]
+        self._schedule()
+
+    def _schedule(self) -> None:
+        if not self._scheduled and not self._write_closed:
+            self._scheduled = True
+            self._reactor.callLater(0, self._produce)
+
+    def _produce(self) -> None:
+        self._scheduled = False
+        transport: Any = self.transport
+        for _ in range(_WRITES_PER_TURN):
+            if self._paused or self.sent >= self.send_total or self._write_closed:
+                break
+            block = self._blocks[(self._index * 7 + 3) % _BLOCKS]
+            piece = block[: min(CHUNK, self.send_total - self.sent)]
+            self._index += 1
+            self.sent += len(piece)
+            self.sent_digest.update(piece)
+            transport.write(piece)
+        if self.sent >= self.send_total and not self._write_closed:
+            self._write_closed = True
+            transport.unregisterProducer()
+            transport.loseWriteConnection()
+        elif not self._paused:
+            self._schedule()
+
+    def pauseProducing(self) -> None:
+        self._paused = True
+
+    def resumeProducing(self) -> None:
+        self._paused = False
+        self._schedule()
+
+    def stopProducing(self) -> None:
+        self._paused = True
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += len(data)
+        self.received_digest.update(data)
+
+    def readConnectionLost(self) -> None:
+        self._read_closed = True
+        self._maybe_done()
+
+    def writeConnectionLost(self) -> None:
+        self._maybe_done()
+
+    def _maybe_done(self) -> None:
+        if self._read_closed and self._write_closed and self.transport is not None:
+            self.transport.loseConnection()
+
+    def connectionLost(self, reason: Failure = connectionDone) -> None:
+        if not self.done.called:
+            self.done.callback(self)
+
+
+class ExchangeFactory(Factory):
+    """Builds an :class:`Exchange` per connection (all with the same seed and total); keeps
+    them in ``built`` and calls ``on_built`` with each."""
+
+    def __init__(
+        self,
+        reactor: Any,
+        seed: bytes,
+        send_total: int,
+        on_built: Callable[[Exchange], object] | None = None,
+    ) -> None:
+        self._reactor = reactor
+        self._seed = seed
+        self._send_total = send_total
+        self._on_built = on_built
+        self.built: list[Exchange] = []
+
+    def buildProtocol(self, addr: object) -> Exchange:
+        protocol = Exchange(self._reactor, self._seed, self._send_total)
+        protocol.factory = self
+        self.built.append(protocol)
+        if self._on_built is not None:
+            self._on_built(protocol)
+        return protocol
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:
     filled = int(width * done / total) if total else width
-    return "[" + "#" * filled + "." * (width - filled) + f"] {100 * done / total:5.1f}%"
+    percent = 100 * done / total if total else 100.0
+    return "[" + "#" * filled + "." * (width - filled) + f"] {percent:5.1f}%"
 
 
 def run_demo(
     *, mib: int = 64, cuts: int = 3, relay_only: bool = False, timeout: float = 120.0
 ) -> int:
-    """Run the demo in this process; returns 0 when the data was verified."""
+    """Run the demo (on the global reactor, which it runs); returns the exit status."""
     os.environ.setdefault("TXDILATION_LISTEN_INTERFACE", "127.0.0.1")
     os.environ.setdefault("TXDILATION_HINT_ADDRESSES", "127.0.0.1")
-    import txdilation
-
-    txdilation.install()
-    from twisted.internet import reactor as _reactor
-    from twisted.internet.defer import Deferred, ensureDeferred
-    from twisted.internet.task import react
+    from twisted.internet import reactor
 
     result: list[int] = []
 
-    async def scenario(reactor: Any) -> None:
-        result.append(await _scenario(reactor, mib * 2**20, cuts, relay_only))
+    def go() -> None:
+        d = Deferred.fromCoroutine(_Demo(reactor, sys.stdout).run(mib * 2**20, cuts, relay_only))
+        timer = reactor.callLater(timeout, d.cancel)  # type: ignore[attr-defined]
 
-    def go(reactor: Any) -> Deferred[None]:
-        d = ensureDeferred(scenario(reactor))
-        timer = reactor.callLater(timeout, d.cancel)
-        d.addBoth(lambda r: (timer.cancel() if timer.active() else None, r)[1])
-        return d
+        def finish(outcome: object) -> None:
+            if timer.active():
+                timer.cancel()
+            if isinstance(outcome, Failure):
+                print(f"demo failed: {outcome.getErrorMessage()}", file=sys.stderr)
+                result.append(1)
+            else:
+                result.append(int(outcome))  # type: ignore[call-overload]
+            reactor.stop()  # type: ignore[attr-defined]
 
-    try:
-        react(go)
-    except SystemExit as e:
-        if e.code not in (0, None):
-            return int(e.code) if isinstance(e.code, int) else 1
-    _ = _reactor
+        d.addBoth(finish)
+
+    reactor.callWhenRunning(go)  # type: ignore[attr-defined]
+    reactor.run()  # type: ignore[attr-defined]
     return result[0] if result else 1
 
 
-async def _scenario(reactor: Any, total: int, cuts: int, relay_only: bool) -> int:
-    import wormhole
-    from twisted.internet.defer import Deferred, gatherResults
-    from twisted.internet.interfaces import IPushProducer
-    from twisted.internet.protocol import Factory, Protocol
+class _Demo:
+    """One run of the demo (see the module docstring)."""
+
+    def __init__(self, reactor: Any, out: IO[str]) -> None:
+        self.reactor = reactor
+        self.out = out
+        self.tty = out.isatty()
+        self.sessions: list[Any] = []
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    async def run(self, total: int, cuts: int, relay_only: bool) -> int:
+        from .testing.servers import start_mailbox_server, start_transit_relay
+
+        mailbox = await start_mailbox_server(self.reactor)
+        relay = await start_transit_relay(self.reactor)
+        try:
+            self.say(f"mailbox server {mailbox.url}, transit relay {relay.hint} (loopback only)")
+            return await self._run(total, cuts, relay_only, mailbox.url, relay.hint)
+        finally:
+            for session in self.sessions:
+                await session.terminate(self.reactor, timeout=10.0)
+            await mailbox.stop()
+            await relay.stop()
+
+    async def _run(self, total: int, cuts: int, relay_only: bool, url: str, relay: str) -> int:
+        from twisted.internet.endpoints import (
+            TCP4ClientEndpoint,
+            TCP4ServerEndpoint,
+            connectProtocol,
+        )
+
+        from .session.child import run_command, spawn_session
+
+        reactor = self.reactor
+        service = ExchangeFactory(reactor, b"service", 0)
+        server = TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1")  # type: ignore[no-untyped-call]
+        port = await server.listen(service)  # type: ignore[no-untyped-call]
+        service_port = port.getHost().port
+        common = ["--mailbox", url, "--appid", APPID, "--relay", relay, "--status", "-"]
+        if relay_only:
+            common.append("--no-listen")
+        t0 = time.perf_counter()
+        a = spawn_session(
+            reactor,
+            "A",
+            [
+                *run_command(),
+                *common,
+                "--allocate-code",
+                "--listen",
+                "demo=tcp:0:interface=127.0.0.1",
+            ],
+        )
+        self.sessions.append(a)
+        code = (await a.next_event("code"))["code"]
+        listening = (await a.next_event("listening"))["address"]
+        self.say(f"session A (pid {a.pid}): code {code}, listening on {listening}")
+        b = spawn_session(
+            reactor,
+            "B",
+            [
+                *run_command(),
+                *common,
+                "--code",
+                code,
+                "--connect",
+                f"demo=tcp:127.0.0.1:{service_port}",
+            ],
+        )
+        self.sessions.append(b)
+        self.say(f"session B (pid {b.pid}): forwards 'demo' to 127.0.0.1:{service_port}")
+        selected = await a.next_event("connection-selected")
+        await a.next_event("dilated")
+        await b.next_event("dilated")
+        self.say(
+            f"dilated in {time.perf_counter() - t0:.2f} s (both processes started), "
+            f"{selected['path']} connection {selected['hint']}"
+        )
+
+        client = Exchange(reactor, b"client", total)
+        endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", int(listening.rsplit(":", 1)[1]))
+        await connectProtocol(endpoint, client)  # type: ignore[no-untyped-call]
+        self.say(f"sending {total / 2**20:.0f} MiB through the forward, cutting the link {cuts}x")
+        cut_points = [total * (i + 1) // (cuts + 1) for i in range(cuts)]
+        cut_log: list[str] = []
+        last_print = 0.0
+        lead, end = ("\r", "") if self.tty else ("", "\n")
+        while not (client.done.called and service.built and service.built[0].done.called):
+            await _sleep(reactor, 0.05)
+            arrived = service.built[0].received if service.built else 0
+            if cut_points and arrived >= cut_points[0]:
+                cut_points.pop(0)
+                victim = (a, b)[len(cut_log) % 2]
+                victim.signal("USR2")
+                cut_log.append(victim.name)
+            now = time.perf_counter()
+            if now - last_print > (0.25 if self.tty else 2.0):
+                last_print = now
+                line = f"  {_bar(arrived, total)}  cuts {len(cut_log)}/{cuts}"
+                print(f"{lead}{line}", end=end, file=self.out, flush=True)
+        finished = time.perf_counter()
+        received = service.built[0]
+        bar = f"  {_bar(received.received, total)}  cuts {len(cut_log)}/{cuts}"
+        print(f"{lead}{bar}", file=self.out, flush=True)
+
+        codes = [await s.terminate(reactor, timeout=10.0) for s in (a, b)]
+        ended = [s.events[-1]["reason"] if s.of_kind("closed") else "?" for s in (a, b)]
+        verified = (
+            received.received == total
+            and received.received_digest.digest() == client.sent_digest.digest()
+        )
+        ok = verified and codes == [0, 0] and "?" not in ended and "failed" not in ended
+        self._summary(a, b, client, received, total, finished, cut_log, verified)
+        outcome = f"A {ended[0]} (exit {codes[0]}), B {ended[1]} (exit {codes[1]})"
+        self.say(f"  {'sessions ended':<{_KEY_WIDTH}}  {outcome}")
+        return 0 if ok else 1
+
+    def _summary(
+        self,
+        a: Any,
+        b: Any,
+        client: Exchange,
+        received: Exchange,
+        total: int,
+        finished: float,
+        cut_log: list[str],
+        verified: bool,
+    ) -> None:
+        elapsed = max(finished - client.started, 1e-9)
+        reconnect_ms = [ms for s in (a, b) for ms in _reconnect_times(s.events)]
+        selected = a.of_kind("connection-selected")
+        paths = dict.fromkeys(f"{e['path']} {e['hint']}" for e in selected)
+        rows = [
+            ("bytes sent / received", f"{client.sent:,} / {received.received:,} of {total:,}"),
+            ("SHA-256 verified", "yes" if verified else "NO"),
+            ("throughput (with cuts)", f"{total / elapsed / 1e6:.0f} MB/s over {elapsed:.2f} s"),
+            ("link cuts (SIGUSR2)", f"{len(cut_log)} ({', '.join(cut_log) or '-'})"),
+            ("reconnects seen by A", str(max(0, len(selected) - 1))),
+            ("generations", str(max((e["generation"] for e in selected), default=0))),
+            (
+                "reconnect time",
+                f"median {statistics.median(reconnect_ms):.0f} ms" if reconnect_ms else "-",
+            ),
+            ("connections used by A", "; ".join(paths) or "-"),
+        ]
+        self.say("\nsummary")
+        for key, value in rows:
+            self.say(f"  {key.ljust(_KEY_WIDTH)}  {value}")
+
+
+def _reconnect_times(events: list[dict[str, Any]]) -> list[float]:
+    """Milliseconds from each ``reconnecting`` to the next ``connection-selected``."""
+    times: list[float] = []
+    lost_at: float | None = None
+    for event in events:
+        if event["kind"] == "reconnecting" and lost_at is None:
+            lost_at = event["ts"]
+        elif event["kind"] == "connection-selected" and lost_at is not None:
+            times.append(1000 * (event["ts"] - lost_at))
+            lost_at = None
+    return times
+
+
+def _sleep(reactor: Any, seconds: float) -> Deferred[None]:
     from twisted.internet.task import deferLater
-    from wormhole._status import ConnectedPeer, DilationStatus
-    from zope.interface import implementer
 
-    from .testing.servers import start_mailbox_server, start_transit_relay
-
-    out = sys.stdout
-    mailbox = await start_mailbox_server(reactor)
-    relay = await start_transit_relay(reactor)
-    print(f"mailbox server {mailbox.url}, transit relay {relay.hint} (both on loopback)", file=out)
-    stats = _Stats()
-    digest_out, digest_in = hashlib.sha256(), hashlib.sha256()
-    done: Deferred[None] = Deferred()
-
-    def on_status(status: DilationStatus) -> None:
-        stats.generations.add(status.generation)
-        if isinstance(status.peer_connection, ConnectedPeer):
-            path = status.peer_connection.hint_description
-            if not stats.paths or stats.paths[-1] != path:
-                stats.paths.append(path)
-
-    class Receiver(Protocol):
-        def dataReceived(self, data: bytes) -> None:
-            digest_in.update(data)
-            stats.received += len(data)
-            if stats.received >= total and not done.called:
-                stats.finished = time.perf_counter()
-                done.callback(None)
-
-    @implementer(IPushProducer)
-    class Sender(Protocol):
-        def connectionMade(self) -> None:
-            self.paused = False
-            self.block = os.urandom(CHUNK)
-            assert self.transport is not None
-            self.transport.registerProducer(self, True)  # type: ignore[attr-defined]
-            stats.started = time.perf_counter()
-            reactor.callLater(0, self.resumeProducing)
-
-        def pauseProducing(self) -> None:
-            self.paused = True
-
-        def resumeProducing(self) -> None:
-            self.paused = False
-            while not self.paused and stats.sent < total:
-                chunk = self.block[: min(CHUNK, total - stats.sent)]
-                digest_out.update(chunk)
-                stats.sent += len(chunk)
-                assert self.transport is not None
-                self.transport.write(chunk)
-
-        def stopProducing(self) -> None:
-            self.paused = True
-
-    w1 = wormhole.create(APPID, mailbox.url, reactor, dilation=True)
-    w2 = wormhole.create(APPID, mailbox.url, reactor, dilation=True)
-    w1.allocate_code()
-    code = await w1.get_code()
-    w2.set_code(code)
-    print(f"wormhole code {code}; dilating...", file=out)
-    kwargs: dict[str, Any] = {"transit_relay_location": relay.hint, "no_listen": relay_only}
-    d1 = w1.dilate(on_status_update=on_status, **kwargs)
-    d2 = w2.dilate(**kwargs)
-    t0 = time.perf_counter()
-    await gatherResults([d1.when_dilated(), d2.when_dilated()])
-    print(f"dilated in {1000 * (time.perf_counter() - t0):.0f} ms via {stats.paths[-1:]}", file=out)
-    await d1.listener_for("demo").listen(Factory.forProtocol(Receiver))
-    sender = await d2.connector_for("demo").connect(Factory.forProtocol(Sender))
-
-    manager = sender.transport._manager
-    cut_points = [total * (i + 1) // (cuts + 1) for i in range(cuts)]
-
-    last_print = 0.0
-    tty = out.isatty()
-    lead, end = ("\r", "") if tty else ("", "\n")
-    while not done.called:
-        await deferLater(reactor, 0.05, lambda: None)
-        if cut_points and stats.received >= cut_points[0] and manager._connection is not None:
-            cut_points.pop(0)
-            stats.cuts += 1
-            manager._connection.abort()
-        now = time.perf_counter()
-        if now - last_print > (0.5 if tty else 2.0):
-            last_print = now
-            print(
-                f"{lead}  {_bar(stats.received, total)}  cuts {stats.cuts}/{cuts}",
-                end=end,
-                file=out,
-                flush=True,
-            )
-    print(f"{lead}  {_bar(stats.received, total)}  cuts {stats.cuts}/{cuts}", file=out)
-    await w1.close()
-    await w2.close()
-    await mailbox.stop()
-    await relay.stop()
-
-    elapsed = stats.finished - stats.started
-    ok = digest_in.digest() == digest_out.digest() and stats.received == total
-    rows = [
-        ("bytes sent / received", f"{stats.sent:,} / {stats.received:,}"),
-        ("SHA-256 verified", "yes" if ok else "NO"),
-        ("throughput (with cuts)", f"{total / elapsed / 1e6:.0f} MB/s over {elapsed:.2f} s"),
-        ("link cuts survived", str(stats.cuts)),
-        ("generations", str(max(stats.generations))),
-        ("connections used", ", ".join(dict.fromkeys(stats.paths))),
-    ]
-    width = max(len(k) for k, _ in rows)
-    print("\nsummary", file=out)
-    for k, v in rows:
-        print(f"  {k.ljust(width)}  {v}", file=out)
-    return 0 if ok else 1
+    return deferLater(reactor, seconds, lambda: None)

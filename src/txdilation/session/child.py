@@ -117,6 +117,11 @@ class SessionProcess(ProcessProtocol):
         return self._running
 
     @property
+    def pid(self) -> int | None:
+        """The process id (None once it ended)."""
+        return getattr(self.transport, "pid", None)
+
+    @property
     def stderr(self) -> str:
         """The end of what the process wrote to stderr."""
         return self._stderr[-_STDERR_KEEP:].decode("utf-8", "replace")

@@ -2,7 +2,8 @@
 
 Layer: process entry point. The options are exactly those of ``twistd dilation``
 (:class:`~txdilation.session.options.SessionOptions`); the session runs on the global reactor
-until SIGTERM/SIGINT (clean stop, exit 0) or a fatal error (exit 1); usage errors exit 2.
+until SIGTERM/SIGINT (clean stop, exit 0), the peer closing its wormhole (exit 0) or a fatal
+error (exit 1); usage errors exit 2.
 Notable events and, on a terminal, a live status line (generation, path, RTT, bytes) go to
 stderr; ``--status -`` puts the JSON-line events on stdout.
 """
@@ -51,8 +52,9 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
 
     status: list[int] = [0]
 
-    def failed() -> None:
-        status[0] = EXIT_FAILED
+    def ended(outcome: str) -> None:
+        if outcome == "failed":
+            status[0] = EXIT_FAILED
         stop_reactor(reactor)
 
     try:
@@ -60,7 +62,7 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     except OSError as e:
         print(f"txdilation run: cannot open the status file: {e}", file=err)
         return EXIT_USAGE
-    session = Session(config, reactor, writer, on_failure=failed)
+    session = Session(config, reactor, writer, on_ended=ended)
     line = LiveStatusLine(session, err, reactor, tty=err.isatty())
     writer.add_observer(line.observe)
     reactor.callWhenRunning(install_signal_handlers, reactor, session)  # type: ignore[attr-defined]

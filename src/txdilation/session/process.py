@@ -9,8 +9,9 @@ signal handlers and the process's exit status).
   own): SIGTERM and SIGINT start a clean stop and then stop the reactor, WITHOUT Twisted's habit
   of re-raising the signal at exit, so the process exits 0 after a clean stop; SIGUSR2 (a debug
   and test aid, see docs/plugin.md) aborts the current L2 connection, as a network cut would.
-- :func:`fail_process` stops the reactor and makes the process exit with status 1 once twistd
-  has finished its own cleanup (pidfile, logs): twistd has no other way for a service to set it.
+- :func:`end_process` is the session's ``on_ended``: it stops the reactor, and after a
+  failure makes the process exit with status 1 once twistd has finished its own cleanup
+  (pidfile, logs): twistd has no other way for a service to set it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from twisted.logger import Logger
 from .config import SessionConfig
 from .service import Session
 
-__all__ = ["EXIT_FAILED", "fail_process", "install_signal_handlers", "prepare", "stop_reactor"]
+__all__ = ["EXIT_FAILED", "end_process", "install_signal_handlers", "prepare", "stop_reactor"]
 
 EXIT_FAILED = 1
 CUT_SIGNAL = getattr(signal, "SIGUSR2", None)
@@ -86,9 +87,11 @@ def install_signal_handlers(reactor: Any, session: Session) -> Callable[[], None
     return restore
 
 
-def fail_process(reactor: Any) -> None:
-    """Stop the reactor; the process then exits with :data:`EXIT_FAILED` (see module doc)."""
-    atexit.register(_exit_failed)
+def end_process(reactor: Any, outcome: str) -> None:
+    """The session ended with ``outcome``: stop the reactor; after ``failed`` the process then
+    exits with :data:`EXIT_FAILED` (see the module docstring), else with 0."""
+    if outcome == "failed":
+        atexit.register(_exit_failed)
     stop_reactor(reactor)
 
 

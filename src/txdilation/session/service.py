@@ -13,6 +13,7 @@ Lifecycle (module-level Automat machine ``session_machine``)::
 
     idle -start-> running -stop-> draining -drained-> closing -closed-> stopped
     running -failed-> closing            (a fatal error: the session ends as "failed")
+    running -peer_left-> closing         (the peer closed its wormhole: ends as "peer-closed")
 
 Invariants:
 
@@ -25,8 +26,10 @@ Invariants:
   returns None, so Automat queues one made from inside a behaviour); every returned Deferred
   fires (with None) once the session is stopped; errors after a stop began are logged;
 - a fatal error (bad code, a peer that cannot dilate, a port that cannot listen, the wormhole
-  closing by itself) is reported once as an ``error`` event with ``fatal: true``, and
-  ``on_failure`` is called once the session has closed.
+  failing by itself) is reported once as an ``error`` event with ``fatal: true``; the peer
+  closing its wormhole (Dilation reports the peer gone) ends the session cleanly; either way
+  ``on_ended(outcome)`` is called (``failed``, ``peer-closed``; ``stopped`` after a stop)
+  just before the ``closed`` event, so a process can exit with the right status.
 """
 
 from __future__ import annotations
@@ -65,6 +68,9 @@ class SessionInputs(TypingProtocol):
     def failed(self, message: str, where: str) -> None:
         "Something the session cannot go on without failed."
 
+    def peer_left(self) -> None:
+        "The peer closed its wormhole: the dilation is over for good."
+
     def drained(self) -> None:
         "No forwarded connection is left, or the drain timeout passed."
 
@@ -79,7 +85,7 @@ class SessionCore:
     config: SessionConfig
     reactor: Any
     writer: StatusWriter
-    on_failure: Callable[[], object] | None
+    on_ended: Callable[[str], object] | None
     forwarder: Forwarder
     observer: LinkObserver = field(init=False)
     wormhole: Any = None
@@ -152,13 +158,13 @@ class SessionCore:
         return rtt
 
     def wormhole_stopped(self) -> None:
-        """The dilation stopped without us closing: ask the wormhole why (a wrong code, a
-        server error...) and fail with that."""
+        """The dilation stopped without us closing: the peer left (our close then succeeds),
+        or the wormhole failed (a wrong code, a server error: our close reports it)."""
         if self.closing or self.wormhole is None:
             return
-        d: Deferred[Any] = self.wormhole.close()  # an already closed wormhole: its outcome
+        d: Deferred[Any] = self.wormhole.close()
         d.addCallbacks(
-            lambda mood: self._inputs().failed(f"the wormhole closed ({mood})", "wormhole"),
+            lambda mood: self._inputs().peer_left(),
             lambda f: self._startup_failed(f, "wormhole"),
         )
 
@@ -194,8 +200,8 @@ class SessionCore:
         return result if isinstance(result, str) else "happy"
 
     def finish(self, mood: str) -> None:
-        if self.outcome == "failed" and self.on_failure is not None:
-            self.on_failure()
+        if self.on_ended is not None:
+            self.on_ended(self.outcome)
         self.writer.emit("closed", reason=self.outcome, mood=mood)
         self.writer.close()
         self.release_waiters()
@@ -245,6 +251,13 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
         core.stop_accepting()
         core.close_wormhole()
 
+    @running.upon(I.peer_left).to(closing)
+    def peer_closed(inputs: SessionInputs, core: SessionCore) -> None:
+        core.writer.emit("stopping", reason="peer-closed")
+        core.outcome = "peer-closed"
+        core.stop_accepting()
+        core.close_wormhole()
+
     @draining.upon(I.stop).loop()
     @closing.upon(I.stop).loop()
     def wait(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
@@ -265,12 +278,15 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
     def log_failure(inputs: SessionInputs, core: SessionCore, message: str, where: str) -> None:
         _log.info("after the stop began ({where}): {message}", where=where, message=message)
 
-    # documented no-ops: a second start; drain/close results that arrive in other states
+    # documented no-ops: a second start; the peer leaving or drain/close results in states
+    # where the session is not running or already ending
     def nothing(inputs: SessionInputs, core: SessionCore, *args: object) -> None:
         pass
 
     for state in (running, draining, closing, stopped):
         state.upon(I.start).loop()(nothing)
+    for state in (idle, draining, closing, stopped):
+        state.upon(I.peer_left).loop()(nothing)
     for state in (idle, running, closing, stopped):
         state.upon(I.drained).loop()(nothing)
     for state in (idle, running, draining, stopped):
@@ -287,8 +303,9 @@ class Session:
     :param config: the settings.
     :param reactor: the reactor to run on (``IReactorTime``, ``IReactorTCP``, ...).
     :param writer: where status events go.
-    :param on_failure: called once a session that failed has closed (e.g. to stop the process
-        with a non-zero status).
+    :param on_ended: called with the outcome (``stopped``, ``failed``, ``peer-closed``) when
+        the session has ended, just before the ``closed`` event (e.g. to stop the process with
+        the right exit status).
     """
 
     def __init__(
@@ -296,10 +313,10 @@ class Session:
         config: SessionConfig,
         reactor: Any,
         writer: StatusWriter,
-        on_failure: Callable[[], object] | None = None,
+        on_ended: Callable[[str], object] | None = None,
     ) -> None:
         forwarder = Forwarder(reactor, config.listen, config.connect, writer)
-        self._core = SessionCore(config, reactor, writer, on_failure, forwarder)
+        self._core = SessionCore(config, reactor, writer, on_ended, forwarder)
         self._machine: SessionInputs = session_machine(self._core)
 
     @property
@@ -313,9 +330,9 @@ class Session:
         return self._core.observer.state
 
     @property
-    def failed(self) -> bool:
-        """True once a fatal error ended (or is ending) the session."""
-        return self._core.outcome == "failed"
+    def outcome(self) -> str:
+        """``stopped`` (so far, or after a stop), ``failed`` or ``peer-closed``."""
+        return self._core.outcome
 
     def start(self) -> None:
         """Start the session (once; later calls do nothing)."""

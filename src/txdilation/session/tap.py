@@ -24,7 +24,7 @@ def makeService(options: Options) -> SessionService:
     """Build the session service from parsed options."""
     from twisted.internet import reactor
 
-    from .process import fail_process, install_signal_handlers, prepare
+    from .process import end_process, install_signal_handlers, prepare
     from .service import Session
     from .status import open_status_writer
 
@@ -32,6 +32,6 @@ def makeService(options: Options) -> SessionService:
     assert config is not None  # postOptions set it
     prepare(config)
     writer = open_status_writer(reactor, config.status)
-    session = Session(config, reactor, writer, on_failure=lambda: fail_process(reactor))
+    session = Session(config, reactor, writer, on_ended=lambda o: end_process(reactor, o))
     reactor.callWhenRunning(install_signal_handlers, reactor, session)  # type: ignore[attr-defined]
     return SessionService(session)
