@@ -12,8 +12,8 @@ what it opened.
   ``connection-hints`` held back until released (to attack a listener before the peer uses it).
 - ``RogueMailbox``: the mailbox of ONE real Dilator whose peer is played by a test.
 - ``Attacker``: a raw TCP client that sends fixed bytes and notes when the server closed.
-- ``vm_status_kib`` reads ``/proc/PID/status``; ``record_figures`` merges figures into the JSON
-  file named by ``TXDILATION_FIGURES`` (``docs/reliability-figures.json`` in a figures run).
+- ``vm_status_kib`` reads ``/proc/PID/status``; ``record_figures`` stores a test's figures in
+  the file named by ``TXDILATION_FIGURES`` (see ``tests.figures``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from twisted.python.failure import Failure
 from wormhole._interfaces import ISend
 from zope.interface import implementer
 
-from tests.harness import REPO_ROOT, loopback_env, restore_env
+from tests.harness import loopback_env, restore_env
 from tests.test_manager import RecordingTerminator
 from txdilation.connection import KCM, Ping, Pong, Record, encode_record, parse_record
 from txdilation.errors import DilationProtocolError
@@ -439,25 +439,17 @@ def vm_status_kib(field: str, pid: int | str = "self") -> int:
     raise KeyError(field)
 
 
-FIGURES_VARIABLE = "TXDILATION_FIGURES"
+def record_figures(test: Any, pairing: str = "all", **figures: float) -> None:
+    """Record ``figures`` for ``test`` (its id keys the record) with ``tests.figures.record``.
 
-
-def record_figures(section: str, **figures: Any) -> None:
-    """Merge ``figures`` into ``section`` of the JSON file named by ``TXDILATION_FIGURES``
-    (absolute, or relative to the repository).
-
-    Without that variable this does nothing (an ordinary test run writes no files). Keys of
-    other sections and other keys of ``section`` are kept.
+    Nothing is written unless ``TXDILATION_FIGURES`` names the figures file (so an ordinary run
+    never even imports the figures module).
     """
-    path = os.environ.get(FIGURES_VARIABLE)
-    if not path:
+    if not os.environ.get("TXDILATION_FIGURES", "").strip():
         return
-    target = REPO_ROOT / path  # (a relative path is relative to the repository)
-    data: dict[str, Any] = {}
-    if target.exists():
-        data = json.loads(target.read_text() or "{}")
-    data.setdefault(section, {}).update(figures)
-    target.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    from tests import figures as figures_file
+
+    figures_file.record(test.id(), pairing, **figures)
 
 
 __all__ = [

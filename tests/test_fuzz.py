@@ -5,8 +5,7 @@ into inputs by :class:`Source` (roles, flags, records, operation sequences), as 
 fuzzers do; Hypothesis still shrinks a failing case to a small one. One Hypothesis example
 carries 8 cases (generation, not the code under test, dominates the cost of an example).
 ``FuzzTests`` runs every target briefly; ``FuzzSlowTests`` runs at least 100,000 cases in all,
-counts them (``CASES``), and in a figures run writes the counts to
-``docs/reliability-figures.json``.
+counts them (``CASES``), and in a figures run records each target's count (``tests.figures``).
 
 Targets and what they pin:
 
@@ -900,9 +899,6 @@ SLOW_TOTAL = sum(quota for _, _, quota in TARGETS.values())
 CASES_PER_EXAMPLE = 8
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 
-#: Cases run, Hypothesis examples and seconds taken per target in this process's slow run.
-RUNS: dict[str, tuple[int, int, float]] = {}
-
 
 def fuzz_test(name: str, cases: int, *, slow: bool) -> Callable[[SynchronousTestCase], None]:
     """A test method running target ``name`` on at least ``cases`` generated cases."""
@@ -931,7 +927,12 @@ def fuzz_test(name: str, cases: int, *, slow: bool) -> Callable[[SynchronousTest
         ran = CASES[name] - before
         self.assertGreaterEqual(ran, cases, f"{name}: only {ran} cases ran")
         if slow:
-            RUNS[name] = (ran, counted["examples"], time.monotonic() - started)
+            record_figures(
+                self,
+                fuzz_cases_run=ran,
+                fuzz_hypothesis_examples=counted["examples"],
+                fuzz_seconds=round(time.monotonic() - started, 1),
+            )
 
     test.__doc__ = prop.__doc__
     return test
@@ -948,16 +949,6 @@ class FuzzSlowTests(SynchronousTestCase):
     def test_quota(self) -> None:
         """The slow run's quotas add up to at least 100,000 cases."""
         self.assertGreaterEqual(SLOW_TOTAL, 100_000)
-
-    def tearDown(self) -> None:
-        if len(RUNS) == len(TARGETS):
-            record_figures(
-                "fuzz",
-                cases_total=sum(n for n, _, _ in RUNS.values()),
-                hypothesis_examples_total=sum(e for _, e, _ in RUNS.values()),
-                seconds_total=round(sum(s for _, _, s in RUNS.values()), 1),
-                cases_per_target={name: n for name, (n, _, _) in sorted(RUNS.items())},
-            )
 
 
 for _name, (_, _, _quota) in TARGETS.items():

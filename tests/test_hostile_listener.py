@@ -153,14 +153,7 @@ class HostileListenerTests(TestCase):
 
         handled = len(bad) + len(slow) + len(second)
         self.assertLess(rss_growth, 64 * 1024, f"RSS grew by {rss_growth} KiB")
-        record_figures(
-            "hostile_listener",
-            connections_handled=handled,
-            bad_input_kinds=len(bad_inputs(LEADER)),
-            idle_connections=len(slow),
-            handshake_timeout_s=TIMEOUT,
-            rss_growth_kib=rss_growth,
-        )
+        record_figures(self, hostile_connections_handled=handled)
 
     async def echo(self, apis: list[Any]) -> None:
         from tests.test_manager import Collector, EchoProtocol
