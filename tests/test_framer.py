@@ -298,7 +298,7 @@ class FrameLimitTests(SynchronousTestCase):
         framer = framing_ready(Role.FOLLOWER)
         framer.set_max_frame_size(max_frame_size_for_record(DEFAULT_MAX_RECORD_SIZE))
         framer.receive_data(b"\xff\xff\xff\xff" + b"z" * 100)
-        self.assertLess(len(framer._buffer), 200)
+        self.assertLess(framer.buffered, 200)
         tracemalloc.start()
         try:
             self.assertRaises(FramingError, framer.next_event)
@@ -306,7 +306,7 @@ class FrameLimitTests(SynchronousTestCase):
         finally:
             tracemalloc.stop()
         self.assertLess(peak, 1_000_000)
-        self.assertLess(len(framer._buffer), 200)
+        self.assertEqual(framer.buffered, 0)
 
     def test_raised_limit(self) -> None:
         """After set_max_frame_size(n) a frame of n bytes passes and one of n+1 does not."""
@@ -358,57 +358,104 @@ class DeadFramerTests(SynchronousTestCase):
         self.assertRaises(FramingError, framer.next_event)
 
 
-class CountingFramer(Framer):
-    """A Framer that counts how often its buffer is compacted."""
-
-    compactions = 0
-
-    def _compact(self) -> None:
-        if self._offset:
-            self.compactions += 1
-        super()._compact()
-
-
 class LinearBufferTests(SynchronousTestCase):
     count = 10_000
 
-    def test_many_frames_one_read(self) -> None:
-        """Pulling 10,000 frames from one read never re-slices or shrinks the buffer.
+    def test_frames_within_a_read_are_views(self) -> None:
+        """10,000 frames of one read come out of next_frame as views of that very read.
 
-        The buffer object and its length stay the same while frames are pulled; the parsed
-        prefix is dropped once, by the next receive_data.
+        Nothing is copied for them (each payload's ``obj`` is the received ``bytes``); the
+        partial frame at the end stays where it is until the rest arrives, and next_event
+        returns ``bytes``.
         """
-        framer = CountingFramer(Role.LEADER)
-        framer.receive_data(PROLOGUE_FOLLOWER)
-        self.assertEqual(framer.next_event(), PrologueReceived())
+        framer = framing_ready()
         payloads = [i.to_bytes(4, "big") * 3 for i in range(self.count)]
         tail = framed(b"partial")[:6]
-        framer.receive_data(b"".join(framed(p) for p in payloads) + tail)
-        self.assertEqual(framer.compactions, 1)  # the prologue went at the start of that read
-        buffer = framer._buffer
-        size = len(buffer)
+        chunk = b"".join(framed(p) for p in payloads) + tail
+        framer.receive_data(chunk)
         for payload in payloads:
-            event = framer.next_event()
-            assert isinstance(event, Frame)
-            self.assertIs(type(event.payload), bytes)
-            self.assertEqual(event.payload, payload)
-            self.assertIs(framer._buffer, buffer)
-            self.assertEqual(len(buffer), size)
-        self.assertIsNone(framer.next_event())
-        self.assertEqual(framer.compactions, 1)
+            view = framer.next_frame()
+            assert view is not None
+            self.assertIs(view.obj, chunk)
+            self.assertTrue(view.readonly)
+            self.assertEqual(view, payload)
+        self.assertIsNone(framer.next_frame())
+        self.assertEqual(framer.buffered, 6)
         framer.receive_data(framed(b"partial")[6:])
-        self.assertEqual(framer.compactions, 2)
-        self.assertEqual(len(framer._buffer), len(framed(b"partial")))
-        self.assertEqual(framer.next_event(), Frame(b"partial"))
+        event = framer.next_event()
+        self.assertEqual(event, Frame(b"partial"))
+        assert isinstance(event, Frame)
+        self.assertIs(type(event.payload), bytes)
 
-    def test_compaction_once_per_read(self) -> None:
-        """Each receive_data compacts at most once, however many frames were pulled before."""
-        framer = CountingFramer(Role.LEADER)
-        framer.receive_data(PROLOGUE_FOLLOWER)
-        drain(framer)
-        reads = 50
-        for i in range(reads):
-            framer.receive_data(b"".join(framed(bytes([i])) for _ in range(20)))
-            self.assertEqual(len(drain(framer)), 20)
-        self.assertLessEqual(framer.compactions, reads)
-        self.assertEqual(len(framer._buffer) - framer._offset, 0)
+    def test_spanning_frame_assembled_once(self) -> None:
+        """A frame cut across three reads is assembled (each byte copied once) and returned as a
+        view of that private copy; the frame after it in the last read is a view of the read."""
+        framer = framing_ready()
+        framer.set_max_frame_size(10_000)
+        big = bytes(range(256)) * 30
+        wire = framed(big) + framed(b"next")
+        first, second, third = wire[:3], wire[3:5000], wire[5000:]
+        framer.receive_data(first)
+        self.assertIsNone(framer.next_frame())
+        framer.receive_data(second)
+        self.assertIsNone(framer.next_frame())
+        self.assertEqual(len(framer._partial), len(first) + len(second))
+        framer.receive_data(third)
+        view = framer.next_frame()
+        assert view is not None
+        self.assertEqual(view, big)
+        self.assertIsInstance(view.obj, bytearray)
+        self.assertTrue(view.readonly)
+        after = framer.next_frame()
+        assert after is not None
+        self.assertIs(after.obj, third)
+        self.assertEqual(after, b"next")
+        self.assertEqual(framer.buffered, 0)
+
+    def test_views_stay_valid(self) -> None:
+        """Views returned earlier keep their contents while later reads are parsed."""
+        framer = framing_ready()
+        framer.set_max_frame_size(1000)
+        kept = []
+        wire = b"".join(framed(bytes([i]) * (100 + i)) for i in range(40))
+        for start in range(0, len(wire), 333):  # frames both inside and across reads
+            framer.receive_data(wire[start : start + 333])
+            while (view := framer.next_frame()) is not None:
+                kept.append(view)
+        self.assertEqual([bytes(v) for v in kept], [bytes([i]) * (100 + i) for i in range(40)])
+
+    def test_small_reads_of_a_large_frame(self) -> None:
+        """A 1 MiB frame fed in 1000-byte reads is moved into one assembly buffer read by read
+        (the first read stays in place until a second one arrives)."""
+        framer = framing_ready()
+        framer.set_max_frame_size(2**20)
+        wire = framed(b"L" * 2**20)
+        starts = range(0, len(wire), 1000)
+        for start in starts[:-1]:
+            framer.receive_data(wire[start : start + 1000])
+            self.assertIsNone(framer.next_frame())
+            self.assertEqual(len(framer._partial), start + 1000 if start else 0)
+            self.assertEqual(framer.buffered, start + 1000)
+        framer.receive_data(wire[starts[-1] :])
+        view = framer.next_frame()
+        assert view is not None
+        self.assertEqual(len(view), 2**20)
+        self.assertEqual(framer.buffered, 0)
+
+    def test_next_frame_before_prologue(self) -> None:
+        """next_frame gives None until the prologue was received; framing says when."""
+        framer = Framer(Role.LEADER)
+        framer.receive_data(PROLOGUE_FOLLOWER + framed(b"a"))
+        self.assertFalse(framer.framing)
+        self.assertIsNone(framer.next_frame())
+        self.assertEqual(framer.next_event(), PrologueReceived())
+        self.assertTrue(framer.framing)
+        self.assertEqual(framer.next_frame(), b"a")
+
+    def test_frame_pieces(self) -> None:
+        """frame_pieces gives the length of the pieces together, then the pieces themselves."""
+        pieces = [b"abc", b"de"]
+        framed_pieces = Framer.frame_pieces(pieces)
+        self.assertEqual(framed_pieces[0], b"\x00\x00\x00\x05")
+        self.assertIs(framed_pieces[1], pieces[0])
+        self.assertEqual(b"".join(framed_pieces), framed(b"abcde"))

@@ -17,12 +17,16 @@ Invariants:
   header is parsed, before anything is buffered or allocated for its payload; the limit is read
   when a frame is parsed, so raising it with :meth:`Framer.set_max_frame_size` after the Noise
   handshake applies to every frame not yet returned, even if its bytes are already buffered;
-- buffering is linear: one ``bytearray`` plus a read offset, compacted once per
-  :meth:`Framer.receive_data`; each payload is copied out exactly once, as ``bytes``;
+- buffering is linear and copies as little as possible: each received chunk (``bytes``) is kept
+  as it is and read through a moving offset; :meth:`Framer.next_frame` returns a payload that
+  lies inside one chunk as a zero-copy ``memoryview`` of it, and only a frame that spans reads
+  is assembled, once, in a private ``bytearray`` that is never resized after its payload was
+  returned (so every returned view stays valid); :meth:`Framer.next_event` returns ``bytes``;
 - after a :class:`~txdilation.errors.FramingError` the framer is dead: every later call raises
   :class:`~txdilation.errors.FramingError` again.
 
-Outbound framing is the stateless :meth:`Framer.frame`, whose two pieces suit ``writeSequence``.
+Outbound framing is the stateless :meth:`Framer.frame` (or :meth:`Framer.frame_pieces` for a
+payload already in pieces), whose result suits ``writeSequence``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import enum
 import math
 import struct
 from binascii import hexlify
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -135,8 +141,11 @@ class Framer:
         self._expecting = _Expecting.RELAY_OK if expect_relay else _Expecting.PROLOGUE
         self._max_frame_size = 0
         self.set_max_frame_size(max_frame_size)
-        self._buffer = bytearray()
-        self._offset = 0  # bytes of _buffer already parsed
+        self._data = b""  # the chunk being parsed
+        self._view = memoryview(self._data)
+        self._offset = 0  # bytes of _data already parsed
+        self._queue: deque[bytes] = deque()  # chunks received after _data
+        self._partial = bytearray()  # a frame that spans chunks, as assembled so far
         self._matched = 0  # bytes of the expected relay answer/prologue already seen
         self._failure = ""
 
@@ -144,6 +153,17 @@ class Framer:
     def our_prologue(self) -> bytes:
         """The prologue we send (the Leader sends :data:`PROLOGUE_LEADER`)."""
         return self._our_prologue
+
+    @property
+    def framing(self) -> bool:
+        """True once the prologue was received: from then on only frames follow."""
+        return self._expecting is _Expecting.FRAMES
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned in an event."""
+        pending = sum(len(chunk) for chunk in self._queue)
+        return len(self._partial) + len(self._data) - self._offset + pending
 
     def set_max_frame_size(self, size: int) -> None:
         """Set the largest frame payload accepted from now on.
@@ -158,13 +178,19 @@ class Framer:
         self._max_frame_size = size
 
     def receive_data(self, data: bytes) -> None:
-        """Append received bytes; parsing waits for :meth:`next_event`.
+        """Append received bytes (kept as they are, not copied); parsing waits for the caller.
 
         :raises FramingError: when the framer already failed.
         """
         self._check_alive()
-        self._compact()
-        self._buffer += data
+        if not data:
+            return
+        if type(data) is not bytes:
+            data = bytes(data)  # only immutable chunks may be viewed without a copy
+        if self._offset == len(self._data) and not self._queue:
+            self._set_chunk(data)
+        else:
+            self._queue.append(data)
 
     def next_event(self) -> FramerEvent | None:
         """Parse and return the next event, or None when more bytes are needed.
@@ -174,7 +200,8 @@ class Framer:
         """
         self._check_alive()
         if self._expecting is _Expecting.FRAMES:
-            return self._next_frame()
+            payload = self.next_frame()
+            return None if payload is None else Frame(payload.tobytes())
         if self._expecting is _Expecting.PROLOGUE:
             if self._match(self._peer_prologue, "prologue"):
                 self._expecting = _Expecting.FRAMES
@@ -184,6 +211,70 @@ class Framer:
             self._expecting = _Expecting.PROLOGUE
             return RelayAccepted()
         return None
+
+    def next_frame(self) -> memoryview | None:
+        """Return the next frame's payload, or None when more bytes are needed (or the prologue
+        has not been received yet: see :attr:`framing`).
+
+        The payload is a read-only view that stays valid (the framer never writes to or
+        resizes what it points into), without a copy when the frame arrived within one chunk.
+
+        :raises FramingError: for a frame longer than the current limit, or when the framer
+            already failed.
+        """
+        if self._expecting is not _Expecting.FRAMES:
+            self._check_alive()
+            return None
+        while True:
+            if not self._partial:
+                data, start = self._data, self._offset
+                available = len(data) - start
+                if available >= _LENGTH.size:
+                    (length,) = _LENGTH.unpack_from(data, start)
+                    if length > self._max_frame_size:
+                        self._refuse(length)
+                    end = start + _LENGTH.size + length
+                    if end <= len(data):
+                        self._offset = end
+                        return self._view[start + _LENGTH.size : end]  # read-only: bytes
+                elif not available:
+                    if not self._queue:
+                        return None
+                    self._set_chunk(self._queue.popleft())
+                    continue
+                if not self._queue:
+                    return None  # the frame's start stays where it is until more arrives
+            payload = self._assemble()
+            if payload is not None or not self._queue:
+                return payload
+
+    def _assemble(self) -> memoryview | None:
+        """Move bytes of the frame that spans chunks into ``_partial``, up to its end.
+
+        :returns: the payload once complete (``_partial`` then starts afresh), else None
+            (this chunk is used up).
+        """
+        partial = self._partial
+        while True:
+            if len(partial) < _LENGTH.size:
+                need = _LENGTH.size - len(partial)
+            else:
+                (length,) = _LENGTH.unpack_from(partial, 0)
+                if length > self._max_frame_size:
+                    self._refuse(length)
+                need = _LENGTH.size + length - len(partial)
+                if not need:
+                    self._partial = bytearray()
+                    return memoryview(partial)[_LENGTH.size :].toreadonly()
+            start = self._offset
+            take = min(need, len(self._data) - start)
+            if not take:
+                if not self._queue:
+                    return None
+                self._set_chunk(self._queue.popleft())
+                continue
+            partial += self._view[start : start + take]
+            self._offset = start + take
 
     @staticmethod
     def frame(payload: bytes) -> tuple[bytes, bytes]:
@@ -197,52 +288,56 @@ class Framer:
             raise FramingError(f"frame of {length} bytes does not fit a 4-byte length prefix")
         return _LENGTH.pack(length), payload
 
-    def _compact(self) -> None:
-        """Drop the parsed prefix of the buffer (called once per receive_data)."""
-        if self._offset:
-            del self._buffer[: self._offset]
-            self._offset = 0
+    @staticmethod
+    def frame_pieces(pieces: Sequence[bytes]) -> list[bytes]:
+        """Frame the concatenation of ``pieces`` (without concatenating them).
 
-    def _next_frame(self) -> Frame | None:
-        buffer, start = self._buffer, self._offset
-        if len(buffer) - start < _LENGTH.size:
-            return None
-        (length,) = _LENGTH.unpack_from(buffer, start)
-        if length > self._max_frame_size:
-            self._fail(f"frame of {length} bytes exceeds the limit of {self._max_frame_size}")
-        start += _LENGTH.size
-        end = start + length
-        if len(buffer) < end:
-            return None
-        with memoryview(buffer) as view:
-            payload = view[start:end].tobytes()
-        self._offset = end
-        return Frame(payload)
+        :returns: ``[4-byte big-endian length, *pieces]``, ready for ``writeSequence``.
+        :raises FramingError: when the pieces add up to 2**32 bytes or more.
+        """
+        length = len(pieces[0]) if len(pieces) == 1 else sum(map(len, pieces))
+        if length >= _FRAME_LENGTH_LIMIT:
+            raise FramingError(f"frame of {length} bytes does not fit a 4-byte length prefix")
+        return [_LENGTH.pack(length), *pieces]
+
+    def _set_chunk(self, chunk: bytes) -> None:
+        self._data = chunk
+        self._view = memoryview(chunk)
+        self._offset = 0
 
     def _match(self, expected: bytes, what: str) -> bool:
-        """Consume the buffered bytes that continue ``expected``.
+        """Consume the received bytes that continue ``expected``.
 
         :returns: True once all of ``expected`` has arrived.
         :raises FramingError: at the first byte that differs.
         """
-        start = self._offset
-        count = min(len(expected) - self._matched, len(self._buffer) - start)
-        got = bytes(self._buffer[start : start + count])
-        if got != expected[self._matched : self._matched + count]:
-            seen = expected[: self._matched] + bytes(self._buffer[start : start + _EXCERPT])
-            self._fail(f"bad {what}: expected {expected!r}, got {seen[:_EXCERPT]!r}")
-        self._offset += count
-        self._matched += count
-        if self._matched < len(expected):
-            return False
+        while self._matched < len(expected):
+            start = self._offset
+            count = min(len(expected) - self._matched, len(self._data) - start)
+            if not count:
+                if not self._queue:
+                    return False
+                self._set_chunk(self._queue.popleft())
+                continue
+            got = self._data[start : start + count]
+            if got != expected[self._matched : self._matched + count]:
+                received = b"".join([self._data[start:], *self._queue])
+                seen = expected[: self._matched] + received[:_EXCERPT]
+                self._fail(f"bad {what}: expected {expected!r}, got {seen[:_EXCERPT]!r}")
+            self._offset = start + count
+            self._matched += count
         self._matched = 0
         return True
+
+    def _refuse(self, length: int) -> NoReturn:
+        self._fail(f"frame of {length} bytes exceeds the limit of {self._max_frame_size}")
 
     def _fail(self, message: str) -> NoReturn:
         self._expecting = _Expecting.NOTHING
         self._failure = message
-        self._buffer = bytearray()
-        self._offset = 0
+        self._set_chunk(b"")
+        self._queue.clear()
+        self._partial = bytearray()
         raise FramingError(message)
 
     def _check_alive(self) -> None:
