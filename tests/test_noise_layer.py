@@ -9,6 +9,7 @@ import noise.connection
 import noise.exceptions
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from noise.state import CipherState
 from twisted.trial.unittest import SynchronousTestCase
 from wormhole._dilation import _noise as stock_noise
 
@@ -297,6 +298,93 @@ class PlainNoiseInteropTests(SynchronousTestCase):
         self.assertEqual(bytes(theirs.read_message(message2)), b"")
         self.assertTrue(theirs.handshake_finished)
         self.check_transport(ours, theirs)
+
+
+def pieces_of(message: bytes) -> list[bytes]:
+    """``message`` cut into Noise transport plaintexts (one empty piece for b"")."""
+    cuts = range(0, len(message), MAX_PLAINTEXT_PIECE)
+    return [message[start : start + MAX_PLAINTEXT_PIECE] for start in cuts] or [b""]
+
+
+class NoiseprotocolDifferentialTests(SynchronousTestCase):
+    """Our transport step (ChaCha20-Poly1305 from ``cryptography``, keys and nonces taken from
+    the handshake) against noiseprotocol's own CipherState on the same keys and nonces."""
+
+    def connected(self, we_lead: bool) -> tuple[NoiseSession, Any]:
+        ours = NoiseSession(Role.LEADER if we_lead else Role.FOLLOWER, KEY)
+        theirs = plain(initiator=not we_lead)
+        if we_lead:
+            theirs.read_message(ours.start())
+            ours.receive_handshake(bytes(theirs.write_message()))
+        else:
+            theirs.read_message(ours.receive_handshake(bytes(theirs.write_message())))
+        self.assertTrue(theirs.handshake_finished)
+        return ours, theirs
+
+    def reference_states(self, theirs: Any) -> tuple[CipherState, CipherState]:
+        """Fresh noiseprotocol CipherStates: one with our sending key, one with theirs."""
+        protocol = theirs.noise_protocol
+        ours_sending = CipherState(protocol)
+        ours_sending.initialize_key(protocol.cipher_state_decrypt.k)
+        theirs_sending = CipherState(protocol)
+        theirs_sending.initialize_key(protocol.cipher_state_encrypt.k)
+        return ours_sending, theirs_sending
+
+    def check(self, sizes: list[int]) -> None:
+        for we_lead in (True, False):
+            ours, theirs = self.connected(we_lead)
+            ours_sending, theirs_sending = self.reference_states(theirs)
+            for size in sizes:
+                message = plaintext_of(size)
+                expected = b"".join(
+                    ours_sending.encrypt_with_ad(None, p) for p in pieces_of(message)
+                )
+                self.assertEqual(ours.encrypt(message), expected, (we_lead, size))
+                incoming = b"".join(
+                    theirs_sending.encrypt_with_ad(None, p) for p in pieces_of(message)
+                )
+                self.assertEqual(ours.decrypt(incoming), message)
+
+    def test_same_ciphertexts(self) -> None:
+        """For every size around the piece boundaries, in sequence (so the nonces advance by
+        one per piece), our ciphertext equals noiseprotocol's byte for byte, both roles; and we
+        decrypt what noiseprotocol encrypts."""
+        self.check([*SIZES, 3, 65519 * 3, 65519 * 3 + 7, 0, 9])
+
+    @settings(max_examples=20)
+    @given(st.lists(st.integers(0, 4 * MAX_PLAINTEXT_PIECE), max_size=6))
+    def test_same_ciphertexts_any_sequence(self, sizes: list[int]) -> None:
+        """Any sequence of message sizes gives noiseprotocol's ciphertexts exactly."""
+        self.check(sizes)
+
+    def test_pieces_equal_whole(self) -> None:
+        """encrypt_pieces(head, body) gives noiseprotocol's pieces of head + body, for heads
+        and bodies of any length (a memoryview body too); decrypt_pieces gives the plaintext
+        pieces of a frame payload (given as a memoryview)."""
+        cases = [(b"", b""), (b"h" * 9, b""), (b"h" * 9, b"b" * 65510), (b"h" * 9, b"b" * 65511)]
+        cases += [(b"h" * 9, memoryview(plaintext_of(200_000))), (b"H" * 70_000, b"tail")]
+        ours, theirs = self.connected(we_lead=True)
+        ours_sending, theirs_sending = self.reference_states(theirs)
+        for head, body in cases:
+            message = head + bytes(body)
+            expected = [ours_sending.encrypt_with_ad(None, p) for p in pieces_of(message)]
+            self.assertEqual(ours.encrypt_pieces(head, body), expected)
+            incoming = b"".join(theirs_sending.encrypt_with_ad(None, p) for p in pieces_of(message))
+            self.assertEqual(ours.decrypt_pieces(memoryview(incoming)), pieces_of(message))
+
+    def test_nonce_limit(self) -> None:
+        """Like noiseprotocol, the nonce 2**64-1 is never used: a session that would need it
+        fails with NoiseError (and stays dead) instead of encrypting or decrypting with it."""
+        leader, follower = pair()
+        leader._send_nonce = 2**64 - 2
+        follower._recv_nonce = 2**64 - 2
+        follower.decrypt(leader.encrypt(b"last"))
+        self.assertRaises(NoiseError, leader.encrypt, b"one too many")
+        self.assertRaises(NoiseError, follower.decrypt, bytes(17))
+        self.assertRaises(NoiseError, leader.encrypt, b"dead")
+        other, _ = pair()
+        other._send_nonce = 2**64 - 3
+        self.assertRaises(NoiseError, other.encrypt, bytes(3 * MAX_PLAINTEXT_PIECE))
 
 
 class DropInNamesTests(SynchronousTestCase):

@@ -16,17 +16,23 @@ Invariants:
   raises :class:`~txdilation.errors.NoiseError`, never the library's own exceptions;
 - after a :class:`~txdilation.errors.NoiseError` the session is dead (its nonces may be out of
   step): every later call raises :class:`~txdilation.errors.NoiseError` again;
-- the ``noise`` package (noiseprotocol) is used only inside :class:`NoiseSession`, so that the
-  transport step can later be driven by ``cryptography`` directly.
+- the ``noise`` package (noiseprotocol) runs the handshake only; the transport messages are
+  ChaCha20-Poly1305 from ``cryptography`` driven with the two transport keys the handshake
+  produced and Noise's nonces (64-bit counters from 0, little-endian after 4 zero bytes, empty
+  associated data; the last nonce, 2**64-1, is never used): byte for byte what noiseprotocol
+  would produce, without its per-message Python layers. One AEAD object per direction is made
+  once, when the handshake completes.
 """
 
 from __future__ import annotations
 
 import enum
+import struct
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from noise import exceptions as noise_exceptions
 from noise.connection import NoiseConnection
 
@@ -38,6 +44,11 @@ MAX_PLAINTEXT_PIECE = 65519
 MAX_CIPHERTEXT_PIECE = 65535
 HANDSHAKE_MESSAGE_SIZE = 48  # 32-byte ephemeral public key + 16-byte tag of the empty payload
 DILATION_KEY_SIZE = 32
+
+#: Noise's ChaChaPoly nonce: 4 zero bytes, then the 64-bit counter, little-endian.
+_NONCE = struct.Struct("<4xQ")
+#: Noise never uses the nonce 2**64-1 (it is reserved; noiseprotocol refuses it too).
+_NONCE_LIMIT = 2**64 - 1
 
 # What noiseprotocol (and cryptography beneath it) raise on bad input or misuse.
 _LIBRARY_FAILURES = (
@@ -82,6 +93,9 @@ class NoiseSession:
         else:
             self._noise.set_as_responder()
         self._noise.start_handshake()
+        self._encryptor: ChaCha20Poly1305 | None = None
+        self._decryptor: ChaCha20Poly1305 | None = None
+        self._send_nonce = self._recv_nonce = 0
 
     @property
     def handshake_complete(self) -> bool:
@@ -104,7 +118,7 @@ class NoiseSession:
         self._phase = _Phase.AWAITING_REPLY
         return bytes(message)
 
-    def receive_handshake(self, message: bytes) -> bytes | None:
+    def receive_handshake(self, message: bytes | memoryview) -> bytes | None:
         """Process the peer's handshake message, completing the handshake.
 
         :param message: the payload of the first frame after the peer's prologue.
@@ -128,6 +142,7 @@ class NoiseSession:
             reply = bytes(self._guard("writing handshake message 2", self._noise.write_message))
         if not self._noise.handshake_finished:
             self._fail("handshake did not complete")
+        self._take_transport_keys()
         self._phase = _Phase.COMPLETE
         return reply
 
@@ -138,36 +153,100 @@ class NoiseSession:
             of consecutive 65519-byte pieces.
         :raises NoiseError: before the handshake completes, or after a failure.
         """
-        self._check_complete()
-        encrypt = self._noise.encrypt
-        plaintext = bytes(plaintext)
-        if len(plaintext) <= MAX_PLAINTEXT_PIECE:
-            return bytes(self._guard("encrypting", encrypt, plaintext))
-        pieces = [
-            self._guard("encrypting", encrypt, plaintext[start : start + MAX_PLAINTEXT_PIECE])
-            for start in range(0, len(plaintext), MAX_PLAINTEXT_PIECE)
-        ]
-        return b"".join(pieces)
+        pieces = self.encrypt_pieces(plaintext)
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
-    def decrypt(self, payload: bytes) -> bytes:
+    def encrypt_pieces(self, head: bytes, body: bytes | memoryview = b"") -> list[bytes]:
+        """Encrypt the record plaintext ``head + body`` into ciphertext pieces.
+
+        The pieces, concatenated, are the frame payload :meth:`encrypt` returns; keeping them
+        apart lets the caller hand them to ``writeSequence`` without joining them. Only the
+        first piece's plaintext is assembled (``head`` and the start of ``body``); later pieces
+        are encrypted straight from ``body``.
+
+        :param head: the start of the plaintext (e.g. a record's tag and header fields).
+        :param body: the rest (e.g. a DATA record's payload).
+        :raises NoiseError: before the handshake completes, or after a failure.
+        """
+        aead = self._encryptor
+        if aead is None:
+            self._check_complete()
+            raise AssertionError("unreachable")  # pragma: no cover
+        n = self._send_nonce
+        size = len(head) + len(body)
+        if size <= MAX_PLAINTEXT_PIECE:
+            if n >= _NONCE_LIMIT:
+                self._fail("encrypting failed: nonces exhausted")
+            self._send_nonce = n + 1
+            return [aead.encrypt(_NONCE.pack(n), head + body if body else head, None)]
+        first = MAX_PLAINTEXT_PIECE - len(head)
+        if first < 0:  # a head longer than one piece: treat it all as body
+            head, body, first = b"", head + body, MAX_PLAINTEXT_PIECE
+        view = memoryview(body)
+        count = 1 + -(-(len(view) - first) // MAX_PLAINTEXT_PIECE)
+        if n + count > _NONCE_LIMIT:
+            self._fail("encrypting failed: nonces exhausted")
+        self._send_nonce = n + count
+        pack = _NONCE.pack
+        pieces = [aead.encrypt(pack(n), head + view[:first], None)]
+        for start in range(first, len(view), MAX_PLAINTEXT_PIECE):
+            n += 1
+            pieces.append(aead.encrypt(pack(n), view[start : start + MAX_PLAINTEXT_PIECE], None))
+        return pieces
+
+    def decrypt(self, payload: bytes | memoryview) -> bytes:
         """Decrypt one frame payload into one record plaintext.
 
         :returns: the plaintext (pieces joined when the payload exceeds 65535 bytes).
         :raises NoiseError: when a piece does not authenticate, before the handshake completes,
             or after a failure.
         """
-        self._check_complete()
-        decrypt = self._noise.decrypt
-        if len(payload) <= MAX_CIPHERTEXT_PIECE:
-            return bytes(self._guard("decrypting", decrypt, bytes(payload)))
-        with memoryview(payload) as view:
-            pieces = [
-                self._guard(
-                    "decrypting", decrypt, view[start : start + MAX_CIPHERTEXT_PIECE].tobytes()
+        pieces = self.decrypt_pieces(payload)
+        return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+    def decrypt_pieces(self, payload: bytes | memoryview) -> list[bytes]:
+        """Decrypt one frame payload into the plaintexts of its pieces (not joined).
+
+        :param payload: a frame payload (any bytes-like object; a ``memoryview`` is not
+            copied).
+        :raises NoiseError: when a piece does not authenticate, before the handshake completes,
+            or after a failure.
+        """
+        aead = self._decryptor
+        if aead is None:
+            self._check_complete()
+            raise AssertionError("unreachable")  # pragma: no cover
+        n = self._recv_nonce
+        size = len(payload)
+        try:
+            if size <= MAX_CIPHERTEXT_PIECE:
+                if n >= _NONCE_LIMIT:
+                    self._fail("decrypting failed: nonces exhausted")
+                pieces = [aead.decrypt(_NONCE.pack(n), payload, None)]
+                self._recv_nonce = n + 1
+                return pieces
+            view = payload if type(payload) is memoryview else memoryview(payload)
+            if n + -(-size // MAX_CIPHERTEXT_PIECE) > _NONCE_LIMIT:
+                self._fail("decrypting failed: nonces exhausted")
+            pack = _NONCE.pack
+            pieces = []
+            for start in range(0, size, MAX_CIPHERTEXT_PIECE):
+                pieces.append(
+                    aead.decrypt(pack(n), view[start : start + MAX_CIPHERTEXT_PIECE], None)
                 )
-                for start in range(0, len(view), MAX_CIPHERTEXT_PIECE)
-            ]
-        return b"".join(pieces)
+                n += 1
+        except _LIBRARY_FAILURES as e:
+            self._fail(f"decrypting failed: {type(e).__name__}: {e}")
+        self._recv_nonce = n
+        return pieces
+
+    def _take_transport_keys(self) -> None:
+        """The handshake is complete: drive ChaCha20-Poly1305 with its keys and nonces."""
+        protocol = self._noise.noise_protocol
+        sending, receiving = protocol.cipher_state_encrypt, protocol.cipher_state_decrypt
+        self._encryptor = ChaCha20Poly1305(bytes(sending.k))
+        self._decryptor = ChaCha20Poly1305(bytes(receiving.k))
+        self._send_nonce, self._recv_nonce = sending.n, receiving.n
 
     def _guard(self, doing: str, call: Callable[..., _T], *args: bytes) -> _T:
         """Run a noiseprotocol call, turning its failures into NoiseError (and death)."""
@@ -186,6 +265,7 @@ class NoiseSession:
             raise NoiseError(f"Noise session already failed: {self._failure}")
 
     def _fail(self, message: str) -> NoReturn:
+        self._encryptor = self._decryptor = None
         self._phase = _Phase.FAILED
         self._failure = message
         raise NoiseError(message)
