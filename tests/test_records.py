@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from hypothesis import given
@@ -19,7 +20,9 @@ from txdilation.connection import (
     Pong,
     Record,
     encode_record,
+    encode_record_parts,
     parse_record,
+    parse_record_pieces,
 )
 from txdilation.errors import RecordError
 
@@ -187,3 +190,51 @@ class StockDifferentialTests(SynchronousTestCase):
     def test_we_parse_stock(self, record: Record) -> None:
         """Our parse_record reads stock's encoding as the original record."""
         self.assertEqual(parse_record(stock.encode_record(to_stock(record))), record)
+
+
+class PartsAndPiecesTests(SynchronousTestCase):
+    """The byte path's forms of the codec equal the plain one."""
+
+    @given(records)
+    def test_parts_join_to_the_encoding(self, record: Record) -> None:
+        """head + body of encode_record_parts is encode_record's plaintext; a DATA record's
+        body is its payload object itself, every other record's body is empty."""
+        head, body = encode_record_parts(record)
+        self.assertEqual(head + body, encode_record(record))
+        if isinstance(record, Data):
+            self.assertIs(body, record.data)
+        else:
+            self.assertEqual(body, b"")
+
+    def test_parts_out_of_range(self) -> None:
+        """encode_record_parts refuses what encode_record refuses, with RecordError."""
+        for record in [Data(seqnum=2**32, scid=1, data=b""), Data(seqnum=1, scid=-1, data=b"")]:
+            with self.subTest(record=record):
+                self.assertRaises(RecordError, encode_record_parts, record)
+        self.assertRaises(TypeError, encode_record_parts, stock.KCM())
+
+    @given(records, st.data())
+    def test_pieces_parse_like_the_whole(self, record: Record, data: st.DataObject) -> None:
+        """parse_record_pieces of the plaintext cut anywhere (as Noise pieces would cut it, or
+        elsewhere) gives the record parse_record gives for the whole plaintext."""
+        plaintext = encode_record(record)
+        cuts = sorted(data.draw(st.lists(st.integers(1, max(1, len(plaintext))), max_size=3)))
+        bounds = [0, *cuts, len(plaintext)]
+        pieces = [plaintext[a:b] for a, b in itertools.pairwise(bounds) if a < b]
+        self.assertEqual(parse_record_pieces(pieces or [plaintext]), record)
+
+    def test_data_in_noise_pieces(self) -> None:
+        """A DATA record cut at 65519 bytes (Noise pieces) parses to its payload as bytes."""
+        record = Data(seqnum=7, scid=3, data=bytes(range(256)) * 600)
+        plaintext = encode_record(record)
+        pieces = [plaintext[i : i + 65519] for i in range(0, len(plaintext), 65519)]
+        self.assertEqual(len(pieces), 3)
+        parsed = parse_record_pieces(pieces)
+        self.assertEqual(parsed, record)
+        assert isinstance(parsed, Data)
+        self.assertIs(type(parsed.data), bytes)
+
+    def test_pieces_garbage(self) -> None:
+        """Malformed plaintexts in pieces raise RecordError as whole ones do."""
+        self.assertRaises(RecordError, parse_record_pieces, [b"\x09", b"abc"])
+        self.assertRaises(RecordError, parse_record_pieces, [b"\x05\x00", b"\x00"])

@@ -2,7 +2,10 @@
 
 Each record is a frozen, slotted dataclass with stock magic-wormhole's field names.
 :func:`encode_record` and :func:`parse_record` are pure and exact inverses on valid input:
-``parse_record(encode_record(r)) == r``. Any malformed plaintext (empty, unknown tag, wrong
+``parse_record(encode_record(r)) == r``. :func:`encode_record_parts` and
+:func:`parse_record_pieces` are the same codec for the byte path, which keeps a DATA record's
+payload apart from its 9-byte header (no concatenation on the way out, one copy on the way in).
+Any malformed plaintext (empty, unknown tag, wrong
 length, bad UTF-8) raises :class:`~txdilation.errors.RecordError`, never ``IndexError`` or
 ``struct.error``.
 
@@ -20,6 +23,7 @@ Layout (tag byte, then fields; integers are 4-byte big-endian)::
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import RecordError
@@ -138,6 +142,23 @@ def encode_record(record: Record) -> bytes:
     raise TypeError(f"not a record: {record!r}")
 
 
+def encode_record_parts(record: Record) -> tuple[bytes, bytes]:
+    """Return the plaintext of ``record`` as ``(head, body)``: ``head + body`` is
+    ``encode_record(record)``; ``body`` is a DATA record's payload (the same object, not a
+    copy) and empty for every other record.
+
+    :raises RecordError: when a field is out of range (e.g. a seqnum >= 2**32).
+    :raises TypeError: when ``record`` is not a record.
+    """
+    if type(record) is Data:
+        scid, seqnum = record.scid, record.seqnum
+        if not (type(scid) is int and type(seqnum) is int and 0 <= scid <= _U32_MAX >= seqnum >= 0):
+            _check_u32("scid", scid)
+            _check_u32("seqnum", seqnum)
+        return _HEAD.pack(4, scid, seqnum), record.data
+    return encode_record(record), b""
+
+
 def _parse_data(plaintext: bytes) -> Record:
     if len(plaintext) < 9:
         raise RecordError(f"truncated DATA record ({len(plaintext)} bytes)")
@@ -211,6 +232,23 @@ def parse_record(plaintext: bytes) -> Record:
     return parser(bytes(plaintext))
 
 
+def parse_record_pieces(pieces: Sequence[bytes]) -> Record:
+    """Parse one decrypted record given as the plaintexts of its Noise pieces.
+
+    Equal to ``parse_record(b"".join(pieces))``, but a DATA record spread over several pieces
+    has its payload copied once (straight out of the pieces), not joined and then sliced.
+
+    :raises RecordError: as :func:`parse_record`.
+    """
+    if len(pieces) == 1:
+        return parse_record(pieces[0])
+    first = pieces[0]
+    if len(first) >= 9 and first[0] == 4:
+        _, scid, seqnum = _HEAD.unpack_from(first)
+        return Data(seqnum, scid, b"".join([memoryview(first)[9:], *pieces[1:]]))
+    return parse_record(b"".join(pieces))
+
+
 __all__ = [
     "KCM",
     "T_ACK",
@@ -229,5 +267,7 @@ __all__ = [
     "Record",
     "SequencedRecord",
     "encode_record",
+    "encode_record_parts",
     "parse_record",
+    "parse_record_pieces",
 ]

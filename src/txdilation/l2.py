@@ -20,7 +20,14 @@ Invariants:
   arrived in the same read as the Leader's KCM reach the sink in order;
 - any :class:`~txdilation.errors.DilationProtocolError` drops this connection only;
 - an unselected connection that does not get selected within ``handshake_timeout`` seconds is
-  aborted (idle or slow-loris connections cannot pile up).
+  aborted (idle or slow-loris connections cannot pile up);
+- the byte path is plain code: after the prologue, ``dataReceived`` pulls frames as zero-copy
+  views (:meth:`~txdilation.framer.Framer.next_frame`), decrypts them in place and parses each
+  record once; a DATA record goes out as ``writeSequence([length, *ciphertext pieces])``
+  without joining its pieces; nothing is logged per record;
+- the TCP transport reads and buffers up to :data:`TCP_BUFFER_SIZE` bytes at a time (Twisted's
+  default, 64 KiB, is less than one 64 KiB record with its header and tags, which would cost a
+  reactor turn, a pause and a resume per record).
 """
 
 from __future__ import annotations
@@ -37,11 +44,10 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from ._interfaces import ICandidateOwner, IDilatedConnection, IRecordSink
-from .connection import KCM, Record, encode_record, parse_record
+from .connection import KCM, Record, encode_record_parts, parse_record, parse_record_pieces
 from .errors import DilationProtocolError, FramingError
 from .framer import (
     DEFAULT_MAX_RECORD_SIZE,
-    Frame,
     Framer,
     PrologueReceived,
     RelayAccepted,
@@ -51,6 +57,10 @@ from .noise_layer import NoiseSession
 from .roles import FOLLOWER, LEADER, Role
 
 DEFAULT_HANDSHAKE_TIMEOUT = 30.0
+
+#: Bytes the TCP transport reads per ``recv`` and buffers before pausing its producer
+#: (``bufferSize``), and sends per ``send`` (``SEND_LIMIT``), when it has those attributes.
+TCP_BUFFER_SIZE = 2**20
 
 _log = Logger(namespace="txdilation.l2")
 
@@ -115,7 +125,7 @@ class DilatedConnectionProtocol(Protocol):
         self._framer = Framer(role, expect_relay=relay_line is not None)
         self._noise = NoiseSession(role, dilation_key)
         self._sink: IRecordSink | None = None
-        self._on_frame: Callable[[bytes], None] = self._frame_too_early
+        self._on_frame: Callable[[memoryview], None] = self._frame_too_early
         self._timer: IDelayedCall | None = None
         self._open = False
         self.reading_paused = False
@@ -130,6 +140,11 @@ class DilatedConnectionProtocol(Protocol):
 
     def connectionMade(self) -> None:
         self._open = True
+        transport: Any = self.transport
+        if getattr(transport, "bufferSize", TCP_BUFFER_SIZE) < TCP_BUFFER_SIZE:
+            transport.bufferSize = TCP_BUFFER_SIZE
+        if getattr(transport, "SEND_LIMIT", TCP_BUFFER_SIZE) < TCP_BUFFER_SIZE:
+            transport.SEND_LIMIT = TCP_BUFFER_SIZE
         self._timer = self._clock.callLater(self._handshake_timeout, self._timed_out)
         if self._relay_line is not None:
             self.events.connected_via_relay()
@@ -143,12 +158,18 @@ class DilatedConnectionProtocol(Protocol):
         try:
             framer.receive_data(data)
             while self._failed_reason is None:
+                if framer.framing:  # from now on only frames: the tight loop
+                    next_frame = framer.next_frame
+                    while self._failed_reason is None:
+                        payload = next_frame()
+                        if payload is None:
+                            return
+                        self._on_frame(payload)
+                    return
                 event = framer.next_event()
                 if event is None:
                     return
-                if type(event) is Frame:
-                    self._on_frame(event.payload)
-                elif type(event) is PrologueReceived:
+                if type(event) is PrologueReceived:
                     self.events.prologue_received()
                 elif type(event) is RelayAccepted:
                     self.events.relay_accepted()
@@ -162,17 +183,17 @@ class DilatedConnectionProtocol(Protocol):
 
     # --- frame handlers, swapped by the machine's behaviours ---
 
-    def _frame_too_early(self, payload: bytes) -> None:
+    def _frame_too_early(self, payload: memoryview) -> None:
         raise FramingError("frame before the handshake could start")
 
-    def _frame_handshake(self, payload: bytes) -> None:
+    def _frame_handshake(self, payload: memoryview) -> None:
         reply = self._noise.receive_handshake(payload)
         if reply is not None:
             self._write_frame(reply)
         self._framer.set_max_frame_size(max_frame_size_for_record(self._max_record_size))
         self.events.handshake_completed()
 
-    def _frame_before_selection(self, payload: bytes) -> None:
+    def _frame_before_selection(self, payload: memoryview) -> None:
         record = parse_record(self._noise.decrypt(payload))
         if type(record) is not KCM:
             raise DilationProtocolError(f"{type(record).__name__} record before selection")
@@ -183,8 +204,8 @@ class DilatedConnectionProtocol(Protocol):
             self._nominated = False
             self._owner.candidate_ready(self)
 
-    def _frame_selected(self, payload: bytes) -> None:
-        record = parse_record(self._noise.decrypt(payload))
+    def _frame_selected(self, payload: memoryview) -> None:
+        record = parse_record_pieces(self._noise.decrypt_pieces(payload))
         if type(record) is KCM:
             raise DilationProtocolError("KCM on an already selected connection")
         sink = self._sink
@@ -202,6 +223,11 @@ class DilatedConnectionProtocol(Protocol):
         if self._open and self.transport is not None:
             self.transport.writeSequence(Framer.frame(payload))
 
+    def _encrypted(self, record: Record) -> list[bytes]:
+        """``record`` encoded, encrypted and framed: the pieces for ``writeSequence``."""
+        head, body = encode_record_parts(record)
+        return Framer.frame_pieces(self._noise.encrypt_pieces(head, body))
+
     def send_record(self, record: Record) -> None:
         """Encode, encrypt, frame and write one record (no-op once closed).
 
@@ -209,22 +235,22 @@ class DilatedConnectionProtocol(Protocol):
         drops this connection instead of raising into the caller.
         """
         try:
-            payload = self._noise.encrypt(encode_record(record))
+            parts = self._encrypted(record)
         except DilationProtocolError as e:
             self.fail(f"cannot send {type(record).__name__}: {e}")
             return
-        self._write_frame(payload)
+        if self._open and self.transport is not None:
+            self.transport.writeSequence(parts)
 
     def send_records(self, records: Iterable[Record]) -> None:
         """Send several records with one ``writeSequence``."""
         if not (self._open and self.transport is not None):
             return
         parts: list[bytes] = []
-        encrypt = self._noise.encrypt
-        frame = Framer.frame
+        encrypted = self._encrypted
         try:
             for record in records:
-                parts.extend(frame(encrypt(encode_record(record))))
+                parts += encrypted(record)
         except DilationProtocolError as e:
             self.fail(f"cannot send records: {e}")
             return
