@@ -13,7 +13,9 @@ digests, not just lengths. Pairs (left/right, in any order):
   echoed back, verified, then closed (fully or half-closed with ``--half-close``).
 - ``echo-both`` + ``echo-both``: both peers listen and open subchannels at the same time.
 - ``bulk-send`` + ``bulk-recv``: ``--total`` bytes in ``--chunk`` writes through a registered
-  push producer, then close; both report the stream's SHA-256.
+  push producer, then close; both report the stream's SHA-256. With ``--read-rate`` and
+  ``--read-stall`` the receiver is a slow reader (it pauses its subchannel); both report their
+  peak memory (``vm_hwm_kib``), a txdilation sender its largest unacknowledged backlog.
 - ``close-first`` + ``close-second``: one message echoed on a subchannel that stays open; the
   first peer closes its wormhole, the second closes its own once the first has exited (stdin
   EOF); each reports whether its open subchannel got ``connectionLost`` from the close.
@@ -363,6 +365,7 @@ class BulkSender(Protocol):
         self._closed = False
         self.digest = hashlib.sha256()
         self.pauses = 0
+        self.max_unacked: int | None = None
         self.lost: Deferred[None] = Deferred()
 
     def connectionMade(self) -> None:
@@ -385,6 +388,7 @@ class BulkSender(Protocol):
             self._remaining -= len(piece)
             self.digest.update(piece)
             self.transport.write(piece)
+        self._note_unacked()
         if self._remaining <= 0:
             if not self._closed:
                 self._closed = True
@@ -392,6 +396,13 @@ class BulkSender(Protocol):
                 self.transport.loseConnection()
         elif not self._paused:
             self._schedule()
+
+    def _note_unacked(self) -> None:
+        """txdilation only: the largest unacknowledged outbound backlog seen, in bytes."""
+        mux = getattr(getattr(self.transport, "_manager", None), "_mux", None)
+        outbound = getattr(mux, "_outbound", None)
+        if outbound is not None:
+            self.max_unacked = max(self.max_unacked or 0, outbound.queued_bytes)
 
     def pauseProducing(self) -> None:
         self._paused = True
@@ -439,21 +450,55 @@ class LinkCutter:
 
 
 class BulkReceiver(Protocol):
-    """Hashes everything it receives; ``done`` fires at ``connectionLost``."""
+    """Hashes everything it receives; ``done`` fires at ``connectionLost``.
 
-    def __init__(self, reactor: Any = None, cut_interval: float = 0.0) -> None:
+    A slow reader when asked: it reads nothing for ``read_stall`` seconds, then at most
+    ``read_rate`` bytes per second (0: as fast as it comes), pausing its subchannel between.
+    """
+
+    def __init__(
+        self,
+        reactor: Any = None,
+        cut_interval: float = 0.0,
+        read_rate: float = 0.0,
+        read_stall: float = 0.0,
+    ) -> None:
         self._reactor = reactor
         self._cutter = LinkCutter(cut_interval)
+        self._read_rate = read_rate
+        self._read_stall = read_stall
+        self._started = 0.0
+        self._holding = False
+        self.holds = 0
         self.digest = hashlib.sha256()
         self.bytes = 0
         self.done: Deferred[None] = Deferred()
 
     def connectionMade(self) -> None:
         self._cutter.start(self._reactor, self.transport)
+        if self._reactor is not None:
+            self._started = self._reactor.seconds()
+        if self._read_stall > 0:
+            self._hold(self._read_stall)
 
     def dataReceived(self, data: bytes) -> None:
         self.digest.update(data)
         self.bytes += len(data)
+        if self._read_rate > 0 and not self._holding:
+            due = self._started + self._read_stall + self.bytes / self._read_rate
+            if due > self._reactor.seconds():
+                self._hold(due - self._reactor.seconds())
+
+    def _hold(self, seconds: float) -> None:
+        self._holding = True
+        self.holds += 1
+        self.transport.pauseProducing()
+        self._reactor.callLater(seconds, self._release)
+
+    def _release(self) -> None:
+        self._holding = False
+        if not self.done.called:
+            self.transport.resumeProducing()
 
     def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
         self._cutter.stop()
@@ -477,6 +522,8 @@ async def bulk_send(peer: Peer) -> dict[str, Any]:
         "seconds": round(seconds, 3),
         "pauses": sender.pauses,
         "cuts": sender._cutter.cuts,
+        "vm_hwm_kib": vm_hwm_kib(),
+        "max_unacked_bytes": sender.max_unacked,
     }
 
 
@@ -486,7 +533,13 @@ async def bulk_recv(peer: Peer) -> dict[str, Any]:
     first: Deferred[BulkReceiver] = Deferred()
 
     def build() -> BulkReceiver:
-        receiver = BulkReceiver(peer.reactor, peer.args.cut_interval)
+        args = peer.args
+        receiver = BulkReceiver(
+            peer.reactor,
+            args.cut_interval,
+            getattr(args, "read_rate", 0.0),
+            getattr(args, "read_stall", 0.0),
+        )
         receivers.append(receiver)
         if not first.called:
             first.callback(receiver)
@@ -511,7 +564,21 @@ async def bulk_recv(peer: Peer) -> dict[str, Any]:
         "seconds": round(seconds, 3),
         "subchannels": len(receivers),
         "cuts": receiver._cutter.cuts,
+        "holds": receiver.holds,
+        "vm_hwm_kib": vm_hwm_kib(),
     }
+
+
+def vm_hwm_kib() -> int | None:
+    """This process's peak resident memory (VmHWM, KiB), or None where /proc has no such line."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
