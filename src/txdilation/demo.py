@@ -49,7 +49,8 @@ def _blocks(seed: bytes) -> list[bytes]:
 class Exchange(Protocol):
     """Sends ``send_total`` bytes derived from ``seed`` through a push producer, then closes
     its write side; hashes what it reads until end of input. ``done`` fires (with the
-    protocol) once both directions have ended.
+    protocol) once both directions have ended. :meth:`hold_at` stops sending at a byte count
+    until :meth:`release` (to act while the earlier bytes are still in flight).
 
     :ivar sent: bytes written so far. :ivar received: bytes read so far.
     :ivar sent_digest: SHA-256 of what was written. :ivar received_digest: of what was read.
@@ -70,6 +71,34 @@ class Exchange(Protocol):
         self._scheduled = False
         self._write_closed = False
         self._read_closed = False
+        self._hold_at: int | None = None
+        self._held: Deferred[None] | None = None
+
+    def hold_at(self, count: int) -> Deferred[None]:
+        """Stop sending once ``count`` bytes were written; fires then (at once if already)."""
+        self._hold_at = count
+        self._held = Deferred()
+        held = self._held
+        if self.sent >= count:
+            self._held = None
+            held.callback(None)
+        return held
+
+    def release(self) -> None:
+        """Send on after :meth:`hold_at`."""
+        self._hold_at = None
+        self._schedule()
+
+    def _limit(self) -> int:
+        return self.send_total if self._hold_at is None else min(self.send_total, self._hold_at)
+
+    def _holding(self) -> bool:
+        if self._hold_at is None or self.sent < self._hold_at:
+            return False
+        held, self._held = self._held, None
+        if held is not None:
+            held.callback(None)
+        return True
 
     def connectionMade(self) -> None:
         self.started = time.perf_counter()
@@ -87,8 +116,13 @@ class Exchange(Protocol):
         for _ in range(_WRITES_PER_TURN):
             if self._paused or self.sent >= self.send_total or self._write_closed:
                 break
+            if self._holding():
+                return
             block = self._blocks[(self._index * 7 + 3) % _BLOCKS]
-            piece = block[: min(CHUNK, self.send_total - self.sent)]
+            limit = (
+                self.send_total if self._hold_at is None else min(self.send_total, self._hold_at)
+            )
+            piece = block[: min(CHUNK, limit - self.sent)]
             self._index += 1
             self.sent += len(piece)
             self.sent_digest.update(piece)
@@ -275,30 +309,25 @@ class _Demo:
         )
 
         client = Exchange(reactor, b"client", total)
-        endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", int(listening.rsplit(":", 1)[1]))
-        await connectProtocol(endpoint, client)  # type: ignore[no-untyped-call]
-        self.say(f"sending {total / 2**20:.0f} MiB through the forward, cutting the link {cuts}x")
-        cut_points = [total * (i + 1) // (cuts + 1) for i in range(cuts)]
         cut_log: list[str] = []
-        last_print = 0.0
-        lead, end = ("\r", "") if self.tty else ("", "\n")
-        while not (client.done.called and service.built and service.built[0].done.called):
-            await _sleep(reactor, 0.05)
-            arrived = service.built[0].received if service.built else 0
-            if cut_points and arrived >= cut_points[0]:
-                cut_points.pop(0)
-                victim = (a, b)[len(cut_log) % 2]
-                victim.signal("USR2")
-                cut_log.append(victim.name)
-            now = time.perf_counter()
-            if now - last_print > (0.25 if self.tty else 2.0):
-                last_print = now
-                line = f"  {_bar(arrived, total)}  cuts {len(cut_log)}/{cuts}"
-                print(f"{lead}{line}", end=end, file=self.out, flush=True)
+        endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", int(listening.rsplit(":", 1)[1]))
+        self.say(f"sending {total / 2**20:.0f} MiB through the forward, cutting the link {cuts}x")
+        stop_progress = self._progress(service, total, cuts, cut_log)
+        points = [total * (i + 1) // (cuts + 1) for i in range(cuts)]
+        held = client.hold_at(points[0]) if points else None
+        await connectProtocol(endpoint, client)  # type: ignore[no-untyped-call]
+        for number, point in enumerate(points):
+            await (held if held is not None and number == 0 else client.hold_at(point))
+            victim = (a, b)[number % 2]
+            await victim.cut_link(reactor)
+            cut_log.append(victim.name)
+            client.release()
+        await client.done
+        while not (service.built and service.built[0].done.called):
+            await _sleep(reactor, 0.01)
+        stop_progress()
         finished = time.perf_counter()
         received = service.built[0]
-        bar = f"  {_bar(received.received, total)}  cuts {len(cut_log)}/{cuts}"
-        print(f"{lead}{bar}", file=self.out, flush=True)
 
         codes = [await s.terminate(reactor, timeout=10.0) for s in (a, b)]
         ended = [s.events[-1]["reason"] if s.of_kind("closed") else "?" for s in (a, b)]
@@ -311,6 +340,33 @@ class _Demo:
         outcome = f"A {ended[0]} (exit {codes[0]}), B {ended[1]} (exit {codes[1]})"
         self.say(f"  {'sessions ended':<{_KEY_WIDTH}}  {outcome}")
         return 0 if ok else 1
+
+    def _progress(
+        self, service: ExchangeFactory, total: int, cuts: int, cut_log: list[str]
+    ) -> Callable[[], None]:
+        """Redraw (terminal) or print (every 2 s) the progress bar; returns the function that
+        stops it (printing the final state)."""
+        from twisted.internet.task import LoopingCall
+
+        lead, end = ("\r", "") if self.tty else ("", "\n")
+        out = self.out
+
+        def draw() -> None:
+            arrived = service.built[0].received if service.built else 0
+            line = f"  {_bar(arrived, total)}  cuts {len(cut_log)}/{cuts}"
+            print(f"{lead}{line}", end=end, file=out, flush=True)
+
+        loop = LoopingCall(draw)
+        loop.clock = self.reactor
+        loop.start(0.25 if self.tty else 2.0, now=True)
+
+        def stop() -> None:
+            loop.stop()
+            draw()
+            if lead:
+                print(file=out, flush=True)
+
+        return stop
 
     def _summary(
         self,

@@ -4,7 +4,8 @@ Layer: process supervision (Twisted ``spawnProcess``; no protocol logic). A
 :class:`SessionProcess` runs ``txdilation run ...`` or ``twistd -n [twistd options] dilation
 ...`` with ``--status -`` and parses the JSON lines it prints; :meth:`SessionProcess.next_event`
 waits for an event of a kind, :meth:`SessionProcess.signal` sends signals (SIGUSR2 cuts the
-link, SIGTERM stops), :attr:`SessionProcess.ended` fires with the exit status.
+link, SIGTERM stops), :meth:`SessionProcess.terminate` stops it, :attr:`SessionProcess.ended`
+fires with the exit status.
 
 Invariants: every line of stdout that is a JSON object is an event, in order (anything else is
 kept in :attr:`SessionProcess.other_output`); stderr is kept (its last 64 KiB); signals to a
@@ -151,10 +152,28 @@ class SessionProcess(ProcessProtocol):
             return True
         return False
 
+    async def cut_link(self, reactor: Any, timeout: float = 15.0) -> StatusEvent:
+        """Cut the session's link (SIGUSR2) and wait until it selected a connection of a newer
+        generation; returns that ``connection-selected`` event.
+
+        :raises twisted.internet.defer.TimeoutError: when it has not reconnected in time.
+        """
+        selected = self.of_kind("connection-selected")
+        generation = max((e["generation"] for e in selected), default=0)
+        seen = len(self.events)
+        self.signal("USR2")
+        reconnected = self.next_event(
+            "connection-selected", lambda e: bool(e["generation"] > generation), after=seen
+        )
+        reconnected.addTimeout(timeout, reactor)
+        return await reconnected
+
     async def terminate(self, reactor: Any, timeout: float = 10.0) -> int | None:
-        """SIGTERM, then wait up to ``timeout`` seconds (SIGKILL after); the exit status."""
+        """SIGTERM (unless the session already reported ``closed`` and is exiting by itself),
+        then wait up to ``timeout`` seconds (SIGKILL after); returns the exit status."""
         if self._running:
-            self.signal("TERM")
+            if not self.of_kind("closed"):
+                self.signal("TERM")
             killer = reactor.callLater(timeout, self.signal, "KILL")
             await self.ended
             if killer.active():

@@ -7,8 +7,11 @@ signal handlers and the process's exit status).
   magic-wormhole's Dilation (``txdilation.install()``) before anything imports ``wormhole``.
 - :func:`install_signal_handlers` (call once the reactor runs, i.e. after Twisted installed its
   own): SIGTERM and SIGINT start a clean stop and then stop the reactor, WITHOUT Twisted's habit
-  of re-raising the signal at exit, so the process exits 0 after a clean stop; SIGUSR2 (a debug
-  and test aid, see docs/plugin.md) aborts the current L2 connection, as a network cut would.
+  of re-raising the signal at exit, so the process exits 0 after a clean stop; once the reactor
+  has shut down they are ignored (Python would otherwise restore the default handlers while the
+  interpreter finalizes, and a late SIGTERM would kill a process that already stopped cleanly);
+  SIGUSR2 (a debug and test aid, see docs/plugin.md) aborts the current L2 connection, as a
+  network cut would.
 - :func:`end_process` is the session's ``on_ended``: it stops the reactor, and after a
   failure makes the process exit with status 1 once twistd has finished its own cleanup
   (pidfile, logs): twistd has no other way for a service to set it.
@@ -80,7 +83,14 @@ def install_signal_handlers(reactor: Any, session: Session) -> Callable[[], None
         handlers[CUT_SIGNAL] = on_cut_signal
     previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
 
+    def ignore_late_signals() -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    trigger = reactor.addSystemEventTrigger("after", "shutdown", ignore_late_signals)
+
     def restore() -> None:
+        reactor.removeSystemEventTrigger(trigger)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
