@@ -130,16 +130,24 @@ class _Pipe:
         self._mailbox.deliver(1 - self._index, plaintext)
 
 
+#: What a hint rule is given (the sender's index and the body) and returns: the body to deliver
+#: (perhaps rewritten), or None to withhold it (kept in ``Mailbox.withheld``).
+HintRule = Callable[[int, dict[str, Any]], "dict[str, Any] | None"]
+
+
 class Mailbox:
     """Two Dilators exchanging DILATE-n bodies in memory, in order.
 
     While ``holding`` is true, each side's messages from its first ``connection-hints`` on are
     held (in order) until :meth:`release`: both listeners are up and advertised to the test,
-    but neither peer has connected yet.
+    but neither peer has connected yet. A ``hint_rule`` may rewrite or withhold each
+    ``connection-hints`` body instead (roles are known by the time hints are sent).
     """
 
     def __init__(self, *, holding: bool = False) -> None:
         self.holding = holding
+        self.hint_rule: HintRule | None = None
+        self.withheld: list[tuple[int, dict[str, Any]]] = []  # (to, body)
         self.pipes = (_Pipe(self, 0), _Pipe(self, 1))
         self.held: tuple[list[bytes], list[bytes]] = ([], [])
         made = [new_dilator(pipe) for pipe in self.pipes]
@@ -148,10 +156,27 @@ class Mailbox:
 
     def deliver(self, to: int, plaintext: bytes) -> None:
         held = self.held[to]
-        if self.holding and (held or json.loads(plaintext).get("type") == "connection-hints"):
+        is_hints = json.loads(plaintext).get("type") == "connection-hints"
+        if self.holding and (held or is_hints):
             held.append(plaintext)
             return
+        if is_hints and self.hint_rule is not None:
+            body = self.hint_rule(1 - to, json.loads(plaintext))
+            if body is None:
+                self.withheld.append((to, json.loads(plaintext)))
+                return
+            plaintext = json.dumps(body).encode("utf-8")
         self.dilators[to].received_dilate(plaintext)
+
+    def deliver_withheld(self) -> None:
+        """Deliver the withheld hints now (as they were sent)."""
+        withheld, self.withheld = self.withheld, []
+        for to, body in withheld:
+            self.dilators[to].received_dilate(json.dumps(body).encode("utf-8"))
+
+    def index_of(self, role: Role) -> int:
+        """Which side has ``role``."""
+        return 0 if self.role(0) is role else 1
 
     def release(self) -> None:
         """Deliver everything held, and stop holding."""
@@ -256,10 +281,12 @@ class RawL2(Protocol):
         self.error: DilationProtocolError | None = None
         self.handshaken: Deferred[RawL2] = Deferred()
         self.closed: Deferred[None] = Deferred()
+        self.local_port = 0
         self._waiters: list[tuple[Callable[[Record], bool], Deferred[Record]]] = []
 
     def connectionMade(self) -> None:
         assert self.transport is not None
+        self.local_port = self.transport.getHost().port  # type: ignore[attr-defined]
         self.transport.write(self.framer.our_prologue)
 
     def dataReceived(self, data: bytes) -> None:

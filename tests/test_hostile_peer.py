@@ -132,7 +132,7 @@ class RoguePeerMixin:
     async def survives_drop(self, s: Session, reason: str) -> None:
         """The attacked peer dropped the rogue's connection (logging ``reason``); the next
         generation replays our unacked data, dedups the rogue's replay, carries new data."""
-        port = s.raw.transport.getHost().port  # type: ignore[union-attr]
+        port = s.raw.local_port
         await s.raw.closed
         await until(lambda: port in self.log.drop_reasons(), 5, "the drop logged")
         self.assertIn(reason, self.log.drop_reasons()[port])
