@@ -252,6 +252,7 @@ class _Link:
         self.closed = False
         self.lost_while_blackholed: list[_End] = []
         self.connecting: Deferred[Any] | None = None
+        self.established_at: float | None = None  # when the onward connection was made
 
     def ends(self) -> list[_End]:
         return [e for e in (self.client, self.target) if e is not None]
@@ -269,6 +270,7 @@ class _Link:
             self.proxy._accepted(self)
         else:
             self.target = end
+            self.established_at = self.proxy._reactor.seconds()
             down.src, up.dst = end, end
             end.transport.registerProducer(up, True)
             for pipe in (up, down):
@@ -412,14 +414,23 @@ class FaultProxy:
 
     # --- faults ---
 
-    def cut(self) -> int:
+    def cut(self, *, older_than: float = 0.0) -> int:
         """
         Reset every live connection (RST both ways); new connections are not affected.
 
+        :param older_than: only cut connections forwarded for at least this many seconds
+            (e.g. to spare connections still in their handshake); 0 cuts all, held ones too.
         :returns: how many connections were cut.
         """
-        links, self._links = list(self._links), set()
-        self._held.clear()
+        now = self._reactor.seconds()
+        links = [
+            link
+            for link in self._links
+            if not older_than
+            or (link.established_at is not None and now - link.established_at >= older_than)
+        ]
+        self._links.difference_update(links)
+        self._held = [link for link in self._held if link not in links]
         for link in links:
             link.cut()
         self.stats.connections_cut += len(links)

@@ -95,7 +95,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--read-rate", type=float, default=0.0, help="bulk-recv: read <= N bytes/s")
     p.add_argument("--read-stall", type=float, default=0.0, help="bulk-recv: first read after N s")
     p.add_argument("--seed", default="txdilation", help="seed for the generated payloads")
+    # fault-injection scenarios (tests/test_durability.py)
+    p.add_argument("--ping-interval", type=float, default=None, help="dilate(ping_interval=)")
+    p.add_argument("--duration", type=float, default=5.0, help="echo-steady: seconds to run")
+    p.add_argument("--listen-port", type=int, default=None, help="txdilation: fixed listen port")
+    p.add_argument("--hint-port", type=int, default=None, help="txdilation: advertised port")
+    p.add_argument(
+        "--peer-timeout", type=float, default=None, help="txdilation: TXDILATION_PEER_TIMEOUT"
+    )
     return p
+
+
+_TXDILATION_SETTINGS = {
+    "listen_port": "TXDILATION_LISTEN_PORT",
+    "hint_port": "TXDILATION_HINT_PORT",
+    "peer_timeout": "TXDILATION_PEER_TIMEOUT",
+}
+
+
+def _apply_txdilation_settings(args: argparse.Namespace) -> None:
+    """Turn the txdilation-only options into the ``TXDILATION_*`` environment it reads."""
+    for name, variable in _TXDILATION_SETTINGS.items():
+        value = getattr(args, name)
+        if value is None:
+            continue
+        if args.impl != "txdilation":
+            option = "--" + name.replace("_", "-")
+            raise SystemExit(_setup_error(f"{option} only applies to --impl txdilation"))
+        os.environ[variable] = str(value)
 
 
 class StdinWatcher:
@@ -176,6 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         log_file = open(f"{log_path}.{os.getpid()}", "a")  # noqa: SIM115 (lives as long as the process)
         globalLogBeginner.beginLoggingTo([textFileLogObserver(log_file)], redirectStandardIO=False)
+    _apply_txdilation_settings(args)
     if args.impl == "txdilation":
         _install_txdilation()  # before anything imports wormhole
 

@@ -21,6 +21,24 @@ digests, not just lengths. Pairs (left/right, in any order):
   EOF); each reports whether its open subchannel got ``connectionLost`` from the close.
 - ``expect-old-peer`` + ``no-dilation``: a dilating peer facing a peer created without
   dilation must see ``when_dilated()`` fail with ``OldPeerCannotDilateError``.
+
+For fault injection (tests/test_durability.py drives a proxy between the peers):
+
+- ``duplex`` + ``duplex``: both peers send ``--total`` bytes at once, each on a subchannel it
+  opens, and answer ``!`` once the other's stream has fully arrived; the left peer (the one
+  that allocated the code) closes once it has the right's stream and the right's ``!``, the
+  right one once it has the left's stream and the left has exited (so neither closes while
+  the other still needs the link, however often it is cut). Each reports the SHA-256 of what
+  it sent and received.
+- ``echo-steady`` + ``echo-server``: one message echoed every 50 ms for ``--duration`` seconds
+  on one subchannel, however long an exchange waits for the link to come back.
+- ``open-while-down`` + ``collect``: once its dilation status says the link is gone, the opener
+  opens ``--count`` subchannels, writes one message on each and closes it, all before the link
+  is back; the collector reports each subchannel's digest in the order they were opened.
+- ``close-first`` + ``await-peer-close``: the second peer keeps its wormhole open and waits for
+  its dilation status to reach ``StoppedPeer`` after the first closed its wormhole.
+
+Status events carry ``t`` (``time.time()``) so the test can time reconnections.
 """
 
 from __future__ import annotations
@@ -111,10 +129,14 @@ class Peer:
 
     def dilate(self) -> Any:
         """``w.dilate()`` with this peer's ``--relay`` and ``--no-listen``; returns the result."""
+        extra: dict[str, Any] = {}
+        if getattr(self.args, "ping_interval", None):
+            extra["ping_interval"] = float(self.args.ping_interval)
         self.dilated = self.wormhole.dilate(
             transit_relay_location=self.args.relay,
             no_listen=self.args.no_listen,
             on_status_update=self._status_update,
+            **extra,
         )
         return self.dilated
 
@@ -127,7 +149,21 @@ class Peer:
         }
         if summary != self._last_status:
             self._last_status = summary
-            self.emit("status", **summary)
+            self.emit("status", **summary, t=time.time())
+
+    async def wait_for_status(self, *peers: str) -> str:
+        """Wait until the dilation status's ``peer_connection`` is one of ``peers`` (type
+        names such as ``"StoppedPeer"``); returns the one seen."""
+        while True:
+            current = (self._last_status or {}).get("peer")
+            if current in peers:
+                return str(current)
+            await deferLater(self.reactor, 0.01, lambda: None)
+
+    @property
+    def is_left(self) -> bool:
+        """True for the peer that allocated the code (run_peer_pair's left peer)."""
+        return bool(self.args.allocate)
 
     async def connect(self, name: str, factory: Factory) -> Any:
         """Open a subchannel for subprotocol ``name``; returns the connected protocol."""
@@ -351,6 +387,8 @@ async def echo_both(peer: Peer) -> dict[str, Any]:
 class BulkSender(Protocol):
     """Writes ``total`` bytes in ``chunk`` pieces as a push producer, then closes."""
 
+    close_when_done = True  # loseConnection() once everything is written
+
     def __init__(
         self, reactor: Any, seed: str, total: int, chunk: int, cut_interval: float = 0.0
     ) -> None:
@@ -393,7 +431,8 @@ class BulkSender(Protocol):
             if not self._closed:
                 self._closed = True
                 self.transport.unregisterProducer()
-                self.transport.loseConnection()
+                if self.close_when_done:
+                    self.transport.loseConnection()
         elif not self._paused:
             self._schedule()
 
@@ -648,6 +687,211 @@ async def no_dilation(peer: Peer) -> dict[str, Any]:
     return {"peer_can_dilate": versions.get("can-dilate", [])}
 
 
+# ---------------------------------------------------------------------------------------------
+# fault-injection scenarios
+
+
+def stream_seed(seed: str, left: bool) -> str:
+    """The seed of the stream the left (or right) peer sends in ``duplex``."""
+    return f"{seed}/{'left' if left else 'right'}"
+
+
+class DuplexSender(BulkSender):
+    """A ``BulkSender`` that keeps its subchannel open and waits for the receiver's ``!``."""
+
+    close_when_done = False
+
+    def __init__(self, reactor: Any, seed: str, total: int, chunk: int) -> None:
+        super().__init__(reactor, seed, total, chunk)
+        self.confirmed: Deferred[None] = Deferred()
+        self.extra = 0
+
+    def dataReceived(self, data: bytes) -> None:
+        if data == b"!" and not self.confirmed.called:
+            self.confirmed.callback(None)
+        else:
+            self.extra += len(data)
+
+
+class DuplexReceiver(Protocol):
+    """Hashes ``total`` bytes, then answers ``!``; more than ``total`` is an error."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.bytes = 0
+        self.digest = hashlib.sha256()
+        self.done: Deferred[None] = Deferred()
+
+    def dataReceived(self, data: bytes) -> None:
+        self.bytes += len(data)
+        self.digest.update(data)
+        if self.bytes >= self.total and not self.done.called:
+            self.transport.write(b"!")
+            self.done.callback(None)
+
+
+def _max_generation(peer: Peer) -> int:
+    return int((peer._last_status or {}).get("generation") or 0)
+
+
+async def duplex(peer: Peer) -> dict[str, Any]:
+    """Both directions at once (see the module docstring)."""
+    args = peer.args
+    receivers: list[DuplexReceiver] = []
+    first: Deferred[DuplexReceiver] = Deferred()
+
+    def build() -> DuplexReceiver:
+        receiver = DuplexReceiver(args.total)
+        receivers.append(receiver)
+        if not first.called:
+            first.callback(receiver)
+        return receiver
+
+    await peer.listen("bulk", Factory.forProtocol(build))
+    started = time.monotonic()
+    seed = stream_seed(args.seed, peer.is_left)
+    sender: DuplexSender = await peer.connect(
+        "bulk",
+        Factory.forProtocol(lambda: DuplexSender(peer.reactor, seed, args.total, args.chunk)),
+    )
+    peer.phase = "duplex: receiving the other stream"
+    receiver = await first
+    await receiver.done
+    if peer.is_left:
+        # Close only once the right peer has all of our stream; it needs nothing else.
+        peer.phase = "duplex: waiting for the other peer to confirm our stream"
+        await sender.confirmed
+    else:
+        # The left peer exits once it has all of our stream (and we have all of its): until
+        # then it may still need our link, so do not close first.
+        peer.phase = "duplex: waiting for the left peer to exit"
+        await peer.stdin.finished
+    seconds = time.monotonic() - started
+    if receiver.bytes != args.total:
+        raise ScenarioError(f"received {receiver.bytes} B, expected {args.total} B")
+    if sender.extra:
+        raise ScenarioError(f"{sender.extra} unexpected bytes came back on our stream")
+    return {
+        "sent": args.total,
+        "received": receiver.bytes,
+        "sent_sha256": sender.digest.hexdigest(),
+        "received_sha256": receiver.digest.hexdigest(),
+        "subchannels": len(receivers),
+        "generation": _max_generation(peer),
+        "seconds": round(seconds, 3),
+    }
+
+
+async def echo_steady(peer: Peer) -> dict[str, Any]:
+    """Exchange a 512-byte message every 50 ms for ``--duration`` seconds, then close."""
+    client: EchoClient = await peer.connect(peer.subprotocols[0], Factory.forProtocol(EchoClient))
+    ends = time.monotonic() + peer.args.duration
+    exchanges = 0
+    longest = 0.0
+    while time.monotonic() < ends:
+        peer.phase = f"echo-steady: exchange {exchanges}"
+        began = time.monotonic()
+        await client.exchange(payload(peer.args.seed, exchanges, 512))
+        longest = max(longest, time.monotonic() - began)
+        exchanges += 1
+        await deferLater(peer.reactor, 0.05, lambda: None)
+    peer.phase = "echo-steady: closing"
+    await client.close()
+    return {
+        "exchanges": exchanges,
+        "longest_exchange": round(longest, 3),
+        "generation": _max_generation(peer),
+    }
+
+
+class Collected(Protocol):
+    """Keeps the digest of one subchannel's stream; reports to its factory when it ends."""
+
+    def __init__(self, finished: Callable[[Collected], None]) -> None:
+        self._finished = finished
+        self.digest = hashlib.sha256()
+        self.bytes = 0
+
+    def dataReceived(self, data: bytes) -> None:
+        self.digest.update(data)
+        self.bytes += len(data)
+
+    def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
+        self._finished(self)
+
+
+def collected_size(index: int) -> int:
+    """The message size ``open-while-down`` writes on subchannel ``index``."""
+    return 1000 + 37_000 * index
+
+
+async def open_while_down(peer: Peer) -> dict[str, Any]:
+    """Once the link is gone, open, write and close ``--count`` subchannels (module doc)."""
+    peer.phase = "open-while-down: waiting for the link to go down"
+    await peer.wait_for_status("ConnectedPeer")  # stock reports it after when_dilated()
+    await peer.wait_for_status("ReconnectingPeer", "ConnectingPeer")
+    status_at_open = peer._last_status["peer"] if peer._last_status else None
+    clients = []
+    for index in range(peer.args.count):
+        client: EchoClient = await peer.connect(
+            peer.subprotocols[0], Factory.forProtocol(EchoClient)
+        )
+        client.transport.write(payload(peer.args.seed, index, collected_size(index)))
+        client.transport.loseConnection()
+        clients.append(client)
+    status_after_close = peer._last_status["peer"] if peer._last_status else None
+    peer.phase = "open-while-down: waiting for the peer's CLOSE replies"
+    await gatherResults([c.lost for c in clients])
+    return {
+        "opened": len(clients),
+        "status_at_open": status_at_open,
+        "status_after_close": status_after_close,
+    }
+
+
+async def collect(peer: Peer) -> dict[str, Any]:
+    """Listen; report the digest of each of ``--count`` subchannels, in the order opened."""
+    built: list[Collected] = []
+    finished: list[Collected] = []
+    all_done: Deferred[None] = Deferred()
+
+    def on_finished(p: Collected) -> None:
+        finished.append(p)
+        if len(finished) == peer.args.count and not all_done.called:
+            all_done.callback(None)
+
+    def build() -> Collected:
+        p = Collected(on_finished)
+        built.append(p)
+        return p
+
+    await peer.listen(peer.subprotocols[0], Factory.forProtocol(build))
+    peer.phase = "collect: waiting for the subchannels"
+    await all_done
+    return {
+        "digests": [p.digest.hexdigest() for p in built],
+        "bytes": [p.bytes for p in built],
+    }
+
+
+async def await_peer_close(peer: Peer) -> dict[str, Any]:
+    """Echo on the other peer's subchannel; after it closed its wormhole, wait for our
+    dilation status to reach StoppedPeer (we do not close ours first)."""
+    factory = EchoServerFactory(peer.reactor, expected=1, half_close=False)
+    await peer.listen(peer.subprotocols[0], factory)
+    peer.phase = "await-peer-close: waiting for the link to go"
+    await peer.wait_for_status("ConnectedPeer")
+    await peer.wait_for_status("ReconnectingPeer", "StoppedPeer")
+    lost_at = time.monotonic()
+    peer.phase = "await-peer-close: waiting for StoppedPeer"
+    await peer.wait_for_status("StoppedPeer")
+    return {
+        "seconds_to_stopped": round(time.monotonic() - lost_at, 3),
+        "subchannels_ended": len(factory.finished),
+        "echoed": sum(p.bytes for p in factory.built),
+    }
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A scenario function and how ``Peer`` prepares for it."""
@@ -668,4 +912,9 @@ SCENARIOS: dict[str, Scenario] = {
     "close-second": Scenario(close_second, subprotocols=("close",)),
     "expect-old-peer": Scenario(expect_old_peer, dilate_first=False),
     "no-dilation": Scenario(no_dilation, dilation=False, dilate_first=False),
+    "duplex": Scenario(duplex, subprotocols=("bulk",)),
+    "echo-steady": Scenario(echo_steady),
+    "open-while-down": Scenario(open_while_down, subprotocols=("collect",)),
+    "collect": Scenario(collect, subprotocols=("collect",)),
+    "await-peer-close": Scenario(await_peer_close, subprotocols=("close",)),
 }

@@ -83,6 +83,7 @@ class SelectionPolicyTests(SynchronousTestCase):
         """Leader: a relay candidate is held; a direct one completing within the grace period
         wins, and the relay one is aborted."""
         c, owner, clock = make(LEADER)
+        c.start()  # listening: a direct connection may still come
         relay, direct = FakeCandidate("->relay:tcp:x:1", False), FakeCandidate("->tcp:y:2", True)
         c.candidate_ready(relay)
         self.assertEqual(owner.made, [])
@@ -96,8 +97,10 @@ class SelectionPolicyTests(SynchronousTestCase):
     def test_leader_takes_relay_after_grace(self) -> None:
         """Leader: with only a relay candidate, it is selected once the grace period ends."""
         c, owner, clock = make(LEADER)
+        c.start()
         relay = FakeCandidate("->relay:tcp:x:1", False)
         c.candidate_ready(relay)
+        self.assertEqual(owner.made, [])
         clock.advance(c._settings.direct_grace + 0.01)
         self.assertEqual(owner.made, [relay])
 
@@ -105,6 +108,7 @@ class SelectionPolicyTests(SynchronousTestCase):
         """If the held relay candidate closes during the grace period, nothing is selected and
         a later candidate still can be."""
         c, owner, clock = make(LEADER)
+        c.start()
         relay = FakeCandidate("->relay:tcp:x:1", False)
         c.candidate_ready(relay)
         c.candidate_failed(relay, "gone")
@@ -113,6 +117,16 @@ class SelectionPolicyTests(SynchronousTestCase):
         later = FakeCandidate("<-tcp:z:3", True)
         c.candidate_ready(later)
         self.assertEqual(owner.made, [later])
+
+    def test_leader_takes_relay_at_once_when_no_direct_can_come(self) -> None:
+        """Leader without a listener (no_listen) and no direct attempt or candidate: a relay
+        candidate is selected at once, not held for the grace period (holding it only widens
+        the window in which a flaky link cuts it before selection)."""
+        c, owner, _clock = make(LEADER, no_listen=True)
+        c.start()
+        relay = FakeCandidate("->relay:tcp:x:1", False)
+        c.candidate_ready(relay)
+        self.assertEqual(owner.made, [relay])
 
     def test_follower_takes_first_at_once(self) -> None:
         """Follower: the first candidate (even via relay) is selected synchronously."""

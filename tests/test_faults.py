@@ -240,6 +240,24 @@ class CutTests(ProxyTestBase):
         self.assertEqual(bytes(server2.data), b"after the cut")
 
 
+class CutOlderThanTests(ProxyTestBase):
+    """``cut(older_than=...)`` spares connections made more recently."""
+
+    @defer.inlineCallbacks
+    def test_only_old_connections_are_cut(self) -> Any:
+        """A connection forwarded for 0.3 s is cut, one made just now is not."""
+        old = yield defer.ensureDeferred(self.client())
+        yield defer.ensureDeferred(self.server_for(0))
+        yield defer.ensureDeferred(sleep(0.3))
+        young = yield defer.ensureDeferred(self.client())
+        yield defer.ensureDeferred(self.server_for(1))
+        self.assertEqual(self.proxy.cut(older_than=0.2), 1)
+        yield old.lost
+        yield defer.ensureDeferred(sleep(0.1))
+        self.assertFalse(young.lost.called)
+        self.assertEqual(self.proxy.live_connections, 1)
+
+
 class BlackholeTests(ProxyTestBase):
     """``blackhole()`` stops everything on the live connections and closes nothing."""
 

@@ -8,7 +8,8 @@ Selection policy (module-level Automat machine ``connector_machine``):
 - the Follower takes the first connection on which the Leader's KCM arrived (the wire rule);
 - the Leader takes a direct candidate at once; a relay candidate is held for
   ``direct_grace`` seconds in case a direct one completes too (direct beats relay when both
-  become viable at about the same time), then taken.
+  become viable at about the same time), then taken; when no direct connection can come any
+  more (no listener, no direct attempt or candidate left) it is taken at once.
 
 Invariants: once a connection is selected or the connector stops, every other connection,
 listener and pending attempt is closed or cancelled, and any connection that completes later
@@ -175,6 +176,19 @@ class Connector:
     @property
     def role(self) -> Role:
         return self._settings.role
+
+    @property
+    def busy(self) -> bool:
+        """Something may still produce a connection: an attempt in progress, a candidate in
+        its handshake, relay attempts waiting for their delay, a listener being retried.
+        (Our listener alone does not count: the peer may have given up on it.)"""
+        return bool(
+            self._attempts
+            or self._connections
+            or self._held
+            or self._deferred_relays
+            or self._listen_retry is not None
+        )
 
     # --- starting ---
 
@@ -344,10 +358,20 @@ class Connector:
         return p
 
     def candidate_ready(self, connection: Any) -> None:
-        if self.role is LEADER and not connection.is_direct:
+        if self.role is LEADER and not connection.is_direct and self._direct_still_possible():
             self.events.tentative_candidate(connection)
         else:
             self.events.decisive_candidate(connection)
+
+    def _direct_still_possible(self) -> bool:
+        """A direct connection may yet complete: we listen, a direct attempt is pending, or a
+        direct candidate is in its handshake. (If not, a relay candidate is taken at once:
+        holding it would only widen the window in which a flaky link can cut it.)"""
+        return bool(
+            self._listeners
+            or self._direct_outstanding > 0
+            or any(c.is_direct for c in self._connections)
+        )
 
     def candidate_failed(self, connection: Any, reason: str) -> None:
         self._connections.discard(connection)

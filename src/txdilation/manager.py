@@ -13,6 +13,7 @@ Lifecycle (module-level Automat machine ``manager_machine``)::
     connected|abandoning -closing-> peer_leaving -lost-> peer_gone
     waiting|wanting|connecting|disconnected -closing-> peer_gone
     connecting|disconnected|abandoning -peer_absent-> peer_gone
+    connecting -generation_stalled (Leader)-> disconnected (Leader sends 'reconnect')
     (any) -stop-> stopping -> stopped
 
 txdilation extensions (wire-safe with stock, which ignores unknown ``please`` keys and logs and
@@ -36,6 +37,9 @@ Invariants:
 - both roles watch liveness: a connection that delivered nothing for 1.5 ping intervals is
   aborted (``abortConnection``, not a TCP timeout) and a new generation starts, so a dead path
   is left within 2 x ping_interval (``txdilation.keepalive.Liveness``);
+- a Leader whose generation has nothing left in flight (every attempt and candidate failed,
+  e.g. cut during the handshake) starts a new one after ``GENERATION_RETRY`` seconds, doubling
+  up to ``GENERATION_RETRY_MAX`` while generations keep failing (stock waits forever);
 - status updates: ``generation`` never decreases and ``peer_connection`` only moves
   NoPeer -> Connecting -> Connected <-> Reconnecting -> Stopped.
 """
@@ -106,6 +110,8 @@ LINK_LOST = "link-lost-v1"
 EXTENSIONS = (CLOSING, LINK_LOST)
 DEFAULT_PING_INTERVAL = 30.0
 CLOSE_TIMEOUT = 5.0
+GENERATION_RETRY = 1.0
+GENERATION_RETRY_MAX = 60.0
 
 _log = Logger(namespace="txdilation.manager")
 
@@ -197,6 +203,9 @@ class ManagerEvents(TypingProtocol):
     def peer_absent(self) -> None:
         """The peer gave no sign of life for ``ReconnectPolicy.peer_timeout`` (PeerAbsence)."""
 
+    def generation_stalled(self) -> None:
+        """(Leader) this generation's connector has nothing left that could connect."""
+
 
 @implementer(IRecordSink)
 class Manager:
@@ -260,6 +269,8 @@ class Manager:
         self._peer_extensions: frozenset[str] = frozenset()
         self._closing_announced = False
         self._reconnectings = 0  # 'reconnecting' messages sent (Follower) or received (Leader)
+        self._stall_timer: IDelayedCall | None = None
+        self._stall_delay = GENERATION_RETRY
         self._next_ping_id = 0
         self._pings_sent: deque[tuple[bytes, float]] = deque(maxlen=16)
         self.last_rtt: float | None = None
@@ -434,6 +445,8 @@ class Manager:
             handshake_timeout=self._limits.handshake_timeout,
         )
         self._connector = Connector(settings, owner=self, reactor=self._reactor)
+        if self._role is LEADER:
+            self._watch_generation(self._stall_delay)
         stall = self._debug_stall_connector
         if callable(stall):
             stall(self._connector)
@@ -441,9 +454,37 @@ class Manager:
             self._connector.start()
 
     def _stop_connector(self) -> None:
+        self._cancel_stall_timer()
         if self._connector is not None:
             self._connector.events.stop()
             self._connector = None
+
+    def _watch_generation(self, delay: float) -> None:
+        self._cancel_stall_timer()
+        self._stall_timer = self._reactor.callLater(delay, self._check_generation)
+
+    def _cancel_stall_timer(self) -> None:
+        if self._stall_timer is not None and self._stall_timer.active():
+            self._stall_timer.cancel()
+        self._stall_timer = None
+
+    def _check_generation(self) -> None:
+        """(Leader) the generation has not connected yet: wait on while something is in
+        flight, else give it up and start another, waiting twice as long next time."""
+        self._stall_timer = None
+        connector = self._connector
+        if connector is None or connector.selected is not None:
+            return
+        if connector.busy:
+            self._watch_generation(self._stall_delay)
+            return
+        _log.info(
+            "generation {g} has nothing left in flight after {s:g}s: starting another",
+            g=self._generation,
+            s=self._stall_delay,
+        )
+        self._stall_delay = min(2 * self._stall_delay, GENERATION_RETRY_MAX)
+        self.events.generation_stalled()
 
     # --- IRecordSink (from the selected connection) ---
 
@@ -637,14 +678,17 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
     ) -> None:
         m._connector = None
         m._connection = connection
+        # The status first: an application woken by when_dilated() sees ConnectedPeer.
+        now = m._reactor.seconds()
+        m._peer(ConnectedPeer(int(now), int(now + 2 * m._ping_interval), connection.description))
         first = not m._mux_dilated
         m._mux.connection_made(connection)
         if first:
             m._mux_dilated = True
             m._mux.dilated()
-        now = m._reactor.seconds()
-        m._peer(ConnectedPeer(int(now), int(now + 2 * m._ping_interval), connection.description))
         m._absence.waiting_for_peer(False)
+        m._cancel_stall_timer()
+        m._stall_delay = GENERATION_RETRY
         m._start_liveness(connection)
 
     @connected.upon(E.connection_lost).to(disconnected)
@@ -677,6 +721,13 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
         m._send_dilation_message(type="reconnecting")
         m._start_connector()
         m._peer(ConnectingPeer(int(m._reactor.seconds())))
+
+    @connecting.upon(E.generation_stalled).to(disconnected)
+    def leader_restarts_generation(events: ManagerEvents, m: Manager) -> None:
+        # As after a lost connection: the Follower answers 'reconnecting' (stock too, from
+        # its CONNECTING state) and we ignore hints until then.
+        m._stop_connector()
+        m._send_dilation_message(type="reconnect")
 
     @connecting.upon(E.rx_reconnect).loop()
     def follower_restarts_generation(events: ManagerEvents, m: Manager) -> None:
@@ -779,6 +830,7 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
         (connecting, E.peer_absent),
         (disconnected, E.peer_absent),
         (abandoning, E.peer_absent),
+        (connecting, E.generation_stalled),
     }
     reasons = {
         E.start: None,
@@ -791,6 +843,7 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
         E.stop: None,
         E.rx_closing: "'closing' at this point",
         E.peer_absent: None,
+        E.generation_stalled: None,
     }
     for state in (
         waiting,

@@ -8,9 +8,13 @@ Invariants:
 - one seqnum counter per wormhole, from 0, +1 per OPEN/DATA/CLOSE, never reset across
   connections;
 - a record stays queued until a cumulative ACK with ``resp_seqnum >= seqnum`` retires it;
-- on each new connection every queued record is sent again, in seqnum order and in one
-  ``send_records`` call, before anything newer; on one connection records go out in seqnum
-  order;
+- on each new connection every queued record is sent again, in seqnum order, before anything
+  newer; on one connection records go out in seqnum order. Queued records are written in
+  ``send_records`` batches of about ``WRITE_BATCH_BYTES`` for as long as the transport takes
+  them (it pauses us once its buffer is full, and resumes us once it drained), never all at
+  once: the ACKs, PINGs and PONGs written meanwhile wait behind one batch, not behind a whole
+  replay (with both sides replaying megabytes, ACKs stuck behind them made a link cut every
+  few hundred milliseconds livelock: nothing was ever acknowledged before the next cut);
 - nothing is sent without a connection, while the connection's transport has paused us, or
   after :meth:`Outbound.stop`;
 - registered subchannel producers run only while a connection exists, its transport has not
@@ -39,6 +43,9 @@ from ._interfaces import IDilatedConnection
 from .connection import Close, Data, Open, SequencedRecord
 
 DEFAULT_MAX_UNACKED_BYTES = 64 * 2**20
+
+#: Bytes of queued records written per ``send_records`` call while the transport takes them.
+WRITE_BATCH_BYTES = 256 * 1024
 
 #: Bytes a sequenced record costs on top of its payload (tag, scid, seqnum).
 RECORD_OVERHEAD = 9
@@ -84,11 +91,21 @@ class SendQueue:
         (self._sent if sent else self._unsent).append((record, size))
         self.queued_bytes += size
 
-    def take_unsent(self) -> list[SequencedRecord]:
-        """Mark every unsent record as sent and return them in seqnum order."""
-        taken = [record for record, _ in self._unsent]
-        self._sent.extend(self._unsent)
-        self._unsent.clear()
+    def take_unsent(self, limit: int | None = None) -> list[SequencedRecord]:
+        """Mark the oldest unsent records as sent and return them in seqnum order: all of
+        them, or (with ``limit``) as many as fit in ``limit`` bytes, at least one."""
+        if limit is None:
+            taken = [record for record, _ in self._unsent]
+            self._sent.extend(self._unsent)
+            self._unsent.clear()
+            return taken
+        taken, size = [], 0
+        unsent, sent = self._unsent, self._sent
+        while unsent and (not taken or size + unsent[0][1] <= limit):
+            entry = unsent.popleft()
+            sent.append(entry)
+            taken.append(entry[0])
+            size += entry[1]
         return taken
 
     def rewind(self) -> None:
@@ -292,8 +309,10 @@ class _OutboundCore:
     stopped: bool = False
 
     def flush(self) -> None:
-        if self.sink is not None and self.queue.has_unsent:
-            self.sink.send_records(self.queue.take_unsent())
+        # Batch by batch while the transport takes them: its pauseProducing() clears ``sink``
+        # at once (Outbound.pauseProducing), even from inside this machine's own input.
+        while self.sink is not None and self.queue.has_unsent:
+            self.sink.send_records(self.queue.take_unsent(WRITE_BATCH_BYTES))
 
     def release(self) -> None:
         if self.connection is not None:
@@ -502,4 +521,11 @@ class Outbound:
         self.pauseProducing()
 
 
-__all__ = ["DEFAULT_MAX_UNACKED_BYTES", "RECORD_OVERHEAD", "Outbound", "ProducerSet", "SendQueue"]
+__all__ = [
+    "DEFAULT_MAX_UNACKED_BYTES",
+    "RECORD_OVERHEAD",
+    "WRITE_BATCH_BYTES",
+    "Outbound",
+    "ProducerSet",
+    "SendQueue",
+]
