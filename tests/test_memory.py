@@ -8,6 +8,7 @@ Pinned:
 - a receiver that pauses reading holds at most ``max_buffered_inbound_bytes`` plus one read
   before the whole connection stops reading; the link stays up meanwhile (liveness and ACKs do
   not depend on the reader), and everything arrives once it reads again;
+- a single write larger than the largest record the peer accepts is refused at once;
 - a peer that opens subchannels nobody listens on makes us hold at most
   ``max_pending_open_bytes``; the rest are answered with CLOSE;
 - (slow) a 1 GiB transfer between two peer processes to a reader that first stalls, then reads
@@ -223,6 +224,37 @@ class BoundedQueueTests(TestCase):
         await until(lambda: reader.bytes == 32 * MiB, 30, "all data after resuming")
         self.assertEqual(reader.digest.digest(), writer.digest.digest())
         self.assertEqual([api._manager._connection for api in apis], connections)
+
+
+class RecordSizeTests(TestCase):
+    """A single write must fit in one record the peer accepts."""
+
+    timeout = 30
+
+    def test_write_over_the_record_limit_is_refused_at_once(self) -> Any:
+        return ensureDeferred(self._oversize())
+
+    async def _oversize(self) -> None:
+        """With TXDILATION_MAX_RECORD_SIZE at 1 MiB on both sides, a write of 1 MiB less the
+        9-byte record header arrives; one byte more raises ValueError in write() and nothing
+        is sent. (Before, it was queued, and the peer dropped every connection it was replayed
+        on: 57 generations in 10 s at the default 64 MiB, never delivered.)"""
+        use_environment(self, TXDILATION_MAX_RECORD_SIZE=str(MiB))
+        mailbox = Mailbox()
+        self.addCleanup(lambda: ensureDeferred(mailbox.stop()))
+        apis = mailbox.dilate()
+        for api in apis:
+            await api.when_dilated()
+        reader = Reader()
+        await apis[1].listener_for("big").listen(Factory.forProtocol(lambda: reader))
+        client = await apis[0].connector_for("big").connect(Factory.forProtocol(Protocol))
+        connection = apis[0]._manager._connection
+        queued = outbound_of(apis[0]).queued_records
+        self.assertRaises(ValueError, client.transport.write, bytes(MiB - RECORD_OVERHEAD + 1))
+        self.assertEqual(outbound_of(apis[0]).queued_records, queued)
+        client.transport.write(bytes(MiB - RECORD_OVERHEAD))
+        await until(lambda: reader.bytes == MiB - RECORD_OVERHEAD, 10, "the largest write")
+        self.assertIs(apis[0]._manager._connection, connection)
 
 
 class PendingOpenTests(TestCase):

@@ -285,6 +285,7 @@ class Manager:
             max_unacked_bytes=self._limits.max_unacked_bytes,
             max_pending_open_bytes=self._limits.max_pending_open_bytes,
             max_buffered_inbound_bytes=self._limits.max_buffered_inbound_bytes,
+            max_record_size=self._limits.max_record_size,
         )
         self._api = DilatedWormhole(self)
         self.events: ManagerEvents = manager_machine(self)

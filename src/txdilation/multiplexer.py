@@ -48,12 +48,13 @@ from zope.interface import implementer
 from ._interfaces import IDilatedConnection, IMultiplexer
 from .connection import Ack, Close, Data, Open, Record
 from .errors import WormholeClosedError
+from .framer import DEFAULT_MAX_RECORD_SIZE
 from .inbound import (
     DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
     DEFAULT_MAX_PENDING_OPEN_BYTES,
     Inbound,
 )
-from .outbound import DEFAULT_MAX_UNACKED_BYTES, Outbound
+from .outbound import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD, Outbound
 from .roles import LEADER, Role
 from .subchannel import SubChannel, SubchannelAddress, _WormholeAddress
 
@@ -171,6 +172,9 @@ class Multiplexer:
     :param max_pending_open_bytes: bound on what is held for names nobody listens on yet.
     :param max_buffered_inbound_bytes: bound on what paused subchannels hold before the whole
         connection's reading is paused.
+    :param max_record_size: the largest record the peer is assumed to accept (our own
+        ``TXDILATION_MAX_RECORD_SIZE``): a subchannel ``write()`` whose record would be larger
+        raises ValueError instead of making the peer drop every connection it is sent on.
     """
 
     def __init__(
@@ -183,9 +187,11 @@ class Multiplexer:
         max_unacked_bytes: int = DEFAULT_MAX_UNACKED_BYTES,
         max_pending_open_bytes: int = DEFAULT_MAX_PENDING_OPEN_BYTES,
         max_buffered_inbound_bytes: int = DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
+        max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
         log: Logger | None = None,
     ) -> None:
         self._manager = manager
+        self._max_write_length = max_record_size - RECORD_OVERHEAD
         self._log = log if log is not None else _log
         if cooperator is None:
             cooperator = Cooperator(
@@ -344,6 +350,7 @@ class Multiplexer:
             receiver=self._inbound,
             manager=self._manager,
             log=self._log,
+            max_write_length=self._max_write_length,
         )
 
 

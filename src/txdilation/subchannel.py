@@ -7,7 +7,10 @@ through the inbound half (which may hold its records while it is paused).
 Invariants:
 
 - one ``write()`` is one DATA record is one ``dataReceived()`` at the peer; empty writes send
-  nothing; ``write()`` after our side closed raises :class:`AlreadyClosedError`;
+  nothing; ``write()`` after our side closed raises :class:`AlreadyClosedError`; a write whose
+  record the peer would refuse (over its ``max_record_size``, by default 64 MiB) raises
+  ``ValueError`` at once, instead of being queued and then dropping every connection it is
+  replayed on;
 - closing is idempotent for the application: a second ``loseConnection()`` (or
   ``loseWriteConnection()``) is a no-op;
 - full-close protocols: the peer's CLOSE is answered with CLOSE, then ``connectionLost``;
@@ -57,10 +60,12 @@ from .errors import (
     NormalCloseUsedOnHalfCloseable,
     UnexpectedSubprotocol,
 )
+from .framer import DEFAULT_MAX_RECORD_SIZE
+from .outbound import RECORD_OVERHEAD
 
-#: The largest ``write()``: its DATA record must still fit in one L2 frame (< 2**32 bytes
-#: including the Noise tags of every 65519-byte piece).
-MAX_WRITE_LENGTH = 2**32 - 2**21
+#: The largest ``write()`` by default: its DATA record (9 bytes more) must not exceed the largest
+#: record a txdilation peer accepts by default (``TXDILATION_MAX_RECORD_SIZE``).
+MAX_WRITE_LENGTH = DEFAULT_MAX_RECORD_SIZE - RECORD_OVERHEAD
 
 _log = Logger(namespace="txdilation.subchannel")
 
@@ -283,6 +288,7 @@ class SubChannel:
     :param receiver: the inbound half of L4.
     :param manager: opaque, kept as ``_manager`` (magic-wormhole's tests reach
         ``transport._manager._connection``).
+    :param max_write_length: the largest ``write()`` accepted.
     """
 
     def __init__(
@@ -296,8 +302,10 @@ class SubChannel:
         receiver: Receiver,
         manager: object = None,
         log: Logger | None = None,
+        max_write_length: int = MAX_WRITE_LENGTH,
     ) -> None:
         self._scid = scid
+        self._max_write_length = max_write_length
         self._protocol = protocol
         self._peer = peer
         self._host = host
@@ -341,15 +349,16 @@ class SubChannel:
         """Send ``data`` as one DATA record (nothing for ``b""``).
 
         :raises TypeError: when ``data`` is not bytes.
-        :raises ValueError: when ``data`` is longer than :data:`MAX_WRITE_LENGTH`.
+        :raises ValueError: when ``data`` is longer than ``max_write_length`` (by default
+            :data:`MAX_WRITE_LENGTH`, 64 MiB less 9 bytes).
         :raises AlreadyClosedError: after ``loseConnection``/``loseWriteConnection`` or close.
         """
         if not isinstance(data, bytes):
             raise TypeError(f"data must be bytes, not {type(data).__name__}")
         if not self._core.writable:
             raise AlreadyClosedError("write not allowed on closed subchannel")
-        if len(data) > MAX_WRITE_LENGTH:
-            raise ValueError(f"a single write is limited to {MAX_WRITE_LENGTH} bytes")
+        if len(data) > self._max_write_length:
+            raise ValueError(f"a single write is limited to {self._max_write_length} bytes")
         if data:
             self._core.sender.send_data(self._scid, data)
 
