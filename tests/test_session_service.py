@@ -7,9 +7,11 @@ close, one final ``closed`` event), fatal errors, and link cuts.
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Any
 
+import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
@@ -275,3 +277,40 @@ class SessionMachineTests(SynchronousTestCase):
 
 
 _ = reactor
+
+
+@pytest.mark.slow
+class MailboxOutageSlowTests(SessionTestsMixin, TestCase):
+    """A session outlives its mailbox server going away and coming back."""
+
+    timeout = 60
+
+    async def test_survives_mailbox_restart(self) -> None:
+        """With the mailbox server down, forwarding goes on over the dilated link; once it is
+        back (same port, same channel database) a cut link reconnects through it."""
+        from tests.harness import start_mailbox_server
+
+        db = os.path.abspath(self.mktemp())
+        await self.mailbox.stop()
+        self.mailbox = await start_mailbox_server(self.reactor, channel_db=db)
+        port = self.mailbox.port
+        self.addCleanup(lambda: self.mailbox.stop())
+        echo = await self.echo_service()
+        a, a_log, _b, b_log = await self.pair(
+            {"svc": f"tcp:0:interface={LOOPBACK}"}, {"svc": f"tcp:{LOOPBACK}:{echo}"}
+        )
+        await self.mailbox.stop()
+        seen = len(a_log.events)
+        await a_log.next_event("mailbox", lambda e: e["state"] != "connected", after=seen)
+        client = await self.connect_to(a_log, "svc")
+        client.transport.write(b"during the outage")
+        client.transport.loseWriteConnection()
+        await client.eof
+        self.assertEqual(bytes(client.data), b"during the outage")
+        self.mailbox = await start_mailbox_server(self.reactor, channel_db=db, port=port)
+        for log in (a_log, b_log):
+            await log.next_event("mailbox", lambda e: e["state"] == "connected", after=seen)
+        await a_log.next_event("connection-selected")
+        self.assertTrue(a.cut_link())
+        await a_log.next_event("connection-selected", lambda e: e["generation"] >= 2)
+        self.assertEqual(a_log.of_kind("error") + b_log.of_kind("error"), [])
