@@ -17,7 +17,7 @@ from txdilation._interfaces import ICandidateOwner, IDilatedConnection, IRecordS
 from txdilation.connection import Ack, Data, Open, Ping
 from txdilation.framer import relay_handshake_line
 from txdilation.keys import derive_relay_token
-from txdilation.l2 import DilatedConnectionProtocol
+from txdilation.l2 import TCP_BUFFER_SIZE, DilatedConnectionProtocol
 from txdilation.roles import FOLLOWER, LEADER, Role
 
 from .harness import start_transit_relay
@@ -125,6 +125,27 @@ class DirectLinkTests(TestCase):
         fconn.disconnect()
         reason = yield leader.sink.lost
         self.assertIsInstance(reason, str)
+
+    @inlineCallbacks
+    def test_tcp_buffers_raised(self) -> Any:
+        """Each L2 connection raises its TCP transport's read/buffer size and send limit to
+        TCP_BUFFER_SIZE (Twisted's 64 KiB is less than one 64 KiB record), and 64 records of
+        64 KiB written at once arrive intact and in order."""
+        key = os.urandom(32)
+        leader, follower = yield self.connect_pair(key, key)
+        lconn, fconn = yield DeferredList(
+            [leader.selected, follower.selected], fireOnOneErrback=True
+        ).addCallback(lambda results: [r[1] for r in results])
+        for conn in (lconn, fconn):
+            self.assertEqual(conn.transport.bufferSize, TCP_BUFFER_SIZE)
+            self.assertEqual(conn.transport.SEND_LIMIT, TCP_BUFFER_SIZE)
+        follower.sink.expect = 64
+        records = [Data(seqnum=i, scid=1, data=os.urandom(65536)) for i in range(64)]
+        lconn.send_records(records)
+        got = yield follower.sink.complete
+        self.assertEqual(got, records)
+        fconn.disconnect()
+        yield leader.sink.lost
 
     @inlineCallbacks
     def test_wrong_key_fails_handshake_and_closes(self) -> Any:

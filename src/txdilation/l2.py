@@ -60,7 +60,7 @@ DEFAULT_HANDSHAKE_TIMEOUT = 30.0
 
 #: Bytes the TCP transport reads per ``recv`` and buffers before pausing its producer
 #: (``bufferSize``), and sends per ``send`` (``SEND_LIMIT``), when it has those attributes.
-TCP_BUFFER_SIZE = 2**20
+TCP_BUFFER_SIZE = 2**18
 
 _log = Logger(namespace="txdilation.l2")
 
