@@ -207,6 +207,14 @@ class SessionTests(SessionTestsMixin, TestCase):
         await client.eof
         self.assertEqual(bytes(client.data), b"after the cut")
 
+    async def test_rtt_samples(self) -> None:
+        """Keepalive round trips are reported as ``rtt`` events (milliseconds, generation)."""
+        _, a_log, _, _ = await self.pair({}, {}, **{"ping-interval": 0.1})
+        rtt = await a_log.next_event("rtt")
+        self.assertEqual(rtt["generation"], 1)
+        self.assertGreater(rtt["rtt_ms"], 0)
+        self.assertLess(rtt["rtt_ms"], 1000)
+
     async def test_drain_timeout_closes_lingering_connections(self) -> None:
         """A forwarded connection still open when the drain timeout passes is closed by the
         stop (reason 'stopping'), then the wormhole closes: the stop takes about the drain
