@@ -131,7 +131,7 @@ class _SubchannelInputs(TypingProtocol):
         "The protocol raised: close this subchannel with that failure."
 
 
-@dataclass
+@dataclass(slots=True)
 class _SubchannelCore:
     scid: int
     protocol: IProtocol
