@@ -32,18 +32,23 @@ class PluginTests(SynchronousTestCase):
         self.assertIn("dilated", maker.description)
 
     def test_lazy(self) -> None:
-        """Listing plugins imports neither the session code nor wormhole."""
+        """Listing plugins imports neither the session code nor wormhole; loading the
+        plugin's options (and the process entry points) does not import wormhole either, so
+        txdilation.install() runs before wormhole is first imported."""
         code = (
             "import sys; from twisted.plugin import getPlugins;"
             "from twisted.application.service import IServiceMaker;"
-            "names = [m.tapname for m in getPlugins(IServiceMaker)];"
-            "print('dilation' in names, 'txdilation.session' in sys.modules,"
-            " 'wormhole' in sys.modules)"
+            "makers = {m.tapname: m for m in getPlugins(IServiceMaker)};"
+            "print('dilation' in makers, 'txdilation.session' in sys.modules,"
+            " 'wormhole' in sys.modules);"
+            "makers['dilation'].options().parseOptions(['--code', '1-a']);"
+            "import txdilation.session.process, txdilation.session.foreground;"
+            "print('wormhole' in sys.modules)"
         )
         out = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
         ).stdout.split()
-        self.assertEqual(out, ["True", "False", "False"])
+        self.assertEqual(out, ["True", "False", "False", "False"])
 
     def test_namespace_and_packaging(self) -> None:
         """src/twisted/plugins has no __init__.py (Twisted extends the namespace), setup.cfg's

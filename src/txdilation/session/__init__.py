@@ -12,8 +12,9 @@ with txdilation installed). One concern per module:
   ``txdilation run``), signals and exit status;
 - :mod:`.child`: run session processes and read their status (the demo, tests).
 
-Nothing here imports ``wormhole`` at import time except :mod:`.observe` and :mod:`.service`
-(through it): the entry points call ``txdilation.install()`` first.
+Only :mod:`.observe`, :mod:`.service` (through it), :mod:`.liveline` and :mod:`.foreground`'s
+later imports load ``wormhole``; the entry points (:mod:`.tap`, :mod:`.foreground`) call
+``txdilation.install()`` (:func:`.process.prepare`) before that.
 """
 
 from __future__ import annotations

@@ -25,13 +25,15 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twisted.internet.error import ReactorNotRunning
 from twisted.logger import Logger
 
 from .config import SessionConfig
-from .service import Session
+
+if TYPE_CHECKING:  # pragma: no cover (importing .service imports wormhole: after prepare())
+    from .service import Session
 
 __all__ = ["EXIT_FAILED", "end_process", "install_signal_handlers", "prepare", "stop_reactor"]
 

@@ -10,8 +10,12 @@ twistd's own options (``-n``, ``--pidfile``, ``--logfile``, ``--logger``, ...) w
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .options import SessionOptions
-from .service import SessionService
+
+if TYPE_CHECKING:  # pragma: no cover (.service imports wormhole: only after prepare())
+    from .service import SessionService
 
 __all__ = ["Options", "makeService"]
 
@@ -25,12 +29,13 @@ def makeService(options: Options) -> SessionService:
     from twisted.internet import reactor
 
     from .process import end_process, install_signal_handlers, prepare
-    from .service import Session
-    from .status import open_status_writer
 
     config = options.config
     assert config is not None  # postOptions set it
-    prepare(config)
+    prepare(config)  # before anything imports wormhole
+    from .service import Session, SessionService
+    from .status import open_status_writer
+
     writer = open_status_writer(reactor, config.status)
     session = Session(config, reactor, writer, on_ended=lambda o: end_process(reactor, o))
     reactor.callWhenRunning(install_signal_handlers, reactor, session)  # type: ignore[attr-defined]
