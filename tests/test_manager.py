@@ -135,6 +135,7 @@ class DilatedPairBase(TestCase):
             d.got_wormhole_versions({"can-dilate": ["ged"]})
             on_status = status[i].append if status is not None else None
             apis.append(d.dilate(status_update=on_status, **kwargs))
+        self._terms = terms
         self.addCleanup(self.stop_all, dilators, terms)
         yield apis[0].when_dilated()
         yield apis[1].when_dilated()

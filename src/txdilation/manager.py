@@ -90,6 +90,7 @@ from .keys import derive_dilation_key
 from .l2 import DilatedConnectionProtocol
 from .multiplexer import Multiplexer
 from .roles import FOLLOWER, LEADER, Role
+from .telemetry import Telemetry
 
 __all__ = [
     "DILATION_VERSIONS",
@@ -288,6 +289,8 @@ class Manager:
             max_record_size=self._limits.max_record_size,
         )
         self._api = DilatedWormhole(self)
+        self.telemetry = Telemetry(reactor)
+        self.telemetry.dilation_requested()
         self.events: ManagerEvents = manager_machine(self)
 
     # --- inputs from the Dilator / Boss ---
@@ -342,11 +345,14 @@ class Manager:
             extensions = message.get("extensions")
             if isinstance(extensions, list) and not self._peer_extensions:
                 self._peer_extensions = frozenset(e for e in extensions if isinstance(e, str))
+            self.telemetry.please_received()
+            self.telemetry.set_pair(self._my_side, side)
             self.events.rx_please(side)
         elif kind == "connection-hints":
             hints, problems = parse_hints(message.get("hints"))
             for problem in problems:
                 _log.warn("ignoring hint: {problem}", problem=problem)
+            self.telemetry.hints_received(_hint_type_counts(message.get("hints")))
             self.events.rx_hints(hints)
         elif kind == "reconnect":
             if self._role is FOLLOWER:
@@ -408,6 +414,9 @@ class Manager:
     def _send_dilation_message(self, **fields: Any) -> None:
         if fields["type"] == "reconnecting":
             self._reconnectings += 1
+            self.telemetry.reconnecting()
+        elif fields["type"] == "reconnect":
+            self.telemetry.reconnect()
         phase = f"dilate-{self._next_phase}"
         self._next_phase += 1
         self._S.send(phase, json.dumps(fields).encode("utf-8"))
@@ -419,6 +428,7 @@ class Manager:
         return self
 
     def send_hints(self, hints: list[dict[str, Any]]) -> None:
+        self.telemetry.hints_sent(_hint_type_counts(hints))
         self._send_dilation_message(type="connection-hints", hints=hints)
 
     def hint_status(self, hints: list[DilationHint]) -> None:
@@ -429,11 +439,17 @@ class Manager:
     _hint_status = hint_status
 
     def connector_connection_made(self, connection: DilatedConnectionProtocol) -> None:
+        self.telemetry.connection_selected(
+            "direct-tcp-v1" if connection.is_direct else "relay-v1",
+            via_relay=not connection.is_direct,
+        )
         self.events.connection_made(connection)
 
     def _start_connector(self) -> None:
         assert self._role is not None and self._dilation_key is not None
         self._generation += 1
+        self.telemetry.set_role(self._role)
+        self.telemetry.set_generation(self._generation)
         settings = ConnectorSettings(
             role=self._role,
             dilation_key=self._dilation_key,
@@ -512,6 +528,7 @@ class Manager:
             "dilated connection {desc} lost: {reason}", desc=connection.description, reason=reason
         )
         self._connection = None
+        self.telemetry.connection_lost(_lost_reason(reason))
         self._stop_liveness()
         self._mux.connection_lost()
         self._absence.waiting_for_peer(True)
@@ -557,6 +574,7 @@ class Manager:
         for sent_id, sent_at in self._pings_sent:
             if sent_id == ping_id:
                 self.last_rtt = now - sent_at
+                self.telemetry.ping_rtt(self.last_rtt)
                 break
         if isinstance(self._status.peer_connection, ConnectedPeer):
             pc = self._status.peer_connection
@@ -615,6 +633,7 @@ class Manager:
         self.events.peer_absent()
 
     def _finish_stopping(self) -> None:
+        self.telemetry.session_ended("closed")
         self._absence.stop()
         if self._close_timer is not None and self._close_timer.active():
             self._close_timer.cancel()
@@ -624,6 +643,27 @@ class Manager:
         waiters, self._stopped_waiters = self._stopped_waiters, []
         for d in waiters:
             d.callback(None)
+
+
+def _hint_type_counts(hints: object) -> dict[str, int]:
+    """How many hints of each type a ``connection-hints`` list holds (for telemetry)."""
+    counts: dict[str, int] = {}
+    for hint in hints if isinstance(hints, list) else []:
+        kind = hint.get("type") if isinstance(hint, dict) else None
+        key = kind if isinstance(kind, str) else "other"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _lost_reason(reason: str) -> str:
+    """Map a connection-loss message onto the telemetry vocabulary (no free text leaves)."""
+    if "silent" in reason or "not selected within" in reason:
+        return "timeout"
+    if "Error" in reason and "Connection" not in reason:
+        return "protocol_error"
+    if "cleanly" in reason:
+        return "closed"
+    return "network_error"
 
 
 def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
