@@ -11,16 +11,19 @@ File format (``docs/reliability-figures.json``)::
 
     {"records": {"<test id>": {"pairing": "<pairing key>", "figures": {"<figure>": number}}}}
 
-Figures are summed over tests per pairing, except those in ``MAX_FIGURES`` (the largest value
-wins). Pairing keys are those of ``PAIRINGS``; a figure that is not about a pairing uses
+Figures are summed over tests per pairing, except maxima (``is_max_figure``: those in
+``MAX_FIGURES``, names with ``peak`` or starting with ``worst_``), where the largest value
+wins. Pairing keys are those of ``PAIRINGS``; a figure that is not about a pairing uses
 ``"all"``. ``tests/render_figures.py`` turns the file into the table.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -38,7 +41,7 @@ PAIRINGS: dict[str, str] = {
 # figure key -> row heading, in table order; other keys follow, under their own names
 FIGURES: dict[str, str] = {
     "scenarios_run": "fault scenarios passed",
-    "cuts_survived": "link cuts survived (RST of every connection)",
+    "cuts_survived": "link cuts survived (connections reset with RST)",
     "connections_cut": "connections reset by those cuts",
     "black_holes_survived": "black-holed links left for a new generation",
     "mailbox_restarts_survived": "mailbox server restarts survived mid-transfer",
@@ -47,9 +50,19 @@ FIGURES: dict[str, str] = {
     "hostile_connections_handled": "hostile connections handled",
     "fuzz_cases_run": "fuzz cases run",
     "peak_memory_mib": "peak memory (MiB)",
+    "fuzz_hypothesis_examples": "Hypothesis examples behind the fuzz cases",
+    "fuzz_seconds": "seconds spent fuzzing",
+    "memory_test_sender_peak_mib": "memory test: sender peak (MiB)",
+    "memory_test_receiver_peak_mib": "memory test: receiver peak (MiB)",
+    "memory_test_seconds": "memory test: seconds for 1 GiB to a slow reader",
 }
 
 MAX_FIGURES = {"worst_dead_link_detection_intervals", "peak_memory_mib"}
+
+
+def is_max_figure(figure: str) -> bool:
+    """True for figures combined by taking the largest value instead of summing."""
+    return figure in MAX_FIGURES or "peak" in figure or figure.startswith("worst_")
 
 
 def figures_path(environ: Mapping[str, str] | None = None) -> Path | None:
@@ -87,7 +100,8 @@ def record(test_id: str, pairing: str, path: Path | None = None, **figures: floa
     if path is None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as lock:
+    key = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"txdilation-figures-{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         data = load(path)
         data["records"][test_id] = {"pairing": pairing, "figures": dict(figures)}
@@ -107,7 +121,7 @@ def aggregate(data: Mapping[str, Any]) -> dict[str, dict[str, float]]:
         pairing = entry["pairing"]
         for figure, value in entry["figures"].items():
             row = table.setdefault(figure, {})
-            if figure in MAX_FIGURES:
+            if is_max_figure(figure):
                 row[pairing] = max(row.get(pairing, value), value)
             else:
                 row[pairing] = row.get(pairing, 0) + value

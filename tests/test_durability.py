@@ -353,7 +353,7 @@ class CutTransferTests(FaultScenarios):
 
 @pytest.mark.slow
 class CutTransferSlowTests(FaultScenarios):
-    """256 MiB each way at once, the link cut every 250 ms, one run per pairing."""
+    """256 MiB each way at once, the link cut every 250 ms: each pairing direct and relay."""
 
     TOTAL = 256 << 20
     timeout = 600
@@ -373,6 +373,22 @@ class CutTransferSlowTests(FaultScenarios):
     def test_txdilation_both_relay(self) -> Any:
         """txdilation on both sides through the relay: 2 x 256 MiB."""
         yield defer.ensureDeferred(self.cut_duplex(TXD_TXD, "relay", self.TOTAL))
+
+    @defer.inlineCallbacks
+    def test_txdilation_leads_stock_relay(self) -> Any:
+        """txdilation Leader, stock Follower, through the relay (every connection cut, in
+        its handshake or not): 2 x 256 MiB."""
+        yield defer.ensureDeferred(self.cut_duplex(TXD_LEADS_STOCK, "relay", self.TOTAL))
+
+    @defer.inlineCallbacks
+    def test_stock_leads_txdilation_direct(self) -> Any:
+        """stock Leader, txdilation Follower listening behind the proxy: 2 x 256 MiB."""
+        yield defer.ensureDeferred(self.cut_duplex(STOCK_LEADS_TXD, "direct", self.TOTAL))
+
+    @defer.inlineCallbacks
+    def test_txdilation_both_direct(self) -> Any:
+        """txdilation on both sides, the Leader listening behind the proxy: 2 x 256 MiB."""
+        yield defer.ensureDeferred(self.cut_duplex(TXD_TXD, "direct", self.TOTAL))
 
 
 class SubchannelsWhileDownTests(FaultScenarios):
