@@ -202,6 +202,7 @@ class Connector:
             self._use_hints(list(s.relay_hints))
 
     def _start_listener(self, attempt: int = 0) -> None:
+        self._listen_retry = None
         network = self._settings.network
         interface = network.listen_interface or ""
         factory = _InboundFactory(self)
