@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from twisted.internet.defer import Deferred, DeferredList, gatherResults
+from twisted.internet.defer import CancelledError, Deferred, DeferredList, gatherResults
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
 from twisted.internet.protocol import Factory
 from twisted.internet.task import deferLater
@@ -48,6 +48,7 @@ class ProcessesMixin(RealServersMixin):
         twistd_options += ["--logfile", str(directory / "twistd.log")]
         argv = [*twistd_command(twistd_options), "--mailbox", self.mailbox.url, "--appid", APPID]
         process = spawn_session(self.reactor, name, [*argv, *args], path=str(directory))
+        self.processes = [*getattr(self, "processes", []), process]
         self.addCleanup(process.terminate, self.reactor, STOP_WITHIN)  # type: ignore[attr-defined]
         return process
 
@@ -61,6 +62,19 @@ class ProcessesMixin(RealServersMixin):
         listening = await process.next_event("listening", lambda e: e["name"] == name)
         port = int(listening["address"].rsplit(":", 1)[1])
         return await connectProtocol(TCP4ClientEndpoint(self.reactor, LOOPBACK, port), protocol)
+
+    async def within(self, d: Deferred[Any], what: str, seconds: float = 30.0) -> Any:
+        """``await d``, failing after ``seconds`` with every session process's tail (so a
+        stuck step says where it stuck, long before the test's own timeout)."""
+        timer = self.reactor.callLater(seconds, d.cancel)
+        try:
+            return await d
+        except CancelledError:
+            tails = "\n".join(p.tail() for p in self.processes)
+            self.fail(f"{what}: nothing after {seconds} s\n{tails}")  # type: ignore[attr-defined]
+        finally:
+            if timer.active():
+                timer.cancel()
 
     async def stop_all(self, *processes: SessionProcess) -> list[int | None]:
         """SIGTERM to all at once; every one must exit 0 within STOP_WITHIN seconds, with a
@@ -100,14 +114,14 @@ class TwistdSessionsSlowTests(ProcessesMixin, TestCase):
             "--listen", f"big=tcp:0:interface={LOOPBACK}",
             "--listen", f"small=tcp:0:interface={LOOPBACK}",
         )  # fmt: skip
-        code = (await a.next_event("code"))["code"]
+        code = (await self.within(a.next_event("code"), "A's code"))["code"]
         b = self.twistd(
             "B", "--code", code, *relay,
             "--connect", f"big=tcp:{LOOPBACK}:{big_port}",
             "--connect", f"small=tcp:{LOOPBACK}:{small_port}",
         )  # fmt: skip
-        await a.next_event("dilated")
-        await b.next_event("dilated")
+        await self.within(a.next_event("dilated"), "A dilated")
+        await self.within(b.next_event("dilated"), "B dilated")
         self.assertTrue((self.files["A"] / "twistd.pid").exists())
 
         big = Exchange(self.reactor, b"client-big", 64 * MiB)
@@ -119,14 +133,16 @@ class TwistdSessionsSlowTests(ProcessesMixin, TestCase):
         ]
         # cut A's link with a third of the upload in flight (the download keeps streaming),
         # then B's at two thirds; go on once each has reconnected
-        await held
+        await self.within(held, "a third of the upload")
         await a.cut_link(self.reactor)
         big.release()
-        await big.hold_at(2 * 64 * MiB // 3)
+        await self.within(big.hold_at(2 * 64 * MiB // 3), "two thirds of the upload")
         await b.cut_link(self.reactor)
         big.release()
-        await DeferredList([p.done for p in [big, *smalls]])
-        await DeferredList([p.done for p in big_service.built + small_service.built])
+        clients = DeferredList([p.done for p in [big, *smalls]])
+        await self.within(clients, "the clients' streams", 60)
+        servers = DeferredList([p.done for p in big_service.built + small_service.built])
+        await self.within(servers, "the services' streams")
 
         pairs = [(big, big_service.built[0]), *zip(smalls, small_service.built, strict=True)]
         for client, server in pairs:
@@ -232,13 +248,13 @@ class StockPeerSlowTests(ProcessesMixin, TestCase):
             on_event,
         )  # fmt: skip
         self.addCleanup(stock.kill)
-        code = await got_code
+        code = await self.within(got_code, "the stock peer's code")
         session = self.twistd(
             "S", "--code", code, "--status", "-",
             "--connect", f"echo=tcp:{LOOPBACK}:{echo_port}",
             "--listen", f"echo=tcp:0:interface={LOOPBACK}",
         )  # fmt: skip
-        await session.next_event("dilated")
+        await self.within(session.next_event("dilated"), "the session dilated")
 
         async def client(index: int) -> int:
             protocol = await self.connect(session, "echo", HalfCloseEchoClient())
@@ -247,9 +263,10 @@ class StockPeerSlowTests(ProcessesMixin, TestCase):
             await protocol.close()
             return sum(sizes)
 
-        moved = await gatherResults([Deferred.fromCoroutine(client(i)) for i in range(3)])
+        clients = gatherResults([Deferred.fromCoroutine(client(i)) for i in range(3)])
+        moved = await self.within(clients, "echo through the session")
         self.assertEqual(moved, [sum(sizes)] * 3)
-        await stock.ended
+        await self.within(stock.ended, f"the stock peer's end\n{stock.result.tail()}")
         result = stock.result
         self.assertEqual(result.exit_code, 0, result.tail())
         self.assertEqual(result.result["client"]["opened"], 3)
@@ -272,7 +289,7 @@ class DemoCommandSlowTests(TestCase):
 
         out, err, code = await getProcessOutputAndValue(
             sys.executable,
-            ["-m", "txdilation.cli", "demo", "--mib", "16", "--cuts", "2"],
+            ["-m", "txdilation.cli", "demo", "--mib", "16", "--cuts", "2", "--timeout", "60"],
             env=dict(os.environ),
             path=str(REPO_ROOT),
             reactor=reactor,

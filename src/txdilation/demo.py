@@ -207,7 +207,8 @@ def run_demo(
     result: list[int] = []
 
     def go() -> None:
-        d = Deferred.fromCoroutine(_Demo(reactor, sys.stdout).run(mib * 2**20, cuts, relay_only))
+        demo = _Demo(reactor, sys.stdout)
+        d = Deferred.fromCoroutine(demo.run(mib * 2**20, cuts, relay_only))
         timer = reactor.callLater(timeout, d.cancel)  # type: ignore[attr-defined]
 
         def finish(outcome: object) -> None:
@@ -215,6 +216,8 @@ def run_demo(
                 timer.cancel()
             if isinstance(outcome, Failure):
                 print(f"demo failed: {outcome.getErrorMessage()}", file=sys.stderr)
+                for session in demo.sessions:
+                    print(session.tail(), file=sys.stderr)
                 result.append(1)
             else:
                 result.append(int(outcome))  # type: ignore[call-overload]
