@@ -116,15 +116,23 @@ def main() -> None:
 
         def buildProtocol(self, addr: Any) -> DilatedConnectionProtocol:
             return DilatedConnectionProtocol(
-                role=self.role, dilation_key=key, owner=self.owner, description="bench",
-                is_direct=True, relay_line=None, clock=reactor)
+                role=self.role,
+                dilation_key=key,
+                owner=self.owner,
+                description="bench",
+                is_direct=True,
+                relay_line=None,
+                clock=reactor,
+            )
 
     def go(port: Any) -> Any:
         return TCP4ClientEndpoint(reactor, "127.0.0.1", port.getHost().port).connect(
-            F(FOLLOWER, Owner(CountingSink(0), follower_selected)))
+            F(FOLLOWER, Owner(CountingSink(0), follower_selected))
+        )
 
     TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(
-        F(LEADER, Owner(sink, lambda c: None))).addCallback(go)
+        F(LEADER, Owner(sink, lambda c: None))
+    ).addCallback(go)
     reactor.callLater(300, reactor.stop)
     cpu0 = time.process_time()
     reactor.run()
@@ -132,8 +140,10 @@ def main() -> None:
         sys.exit("benchmark did not complete")
     elapsed = sink.done_at - sender[0].started_at
     cpu = time.process_time() - cpu0
-    print(f"L2 link, one process, {args.total_mib} MiB in {args.record_size}-byte records: "
-          f"{total / elapsed / 1e6:.0f} MB/s ({elapsed:.2f} s wall, {cpu:.2f} s CPU)")
+    print(
+        f"L2 link, one process, {args.total_mib} MiB in {args.record_size}-byte records: "
+        f"{total / elapsed / 1e6:.0f} MB/s ({elapsed:.2f} s wall, {cpu:.2f} s CPU)"
+    )
 
 
 if __name__ == "__main__":
