@@ -165,6 +165,17 @@ class SpliceTests(SynchronousTestCase):
         self.assertEqual(self.ended, [self.splice])
         self.assertEqual(self.splice.reason, "open-failed")
 
+    def test_end_arriving_after_abandon(self) -> None:
+        """A splice abandoned before its local end connected (the open failed at once) closes
+        that end as soon as it connects, instead of leaving it paused forever."""
+        splice = Splice(8, "svc", "outbound", self.clock)
+        splice.abandon("open-failed")
+        self.assertTrue(splice.ended.called)
+        local = HalfCloseStringTransport()
+        local.protocol = splice.local
+        splice.local.makeConnection(local)
+        self.assertTrue(local.disconnecting)
+
     def test_close_both(self) -> None:
         """close() (a stop that cannot wait) closes the local connection and the subchannel's
         write side; the subchannel ends when the peer answers."""

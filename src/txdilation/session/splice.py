@@ -17,7 +17,7 @@ Invariants:
   gone; the subchannel's write side is closed when the local connection is gone; bytes arriving
   for a side that is gone are counted as dropped, never raised;
 - :attr:`Splice.ended` fires exactly once, when both ends are gone (or one end never came),
-  with the splice itself; byte counts are final then.
+  with the splice itself; byte counts are final then; an end that connects later is closed.
 """
 
 from __future__ import annotations
@@ -71,9 +71,12 @@ class Splice:
 
     # --- life ---
 
-    def end_made(self) -> None:
-        """An end connected: join once both have; otherwise pause the one that is waiting."""
-        if self.local.connected and self.channel.connected:
+    def end_made(self, end: _End) -> None:
+        """An end connected: join once both have; otherwise pause the one that is waiting. An
+        end that connects after the splice was abandoned is closed at once."""
+        if self.ended.called:
+            end.close()
+        elif self.local.connected and self.channel.connected:
             self.join()
         elif self.local.connected:
             self.local.transport.pauseProducing()
@@ -166,7 +169,11 @@ class _End(Protocol):
         return bool(self.connected) and not self.lost and not self.write_closed
 
     def connectionMade(self) -> None:
-        self.splice.end_made()
+        self.splice.end_made(self)
+
+    def close(self) -> None:
+        """Close this end (each end knows how)."""
+        raise NotImplementedError
 
     def register_producer(self, producer: Any) -> None:
         """Let our transport pause ``producer`` (the other end's transport) when it is full."""
