@@ -415,3 +415,34 @@ class ManagerInputFuzzTests(SynchronousTestCase):
         self.assertEqual(statuses[-1].generation, 1)
         self.assertEqual(m._role.value, "LEADER")
         m.stop()
+
+
+class LineReceiverOnSubchannelTests(DilatedPairBase):
+    """Twisted's line-oriented protocols work over subchannels (they read
+    ``transport.disconnecting``, which stock's subchannels lack)."""
+
+    @inlineCallbacks
+    def test_line_receiver_round_trip(self) -> Any:
+        """A LineReceiver client and server exchange lines over a subchannel, and
+        ``disconnecting`` turns True after loseConnection()."""
+        from twisted.protocols.basic import LineReceiver
+
+        got: Deferred[bytes] = Deferred()
+
+        class Server(LineReceiver):
+            def lineReceived(self, line: bytes) -> None:
+                self.sendLine(line.upper())
+
+        class Client(LineReceiver):
+            def lineReceived(self, line: bytes) -> None:
+                got.callback(line)
+
+        _pipes, _dilators, apis = yield self.dilate_pair()
+        apis[0].listener_for("lines").listen(Factory.forProtocol(Server))
+        client = yield apis[1].connector_for("lines").connect(Factory.forProtocol(Client))
+        self.assertFalse(client.transport.disconnecting)
+        client.sendLine(b"hello")
+        line = yield got
+        self.assertEqual(line, b"HELLO")
+        client.transport.loseConnection()
+        self.assertTrue(client.transport.disconnecting)

@@ -419,7 +419,12 @@ class Manager:
             self.telemetry.reconnect()
         phase = f"dilate-{self._next_phase}"
         self._next_phase += 1
-        self._S.send(phase, json.dumps(fields).encode("utf-8"))
+        try:
+            self._S.send(phase, json.dumps(fields).encode("utf-8"))
+        except Exception:
+            # stock's mailbox machine refuses sends while the wormhole is closing; the message
+            # cannot matter any more then, and must not become an unhandled error
+            _log.failure("could not send {phase} (wormhole closing?)", phase=phase)
 
     # --- connector owner ---
 

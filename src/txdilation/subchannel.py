@@ -385,6 +385,12 @@ class SubChannel:
             raise HalfCloseUsedOnNonHalfCloseable()
         self._machine.close_write()
 
+    @property
+    def disconnecting(self) -> bool:
+        """True once our side stopped writing (as on a TCP transport, which Twisted's
+        ``LineReceiver`` and friends consult)."""
+        return not self._core.writable
+
     def getHost(self) -> IAddress:
         """The wormhole's address (the same object for every subchannel of one wormhole)."""
         return self._host
