@@ -5,7 +5,8 @@ Layer: benchmark infrastructure. Three modes, each printing one JSON line:
 - ``tcp-sink`` + ``tcp-source``: raw Twisted TCP between two processes over 127.0.0.1, with
   the very sender and receiver protocols of the Dilation bulk figures (``benchmarks.peer``): the
   source writes ``--total`` bytes in ``--chunk`` writes as a push producer, the sink counts
-  (``--hash``: and hashes with SHA-256). The sink prints ``{"port": N}`` first, then its result.
+  (``--hash``: and hashes with SHA-256); ``--buffer`` sets both transports' read, buffer and send
+  sizes (as txdilation's L2 does). The sink prints ``{"port": N}`` first, then its result.
 - ``crypto``: one core's ChaCha20-Poly1305 (``cryptography``) and Noise transport (our
   :class:`~txdilation.noise_layer.NoiseSession`) encrypt/decrypt of 65519-byte pieces, and
   SHA-256 of 64 KiB blocks, in MB per CPU-second (1 MB = 10**6 bytes).
@@ -35,12 +36,22 @@ def emit(**fields: Any) -> None:
     sys.stdout.flush()
 
 
+def _set_buffers(transport: Any, size: int) -> None:
+    """Give the TCP transport ``size``-byte reads, buffer and sends (0: Twisted's defaults)."""
+    if size:
+        transport.bufferSize = transport.SEND_LIMIT = size
+
+
 class Sink(BulkReceiver):
     """A :class:`~benchmarks.peer.BulkReceiver` that reports and stops at ``total`` bytes."""
 
-    def __init__(self, reactor: Any, total: int, hashing: bool) -> None:
+    def __init__(self, reactor: Any, total: int, hashing: bool, buffer: int) -> None:
         super().__init__(total, hashing)
         self._reactor = reactor
+        self._buffer = buffer
+
+    def connectionMade(self) -> None:
+        _set_buffers(self.transport, self._buffer)
 
     def dataReceived(self, data: bytes) -> None:
         super().dataReceived(data)
@@ -58,11 +69,13 @@ class Sink(BulkReceiver):
 class Source(BulkSender):
     """A :class:`~benchmarks.peer.BulkSender` of ``total`` bytes that reports when done."""
 
-    def __init__(self, reactor: Any, total: int, chunk: int) -> None:
+    def __init__(self, reactor: Any, total: int, chunk: int, buffer: int) -> None:
         super().__init__(reactor, bulk_stream("raw-tcp", total, chunk))
         self._reactor = reactor
+        self._buffer = buffer
 
     def connectionMade(self) -> None:
+        _set_buffers(self.transport, self._buffer)
         self.cpu0 = time.process_time()
         super().connectionMade()
 
@@ -75,7 +88,7 @@ def tcp_sink(args: argparse.Namespace) -> None:
     from twisted.internet import reactor as _reactor
 
     reactor: Any = _reactor
-    factory = Factory.forProtocol(lambda: Sink(reactor, args.total, args.hash))
+    factory = Factory.forProtocol(lambda: Sink(reactor, args.total, args.hash, args.buffer))
     port = reactor.listenTCP(0, factory, interface="127.0.0.1")
     emit(port=port.getHost().port)
     reactor.callLater(args.timeout, reactor.stop)
@@ -86,7 +99,8 @@ def tcp_source(args: argparse.Namespace) -> None:
     from twisted.internet import reactor as _reactor
 
     reactor: Any = _reactor
-    factory = ClientFactory.forProtocol(lambda: Source(reactor, args.total, args.chunk))
+    source = Source(reactor, args.total, args.chunk, args.buffer)
+    factory = ClientFactory.forProtocol(lambda: source)
     reactor.connectTCP("127.0.0.1", args.port, factory)
     reactor.callLater(args.timeout, reactor.stop)
     reactor.run()
@@ -150,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--chunk", type=int, default=64 << 10)
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--hash", action="store_true")
+    p.add_argument("--buffer", type=int, default=0, help="TCP read/buffer/send size (0: default)")
     p.add_argument("--timeout", type=float, default=120.0)
     args = p.parse_args(argv)
     {"tcp-sink": tcp_sink, "tcp-source": tcp_source, "crypto": crypto}[args.mode](args)

@@ -25,6 +25,7 @@ message each).
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -62,6 +63,11 @@ def usage() -> dict[str, float]:
         "system_cpu": ru.ru_stime,
         "maxrss_mib": ru.ru_maxrss / 1024,
     }
+
+
+def _gc_collections() -> int:
+    """How many garbage collections (all generations) this process has run."""
+    return sum(generation["collections"] for generation in gc.get_stats())
 
 
 def current_rss_mib() -> float:
@@ -197,6 +203,7 @@ class BulkReceiver(Protocol):
         self.deliveries = 0
         self.cpu_at_first = 0.0
         self.cpu_at_last = 0.0
+        self.gc_at_first = self.gc_during = 0
         self.marks: list[float] = []  # when each further 16 MiB had arrived
         self.next_mark = 16 << 20
         self.done: Deferred[None] = Deferred()
@@ -205,6 +212,7 @@ class BulkReceiver(Protocol):
         if not self.bytes:
             self.first = time.monotonic()
             self.cpu_at_first = time.process_time()
+            self.gc_at_first = _gc_collections()
         if self._hash is not None:
             self._hash.update(data)
         self.bytes += len(data)
@@ -215,6 +223,7 @@ class BulkReceiver(Protocol):
         if self.bytes >= self._total and not self.last:
             self.last = time.monotonic()
             self.cpu_at_last = time.process_time()
+            self.gc_during = _gc_collections() - self.gc_at_first
 
     @property
     def digest(self) -> str | None:
@@ -258,6 +267,7 @@ async def bulk_recv(peer: Peer) -> dict[str, Any]:
         "sha256": receiver.digest,
         "transfer_cpu": receiver.cpu_at_last - receiver.cpu_at_first,
         "marks": receiver.marks,
+        "gc_collections": receiver.gc_during,
     }
     await w.close()
     return result
@@ -269,6 +279,7 @@ async def bulk_send(peer: Peer) -> dict[str, Any]:
     w, dilated, times = await peer.dilate(args.code)
     stream = bulk_stream(args.seed, args.total, args.chunk)
     cpu0 = time.process_time()
+    gc0 = _gc_collections()
     sender: BulkSender = await dilated.connector_for("bulk").connect(
         Factory.forProtocol(lambda: BulkSender(peer.reactor, stream))
     )
@@ -277,6 +288,7 @@ async def bulk_send(peer: Peer) -> dict[str, Any]:
         **times,
         "started": sender.started,
         "transfer_cpu": time.process_time() - cpu0,
+        "gc_collections": _gc_collections() - gc0,
         "pauses": sender.pauses,
     }
     await w.close()
@@ -577,7 +589,8 @@ def main(argv: list[str] | None = None) -> int:
         from twisted.logger import globalLogBeginner, textFileLogObserver
 
         log_file = open(f"{log_path}.{args.role}", "a")  # noqa: SIM115 (lives as long as the process)
-        globalLogBeginner.beginLoggingTo([textFileLogObserver(log_file)], redirectStandardIO=False)
+        observer = textFileLogObserver(log_file, timeFormat="%H:%M:%S.%f")
+        globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)
     outcome: list[int] = []
     with ExitStack() as stack:
         _install(args.impl, stack, args.side)

@@ -38,6 +38,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.peer import expected_digest  # noqa: E402
+from txdilation.l2 import TCP_BUFFER_SIZE  # noqa: E402
 
 IMPLS = ("stock", "txdilation")
 #: forced dilation sides: the receiving/serving peer ("left") leads
@@ -233,19 +234,20 @@ class Session:
             results.append(result)
         return results[0], results[1], probe.as_dict()
 
-    def run_raw_tcp(self, total: int, chunk: int) -> dict[str, Any]:
-        """Raw Twisted TCP between two processes; returns MB/s and the load."""
+    def run_raw_tcp(self, total: int, chunk: int, buffer: int = 0) -> dict[str, Any]:
+        """Raw Twisted TCP between two processes (``buffer``: the transports' read, buffer and
+        send size, 0 for Twisted's defaults); returns MB/s, the receiver's CPU and the load."""
         base = [sys.executable, "-m", "benchmarks.limits"]
         with LoadProbe([self.mailbox_pid]) as probe:
             sink = subprocess.Popen(
-                [*base, "tcp-sink", "--total", str(total), "--hash"],
+                [*base, "tcp-sink", "--total", str(total), "--hash", "--buffer", str(buffer)],
                 stdout=subprocess.PIPE, env=self.env, cwd=str(REPO_ROOT), text=True,
             )  # fmt: skip
             assert sink.stdout is not None
             port = json.loads(sink.stdout.readline())["port"]
             source = subprocess.run(
                 [*base, "tcp-source", "--total", str(total), "--chunk", str(chunk),
-                 "--port", str(port)],
+                 "--port", str(port), "--buffer", str(buffer)],
                 capture_output=True, env=self.env, cwd=str(REPO_ROOT), text=True,
                 timeout=self.timeout,
             )  # fmt: skip
@@ -562,10 +564,14 @@ def load_summary(results: list[dict[str, Any]]) -> str:
 def limits_summary(limits: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     """The raw limits measured in this session, and txdilation's bulk figure against them."""
     c = limits["crypto"]
-    tcp = limits["raw_tcp_mbps"]
+    tcp, tuned = limits["raw_tcp_mbps"], limits["raw_tcp_l2_buffers_mbps"]
+    count = len(limits["raw_tcp_runs"])
     lines = [
-        f"- raw Twisted TCP, two processes, 256 MiB in 64 KiB writes, receiver SHA-256: "
-        f"{tcp:.0f} MB/s (median of {len(limits['raw_tcp_runs'])})",
+        f"- raw Twisted TCP, two processes, the same sender and receiver (256 MiB in 64 KiB "
+        f"writes, receiver SHA-256), median of {count}: {tcp:.0f} MB/s with Twisted's default "
+        f"64 KiB buffers (receiver CPU {limits['raw_tcp_recv_cpu']:.2f} s), {tuned:.0f} MB/s with "
+        f"{TCP_BUFFER_SIZE // 1024} KiB buffers as txdilation's L2 sets them (receiver CPU "
+        f"{limits['raw_tcp_l2_buffers_recv_cpu']:.2f} s)",
         f"- ChaCha20-Poly1305 (cryptography), 65519-byte pieces: encrypt {c['chacha_encrypt']:.0f}"
         f", decrypt {c['chacha_decrypt']:.0f} MB per CPU-second; through txdilation's Noise "
         f"session: {c['noise_encrypt']:.0f} / {c['noise_decrypt']:.0f}",
@@ -574,8 +580,8 @@ def limits_summary(limits: dict[str, Any], rows: list[dict[str, Any]]) -> str:
     bulk = [r for r in rows if r["key"] == "mbps" and r["figure"] in ("bulk", "bulk-quick")]
     for r in bulk:
         lines.append(
-            f"- {r['title']}: txdilation at {100 * r['txdilation'] / tcp:.0f}% of raw TCP, "
-            f"stock at {100 * r['stock'] / tcp:.0f}%"
+            f"- {r['title']}: txdilation at {100 * r['txdilation'] / tuned:.0f}%, stock at "
+            f"{100 * r['stock'] / tuned:.0f}% of raw TCP with txdilation's buffers"
         )
     return "\n".join(lines)
 
@@ -627,9 +633,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append(run_figure(session, figure, log))
         if not args.no_limits:
             log("limits: raw TCP and crypto")
-            runs = [session.run_raw_tcp(256 * MiB, 64 << 10) for _ in range(1 if args.quick else 3)]
-            limits["raw_tcp_mbps"] = statistics.median(r["mbps"] for r in runs)
-            limits["raw_tcp_runs"] = runs
+            count = 1 if args.quick else 3
+            for key, buffer in (("raw_tcp", 0), ("raw_tcp_l2_buffers", TCP_BUFFER_SIZE)):
+                runs = [session.run_raw_tcp(256 * MiB, 64 << 10, buffer) for _ in range(count)]
+                limits[f"{key}_mbps"] = statistics.median(r["mbps"] for r in runs)
+                limits[f"{key}_recv_cpu"] = statistics.median(r["recv_cpu"] for r in runs)
+                limits[f"{key}_runs"] = runs
             limits["crypto"] = session.run_crypto()
     except BenchmarkError as e:
         log(f"FAILED: {e}")
