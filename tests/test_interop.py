@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from twisted.internet import defer
 from twisted.trial import unittest
 
+import tests.test_stock_interop_harness as stock_harness
 from tests.harness import PeerResult, RealServersMixin, run_peer_pair
 from tests.peer_scenarios import payload
 from tests.test_stock_interop_harness import (
@@ -136,22 +137,7 @@ class TxdilationBothSides(
     right_impl = "txdilation"
 
 
-class OldPeerTests(RealServersMixin, unittest.TestCase):
-    """txdilation against a peer whose wormhole was created without dilation."""
+class TxdilationOldPeerTests(stock_harness.OldPeerTests):
+    """txdilation against a stock peer whose wormhole was created without dilation."""
 
-    timeout = 2 * PAIR_TIMEOUT
-
-    @defer.inlineCallbacks
-    def test_old_peer_cannot_dilate(self) -> Any:
-        """when_dilated() errbacks with OldPeerCannotDilateError; nothing hangs."""
-        left, right = yield defer.ensureDeferred(
-            run_peer_pair(
-                self.reactor,
-                self.mailbox.url,
-                ["--impl", "txdilation", "--scenario", "expect-old-peer"],
-                ["--impl", "stock", "--scenario", "no-dilation"],
-                PAIR_TIMEOUT,
-            )
-        )
-        self.assertEqual(left.result, {"when_dilated": "OldPeerCannotDilateError"})
-        self.assertEqual(right.result, {"peer_can_dilate": []})
+    dilating_impl = "txdilation"

@@ -219,8 +219,9 @@ class StockStockInteropTests(InteropScenariosMixin, RealServersMixin, unittest.T
 
 
 class OldPeerTests(RealServersMixin, unittest.TestCase):
-    """A dilating peer against a peer created without dilation."""
+    """A dilating peer (``dilating_impl``) against a stock peer created without dilation."""
 
+    dilating_impl: ClassVar[str] = "stock"
     timeout = 2 * PAIR_TIMEOUT
 
     @defer.inlineCallbacks
@@ -230,7 +231,7 @@ class OldPeerTests(RealServersMixin, unittest.TestCase):
             run_peer_pair(
                 self.reactor,
                 self.mailbox.url,
-                ["--impl", "stock", "--scenario", "expect-old-peer"],
+                ["--impl", self.dilating_impl, "--scenario", "expect-old-peer"],
                 ["--impl", "stock", "--scenario", "no-dilation"],
                 PAIR_TIMEOUT,
             )
