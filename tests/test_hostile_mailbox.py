@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.internet.defer import ensureDeferred
 from twisted.internet.protocol import Factory
-from twisted.internet.task import Cooperator
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
@@ -27,7 +26,7 @@ from tests.hostile import (
     until,
     use_environment,
 )
-from tests.test_manager import Collector
+from tests.test_manager import Collector, clock_manager
 from txdilation.config import NetworkSettings
 from txdilation.connection import Data, Open
 from txdilation.connector import _tcp_client_endpoint
@@ -100,21 +99,7 @@ def manager(side: str = "8" * 16) -> tuple[Manager, list[dict[str, Any]], Memory
         def send(self, phase: str, plaintext: bytes) -> None:
             sent.append(json.loads(plaintext))
 
-    clock = MemoryReactorClock()
-    m = Manager(
-        Sender(),
-        side,
-        None,
-        clock,
-        None,
-        Cooperator(scheduler=lambda f: clock.callLater(0, f)),
-        ["ged"],
-        30.0,
-        None,
-        False,
-        None,
-        network=LOOPBACK,
-    )
+    m, clock = clock_manager(Sender(), side)
     return m, sent, clock
 
 

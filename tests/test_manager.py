@@ -328,12 +328,14 @@ class VersionAndArgumentTests(SynchronousTestCase):
         self.failureResultOf(d, OldPeerCannotDilateError)
 
 
-def _manager(role_side: str) -> tuple[Manager, MailboxPipe, MemoryReactorClock]:
-    pipe = MailboxPipe()
+def clock_manager(sender: Any, side: str, **kwargs: Any) -> tuple[Manager, MemoryReactorClock]:
+    """A Manager on a MemoryReactorClock with test defaults (30 s pings, loopback network);
+    ``kwargs`` override or add Manager keyword arguments."""
     clock = MemoryReactorClock()
+    kwargs.setdefault("network", LOOPBACK)
     m = Manager(
-        pipe,
-        role_side,
+        sender,
+        side,
         None,
         clock,
         None,
@@ -343,8 +345,14 @@ def _manager(role_side: str) -> tuple[Manager, MailboxPipe, MemoryReactorClock]:
         None,
         False,
         None,
-        network=LOOPBACK,
+        **kwargs,
     )
+    return m, clock
+
+
+def _manager(role_side: str) -> tuple[Manager, MailboxPipe, MemoryReactorClock]:
+    pipe = MailboxPipe()
+    m, clock = clock_manager(pipe, role_side)
     return m, pipe, clock
 
 

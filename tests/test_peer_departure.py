@@ -11,7 +11,6 @@ from typing import Any
 
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.protocol import Factory
-from twisted.internet.task import Cooperator
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase
 from wormhole._status import (
@@ -34,6 +33,7 @@ from .test_manager import (
     DilatedPairBase,
     EchoProtocol,
     MailboxPipe,
+    clock_manager,
     deferLater,
     make_pair,
     reactor,
@@ -172,21 +172,10 @@ class LinkLostTests(DilatedPairBase):
 
 def _manager(side: str, timeout: float | None = 10.0) -> tuple[Manager, MailboxPipe, Any]:
     pipe = MailboxPipe()
-    clock = MemoryReactorClock()
-    m = Manager(
+    m, clock = clock_manager(
         pipe,
         side,
-        None,
-        clock,
-        None,
-        Cooperator(scheduler=lambda f: clock.callLater(0, f)),
-        ["ged"],
-        30.0,
-        None,
-        False,
-        None,
         initial_mailbox_status=WormholeStatus(mailbox_connection=Connected("ws://x")),
-        network=LOOPBACK,
         policy=ReconnectPolicy(timeout),
     )
     m.got_dilation_key(b"k" * 32)
