@@ -475,6 +475,12 @@ class Manager:
         else:
             self._connector.start()
 
+    def _answer_reconnect(self) -> None:
+        """Follower: drop this generation's attempts, answer one 'reconnecting', start anew."""
+        self._stop_connector()
+        self._send_dilation_message(type="reconnecting")
+        self._start_connector()
+
     def _stop_connector(self) -> None:
         self._cancel_stall_timer()
         if self._connector is not None:
@@ -756,16 +762,13 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
 
     @disconnected.upon(E.rx_reconnect).to(connecting)
     def follower_reconnects(events: ManagerEvents, m: Manager) -> None:
-        m._stop_connector()
-        m._send_dilation_message(type="reconnecting")
-        m._start_connector()
+        m._answer_reconnect()
         m._peer(ConnectingPeer(int(m._reactor.seconds())))
 
     @abandoning.upon(E.connection_lost).to(connecting)
     def follower_reconnects_after_abandon(events: ManagerEvents, m: Manager) -> None:
         m._peer(ReconnectingPeer(int(m._reactor.seconds())))
-        m._send_dilation_message(type="reconnecting")
-        m._start_connector()
+        m._answer_reconnect()
         m._peer(ConnectingPeer(int(m._reactor.seconds())))
 
     @connecting.upon(E.generation_stalled).to(disconnected)
@@ -778,9 +781,7 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
     @connecting.upon(E.rx_reconnect).loop()
     def follower_restarts_generation(events: ManagerEvents, m: Manager) -> None:
         # The Leader lost a connection we never saw selected: start afresh, answering once.
-        m._stop_connector()
-        m._send_dilation_message(type="reconnecting")
-        m._start_connector()
+        m._answer_reconnect()
 
     # --- stopping ---
     @waiting.upon(E.stop).to(stopped)
