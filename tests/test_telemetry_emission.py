@@ -1,24 +1,49 @@
-"""Telemetry from a real dilation: two Managers over real loopback TCP (in-memory mailbox),
-one forced reconnect, events written through TXDILATION_EVENTS and checked against the schema."""
+"""Telemetry from real dilations, events written through TXDILATION_EVENTS and checked against
+the schema: two Managers over real loopback TCP (in-memory mailbox) with one forced reconnect,
+and two real wormholes through the real mailbox server and transit relay with one link cut."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import tempfile
 from typing import Any
 
-from twisted.internet.defer import inlineCallbacks
+from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.protocol import Factory
+from twisted.internet.task import deferLater
+from twisted.trial.unittest import TestCase
 
+import txdilation
 from txdilation import telemetry as tm
 
+from .harness import RealServersMixin, restore_env
 from .test_manager import Collector, DilatedPairBase, EchoProtocol
 
 try:
     import jsonschema
 except ImportError:  # pragma: no cover (jsonschema comes with the analytics extra)
     jsonschema = None
+
+TRAFFIC_INTERVAL = "TXDILATION_TRAFFIC_INTERVAL"
+
+
+def validate_all(case: TestCase, records: list[dict[str, Any]]) -> None:
+    """Every record validates against the shipped JSON Schema (skipped without jsonschema)."""
+    if jsonschema is None:
+        case.skipTest("jsonschema is not installed")
+    validator = jsonschema.Draft202012Validator(json.loads(tm.schema_text()))
+    for r in records:
+        validator.validate(r)
+
+
+def by_session(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Records grouped by session id, each group in emission order."""
+    sessions: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        sessions.setdefault(r["session"], []).append(r)
+    return sessions
 
 
 class TelemetryEmissionTests(DilatedPairBase):
@@ -83,3 +108,159 @@ class TelemetryEmissionTests(DilatedPairBase):
         self.assertEqual(by_role["follower"].count("reconnecting"), 1)
         for forbidden in ("secret-payload", "127.0.0.1", dilators[0]._manager._my_side):
             self.assertNotIn(forbidden, text)
+
+
+APPID = "lothar.com/txdilation/telemetry-test"
+MESSAGES = (b"a" * 10, b"b" * 1000, b"c" * 70000)
+REPLAYED = b"r" * 1500  # written in the same turn as the cut: lost with the link, replayed
+AFTER = b"z" * 300
+LOSING = {"superseded", "cancelled"}
+
+
+def _read_records(path: str) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f.read().splitlines()]
+
+
+class RealServersTelemetryTests(RealServersMixin, TestCase):
+    """Two in-process wormholes (stock magic-wormhole with txdilation installed) through the
+    real mailbox server and transit relay on 127.0.0.1; one subchannel; one link cut."""
+
+    timeout = 60
+
+    def setUp(self) -> Any:
+        handle, self.path = tempfile.mkstemp(suffix=".jsonl")
+        os.close(handle)
+        self.addCleanup(os.unlink, self.path)
+        previous = {name: os.environ.get(name) for name in (tm.ENV_VAR, TRAFFIC_INTERVAL)}
+        os.environ[tm.ENV_VAR] = self.path
+        os.environ[TRAFFIC_INTERVAL] = "0.05"
+        self.addCleanup(restore_env, previous)
+        if not txdilation.is_installed():
+            txdilation.install()
+            self.addCleanup(txdilation.uninstall)
+        return super().setUp()
+
+    async def _session(self) -> dict[str, Any]:
+        """Dilate, echo MESSAGES, cut the link with REPLAYED unsent, echo AFTER, close."""
+        import wormhole
+
+        a = wormhole.create(APPID, self.mailbox.url, self.reactor, dilation=True)
+        b = wormhole.create(APPID, self.mailbox.url, self.reactor, dilation=True)
+        a.allocate_code()
+        code = await a.get_code()
+        b.set_code(code)
+        relay = self.transit_relay.hint
+        da = a.dilate(transit_relay_location=relay)
+        db = b.dilate(transit_relay_location=relay)
+        await da.listener_for("echo").listen(Factory.forProtocol(EchoProtocol))
+        client = await db.connector_for("echo").connect(Factory.forProtocol(Collector))
+        sent = b""
+        for message in MESSAGES:
+            client.transport.write(message)
+            sent += message
+            await client.wait_for(len(sent))
+        await deferLater(self.reactor, 0.2, lambda: None)  # every ACK is in
+        manager = client.transport._manager
+        first = manager._connection
+        client.transport.write(REPLAYED)  # buffered by the TCP transport...
+        first.abort()  # ...and lost with it: the Leader reconnects, the queue replays it
+        sent += REPLAYED
+        await client.wait_for(len(sent))
+        self.assertIsNot(manager._connection, first)
+        client.transport.write(AFTER)
+        sent += AFTER
+        got = await client.wait_for(len(sent))
+        self.assertEqual(got, sent)
+        client.transport.loseConnection()
+        await client.lost
+        await a.close()
+        await b.close()
+        return {"code": code, "sides": (da._manager._my_side, db._manager._my_side), "sent": sent}
+
+    @inlineCallbacks
+    def test_real_dilation_with_reconnect_emits_every_event(self) -> Any:
+        """Both peers of a real dilation with a reconnect write schema-valid records whose pair
+        ids match: per generation one selected attempt and losing attempts recorded (never a
+        failure on loopback), every attempt started once and ended once with a unique id; a
+        final traffic record (after periodic ones that never decrease) whose byte and record
+        counts are exactly what the subchannel carried, the replayed bytes counted as
+        retransmitted on the side that lost them; a subchannel opened and closed on both sides
+        with exact payload byte counts; and no code, side, address or payload anywhere."""
+        run = yield Deferred.fromCoroutine(self._session())
+        records = _read_records(self.path)
+        if os.environ.get("DUMP"):
+            print("\n".join(json.dumps(r) for r in records))
+        validate_all(self, records)
+        sessions = by_session(records)
+        self.assertEqual(len(sessions), 2)
+        self.assertEqual(len({r["pair"] for r in records if "pair" in r}), 1)
+        self.assertEqual(len({r["session"] for r in records if "pair" in r}), 2)
+        total = len(run["sent"])
+        n = len(MESSAGES) + 2  # DATA records each way
+        for events in sessions.values():
+            role = events[-1]["role"]
+            self.assertEqual(events[0]["event"], "dilation_requested")
+            self.assertEqual(events[-1]["event"], "session_ended")
+            self.check_attempts(events)
+            final = self.check_traffic(events)
+            opened = [r for r in events if r["event"] == "subchannel_opened"]
+            closed = [r for r in events if r["event"] == "subchannel_closed"]
+            self.assertEqual(len(opened), 1)
+            self.assertEqual(len(closed), 1)
+            self.assertEqual(opened[0]["scid"], closed[0]["scid"])
+            self.assertEqual((closed[0]["bytes_in"], closed[0]["bytes_out"]), (total, total))
+            self.assertGreater(closed[0]["duration_s"], 0)
+            initiator = opened[0]["initiator"]
+            self.assertEqual(final["bytes_sent"], total)
+            self.assertEqual(final["bytes_received"], total)
+            # the client sends OPEN, n DATA, CLOSE and gets n DATA and the answering CLOSE
+            self.assertEqual(final["records_sent"], n + 2 if initiator else n + 1)
+            self.assertEqual(final["records_received"], n + 1 if initiator else n + 2)
+            self.assertEqual(final["records_acked"], final["records_sent"])
+            self.assertEqual(final["queue_bytes"], 0)
+            lost_it = len(REPLAYED) if initiator else 0
+            self.assertEqual(final["bytes_retransmitted"], lost_it, role)
+        self.assertEqual(
+            sorted(r["initiator"] for r in records if r["event"] == "subchannel_opened"),
+            [False, True],
+        )
+        text = json.dumps(records)
+        for forbidden in ("127.0.0.1", run["code"], *run["sides"], "aaaaaaaaaa", "zzzzzzz"):
+            self.assertNotIn(forbidden, text)
+
+    def check_attempts(self, events: list[dict[str, Any]]) -> None:
+        """Attempts of one session: started once, ended once, ids unique; per generation
+        exactly one selected; some lost the race; nothing failed."""
+        started = {r["attempt"]: r for r in events if r["event"] == "attempt_started"}
+        ended = [r for r in events if r["event"] == "attempt_ended"]
+        self.assertEqual(len(started), len([r for r in events if r["event"] == "attempt_started"]))
+        self.assertEqual(sorted(r["attempt"] for r in ended), sorted(started))
+        for r in ended:
+            s = started[r["attempt"]]
+            for key in ("hint_type", "direction", "generation"):
+                self.assertEqual(r[key], s[key], r)
+            self.assertIn(r["outcome"], LOSING | {"selected"}, r)
+            if r["outcome"] == "selected":
+                self.assertGreaterEqual(r["connect_s"], 0)
+                self.assertGreater(r["handshake_s"], 0)
+        selected = [r["generation"] for r in ended if r["outcome"] == "selected"]
+        self.assertEqual(selected, [1, 2])
+        self.assertTrue(any(r["outcome"] in LOSING for r in ended))
+        self.assertEqual({r["hint_type"] for r in started.values()}, {"direct-tcp-v1", "relay-v1"})
+        connections = [r for r in events if r["event"] == "connection_selected"]
+        self.assertEqual(len(connections), 2)
+        for r in connections:
+            self.assertGreaterEqual(r["candidates"], 1)
+
+    def check_traffic(self, events: list[dict[str, Any]]) -> dict[str, Any]:
+        """Traffic records of one session: cumulative (never decreasing), the last one final
+        and just before session_ended; returns it."""
+        traffic = [r for r in events if r["event"] == "traffic"]
+        self.assertGreaterEqual(len(traffic), 2)
+        self.assertEqual([r["final"] for r in traffic], [False] * (len(traffic) - 1) + [True])
+        self.assertEqual(events[-2]["event"], "traffic")
+        for earlier, later in itertools.pairwise(traffic):
+            for key in ("records_sent", "bytes_sent", "records_acked", "bytes_received"):
+                self.assertLessEqual(earlier[key], later[key], key)
+        return traffic[-1]

@@ -31,6 +31,12 @@ Waiting for the peer (:class:`ReconnectPolicy`):
   the dilation status becomes ``StoppedPeer``. Default 600; 0 means never. A txdilation peer
   says when it closes its wormhole, so this only matters for stock peers and crashed ones.
 
+Telemetry (:class:`TelemetrySettings`; where the records go is ``TXDILATION_EVENTS``, see
+``txdilation.telemetry``):
+
+- ``TXDILATION_TRAFFIC_INTERVAL``: seconds between periodic ``traffic`` records once dilated.
+  Default 60; 0 means none (the final record at the end of the session is always written).
+
 These are read once per dilated wormhole, when ``dilate()`` builds its Manager.
 """
 
@@ -104,19 +110,26 @@ class ReconnectPolicy:
 
         :raises ValueError: when it is not a number of seconds, or negative.
         """
-        env = os.environ if environ is None else environ
-        raw = env.get("TXDILATION_PEER_TIMEOUT", "").strip()
-        if not raw:
-            return cls()
-        try:
-            seconds = float(raw)
-        except ValueError:
-            raise ValueError(
-                f"TXDILATION_PEER_TIMEOUT must be a number of seconds, not {raw!r}"
-            ) from None
-        if seconds < 0:
-            raise ValueError(f"TXDILATION_PEER_TIMEOUT cannot be negative: {raw!r}")
-        return cls(seconds or None)
+        seconds = _seconds_from_environ(environ, "TXDILATION_PEER_TIMEOUT")
+        return cls() if seconds is None else cls(seconds or None)
+
+
+def _seconds_from_environ(environ: Mapping[str, str] | None, variable: str) -> float | None:
+    """``variable`` as a number of seconds (0 or more); None when unset or empty.
+
+    :raises ValueError: when it is not a finite number, or negative.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(variable, "").strip()
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ValueError(f"{variable} must be a number of seconds, not {raw!r}") from None
+    if seconds < 0 or not math.isfinite(seconds):
+        raise ValueError(f"{variable} cannot be negative or infinite: {raw!r}")
+    return seconds
 
 
 def _port_from_environ(env: Mapping[str, str], variable: str) -> int | None:
@@ -173,3 +186,28 @@ class Limits:
                 except ValueError:
                     raise ValueError(f"{variable} must be a number of bytes, not {raw!r}") from None
         return cls(**values)  # type: ignore[arg-type]
+
+
+DEFAULT_TRAFFIC_INTERVAL = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySettings:
+    """How often telemetry samples traffic (see the module docstring)."""
+
+    traffic_interval: float | None = DEFAULT_TRAFFIC_INTERVAL
+    """Seconds between periodic ``traffic`` records; None: no periodic records."""
+
+    def __post_init__(self) -> None:
+        t = self.traffic_interval
+        if t is not None and not (math.isfinite(t) and t > 0):
+            raise ValueError(f"traffic_interval must be positive (or None), not {t!r}")
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> TelemetrySettings:
+        """Read ``TXDILATION_TRAFFIC_INTERVAL`` (empty: the default; 0: no periodic records).
+
+        :raises ValueError: when it is not a number of seconds, or negative.
+        """
+        seconds = _seconds_from_environ(environ, "TXDILATION_TRAFFIC_INTERVAL")
+        return cls() if seconds is None else cls(seconds or None)

@@ -14,6 +14,11 @@ Selection policy (module-level Automat machine ``connector_machine``):
 Invariants: once a connection is selected or the connector stops, every other connection,
 listener and pending attempt is closed or cancelled, and any connection that completes later
 is aborted; address discovery never blocks the reactor; a Tor connector never listens.
+
+Given the session's :class:`~txdilation.telemetry.Telemetry`, every outbound dial (each direct,
+Tor or relay hint tried) and every connection our listener accepts is one telemetry attempt,
+followed by an :class:`~txdilation.attempts.AttemptLog` (outcomes and durations are defined
+there).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from wormhole._status import DilationHint
 from zope.interface import implementer
 
 from ._interfaces import ICandidateOwner, IRecordSink
+from .attempts import Attempt, AttemptLog
 from .config import NetworkSettings
 from .framer import DEFAULT_MAX_RECORD_SIZE, relay_handshake_line
 from .hints import (
@@ -61,6 +67,7 @@ from .hints import (
 from .keys import derive_relay_token
 from .l2 import DEFAULT_HANDSHAKE_TIMEOUT, DilatedConnectionProtocol
 from .roles import LEADER, Role
+from .telemetry import Telemetry
 
 __all__ = ["Connector", "ConnectorSettings", "IConnectorOwner", "ipaddrs"]
 
@@ -148,8 +155,19 @@ class Connector:
     """One generation of connection attempts; see the module docstring."""
 
     def __init__(
-        self, settings: ConnectorSettings, *, owner: IConnectorOwner, reactor: Any
+        self,
+        settings: ConnectorSettings,
+        *,
+        owner: IConnectorOwner,
+        reactor: Any,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        """
+        :param settings: what to do (the same for every generation).
+        :param owner: where hints and the selected connection go (the Manager).
+        :param reactor: IReactorTCP + IReactorTime (+ a thread pool for address discovery).
+        :param telemetry: the session's telemetry; None records no attempts.
+        """
         self._settings = settings
         self._owner = owner
         self._reactor = reactor
@@ -166,6 +184,10 @@ class Connector:
         self.selected: DilatedConnectionProtocol | None = None
         self._finished = False  # selected or stopped: no more listeners or attempts
         self._listen_retry: IDelayedCall | None = None
+        self._attempt_log = AttemptLog(telemetry, reactor) if telemetry is not None else None
+        self._attempt_of: dict[DilatedConnectionProtocol, Attempt] = {}
+        self.candidates = 0
+        """How many connections reached the selectable point before the race ended."""
         self.events: ConnectorEvents = connector_machine(self)
 
     @classmethod
@@ -311,11 +333,16 @@ class Connector:
             relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
         else:
             self._direct_outstanding += 1
+        log = self._attempt_log
+        attempt = None
+        if log is not None:
+            attempt = log.started(_hint_type(hint, via_relay), "outbound")
         factory = _OutboundFactory(
             self,
             describe_outbound(hint, via_relay=via_relay, tor=s.tor is not None),
             not via_relay,
             relay_line,
+            attempt,
         )
         d = endpoint.connect(factory)
         self._attempts.add(d)
@@ -323,6 +350,8 @@ class Connector:
         def done(result: object) -> None:
             self._attempts.discard(d)
             if isinstance(result, Failure):
+                if log is not None and attempt is not None:
+                    log.connect_failed(attempt, result)
                 if not via_relay:
                     self._direct_attempt_over()
                 _log.debug(
@@ -341,8 +370,13 @@ class Connector:
     # --- connections (ICandidateOwner) ---
 
     def build_protocol(
-        self, description: str, is_direct: bool, relay_line: bytes | None
+        self,
+        description: str,
+        is_direct: bool,
+        relay_line: bytes | None,
+        attempt: Attempt | None = None,
     ) -> DilatedConnectionProtocol:
+        """The L2 protocol for a new TCP connection (``attempt``: its telemetry attempt)."""
         s = self._settings
         p = DilatedConnectionProtocol(
             role=s.role,
@@ -356,9 +390,21 @@ class Connector:
             handshake_timeout=s.handshake_timeout,
         )
         self._connections.add(p)
+        if attempt is not None and self._attempt_log is not None:
+            self._attempt_log.connected(attempt)
+            self._attempt_of[p] = attempt
         return p
 
+    def _inbound_attempt(self) -> Attempt | None:
+        log = self._attempt_log
+        return log.started("direct-tcp-v1", "inbound") if log is not None else None
+
     def candidate_ready(self, connection: Any) -> None:
+        attempt = self._attempt_of.get(connection)
+        if attempt is not None and self._attempt_log is not None:
+            self._attempt_log.ready(attempt)
+        if not self._finished:
+            self.candidates += 1
         if self.role is LEADER and not connection.is_direct and self._direct_still_possible():
             self.events.tentative_candidate(connection)
         else:
@@ -376,6 +422,9 @@ class Connector:
 
     def candidate_failed(self, connection: Any, reason: str) -> None:
         self._connections.discard(connection)
+        attempt = self._attempt_of.pop(connection, None)
+        if attempt is not None and self._attempt_log is not None:
+            self._attempt_log.closed(attempt, reason)
         _log.debug("candidate {desc} closed: {reason}", desc=connection.description, reason=reason)
         if connection.is_direct and connection.description.startswith("->"):
             self._direct_attempt_over()
@@ -388,6 +437,8 @@ class Connector:
 
     def _close_others(self, keep: DilatedConnectionProtocol | None) -> None:
         self._finished = True
+        if self._attempt_log is not None:
+            self._attempt_log.race_over()
         for port in self._listeners:
             port.stopListening()
         self._listeners.clear()
@@ -407,9 +458,19 @@ class Connector:
 
     def _select(self, connection: DilatedConnectionProtocol) -> None:
         self.selected = connection
+        attempt = self._attempt_of.pop(connection, None)
+        if attempt is not None and self._attempt_log is not None:
+            self._attempt_log.selected(attempt)
         self._close_others(keep=connection)
         connection.events.select(self._owner.record_sink)
         self._owner.connector_connection_made(connection)
+
+
+def _hint_type(hint: TCPHint, via_relay: bool) -> str:
+    """The telemetry hint type of an outbound attempt (never its address)."""
+    if via_relay:
+        return "relay-v1"
+    return "tor-tcp-v1" if isinstance(hint, TorTCPV1Hint) else "direct-tcp-v1"
 
 
 def _usable_addresses(addresses: Iterable[str]) -> list[str]:
@@ -421,15 +482,23 @@ def _usable_addresses(addresses: Iterable[str]) -> list[str]:
 
 class _OutboundFactory(ClientFactory):
     def __init__(
-        self, connector: Connector, description: str, is_direct: bool, relay_line: bytes | None
+        self,
+        connector: Connector,
+        description: str,
+        is_direct: bool,
+        relay_line: bytes | None,
+        attempt: Attempt | None,
     ) -> None:
         self.connector = connector
         self.description = description
         self.is_direct = is_direct
         self.relay_line = relay_line
+        self.attempt = attempt
 
     def buildProtocol(self, addr: object) -> DilatedConnectionProtocol:
-        p = self.connector.build_protocol(self.description, self.is_direct, self.relay_line)
+        p = self.connector.build_protocol(
+            self.description, self.is_direct, self.relay_line, self.attempt
+        )
         p.factory = self
         return p
 
@@ -439,7 +508,8 @@ class _InboundFactory(ServerFactory):
         self.connector = connector
 
     def buildProtocol(self, addr: object) -> DilatedConnectionProtocol:
-        p = self.connector.build_protocol(describe_inbound(addr), True, None)
+        c = self.connector
+        p = c.build_protocol(describe_inbound(addr), True, None, c._inbound_attempt())
         p.factory = self
         return p
 

@@ -74,7 +74,7 @@ from wormhole._status import (
 from zope.interface import implementer
 
 from ._interfaces import IDilatedConnection, IRecordSink
-from .config import Limits, NetworkSettings, ReconnectPolicy
+from .config import Limits, NetworkSettings, ReconnectPolicy, TelemetrySettings
 from .connection import Ack, Close, Data, Open, Ping, Pong, Record
 from .connector import Connector, ConnectorSettings
 from .errors import (
@@ -278,6 +278,8 @@ class Manager:
         self._debug_stall_connector: Callable[[Connector], object] | bool = False
         self._early_please: str | None = None
         self._mux_dilated = False
+        self.telemetry = Telemetry(reactor)
+        self._traffic_interval = TelemetrySettings.from_environ().traffic_interval
         self._mux = Multiplexer(
             manager=self,
             reactor=reactor,
@@ -287,9 +289,10 @@ class Manager:
             max_pending_open_bytes=self._limits.max_pending_open_bytes,
             max_buffered_inbound_bytes=self._limits.max_buffered_inbound_bytes,
             max_record_size=self._limits.max_record_size,
+            telemetry=self.telemetry,
         )
+        self.telemetry.set_traffic_source(self._mux.traffic_stats)
         self._api = DilatedWormhole(self)
-        self.telemetry = Telemetry(reactor)
         self.telemetry.dilation_requested()
         self.events: ManagerEvents = manager_machine(self)
 
@@ -444,10 +447,14 @@ class Manager:
     _hint_status = hint_status
 
     def connector_connection_made(self, connection: DilatedConnectionProtocol) -> None:
+        connector = self._connector
         self.telemetry.connection_selected(
             "direct-tcp-v1" if connection.is_direct else "relay-v1",
             via_relay=not connection.is_direct,
+            candidates=connector.candidates if connector is not None else 1,
         )
+        if self._traffic_interval is not None and not self.telemetry.periodic_traffic:
+            self.telemetry.start_periodic_traffic(self._traffic_interval)
         self.events.connection_made(connection)
 
     def _start_connector(self) -> None:
@@ -466,7 +473,9 @@ class Manager:
             max_record_size=self._limits.max_record_size,
             handshake_timeout=self._limits.handshake_timeout,
         )
-        self._connector = Connector(settings, owner=self, reactor=self._reactor)
+        self._connector = Connector(
+            settings, owner=self, reactor=self._reactor, telemetry=self.telemetry
+        )
         if self._role is LEADER:
             self._watch_generation(self._stall_delay)
         stall = self._debug_stall_connector

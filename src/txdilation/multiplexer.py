@@ -17,7 +17,12 @@ Invariants:
   and every later input is ignored (``connect``/``listen`` then fail with
   ``WormholeClosedError``);
 - no application callback runs inside an Automat input (Deferreds fire after the machine
-  moved), so an application may call back into us from any callback.
+  moved), so an application may call back into us from any callback;
+- given the session's :class:`~txdilation.telemetry.Telemetry`, every subchannel (ours and the
+  peer's) is reported opened when its protocol is built and closed (payload bytes in/out) once
+  its ``connectionLost`` ran; :meth:`Multiplexer.traffic_stats` samples the L4 counters (OPEN,
+  DATA and CLOSE records, DATA payload bytes; received ones counted once, duplicates of a
+  replay not at all), at the cost of an int add or two per record.
 
 The dilation lifecycle (``waiting``, ``dilated``, ``failed``, ``stopped``) is the module-level
 Automat machine ``multiplexer_machine``.
@@ -57,6 +62,7 @@ from .inbound import (
 from .outbound import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD, Outbound
 from .roles import LEADER, Role
 from .subchannel import SubChannel, SubchannelAddress, _WormholeAddress
+from .telemetry import Telemetry, TrafficStats
 
 _log = Logger(namespace="txdilation.multiplexer")
 
@@ -175,6 +181,7 @@ class Multiplexer:
     :param max_record_size: the largest record the peer is assumed to accept (our own
         ``TXDILATION_MAX_RECORD_SIZE``): a subchannel ``write()`` whose record would be larger
         raises ValueError instead of making the peer drop every connection it is sent on.
+    :param telemetry: the session's telemetry, told about subchannels opening and closing.
     """
 
     def __init__(
@@ -189,8 +196,12 @@ class Multiplexer:
         max_buffered_inbound_bytes: int = DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
         max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
         log: Logger | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._manager = manager
+        self._telemetry = telemetry
+        self._records_received = 0
+        self._bytes_received = 0
         self._max_write_length = max_record_size - RECORD_OVERHEAD
         self._log = log if log is not None else _log
         if cooperator is None:
@@ -252,7 +263,15 @@ class Multiplexer:
         match record:
             case Ack(resp_seqnum):
                 self._outbound.handle_ack(resp_seqnum)
-            case Data() | Open() | Close():
+            case Data(seqnum=seqnum, data=data):
+                inbound = self._inbound
+                if seqnum > inbound.watermark:  # not a replayed duplicate
+                    self._records_received += 1
+                    self._bytes_received += len(data)
+                inbound.receive(record)
+            case Open() | Close():
+                if record.seqnum > self._inbound.watermark:
+                    self._records_received += 1
                 self._inbound.receive(record)
             case _:
                 self._log.warn("multiplexer got {record!r}: ignored", record=record)
@@ -270,6 +289,24 @@ class Multiplexer:
         """Dilation cannot happen (e.g. OldPeerCannotDilateError): errback every waiter."""
         for d in self._lifecycle.fail(f):
             d.errback(f)
+
+    def traffic_stats(self) -> TrafficStats:
+        """The session's cumulative traffic counters, all connections together (telemetry).
+
+        Records are OPEN/DATA/CLOSE (each sent record counted once, however often replayed;
+        each received one once, duplicates not at all); bytes are DATA payload bytes;
+        ``queue_bytes`` is what waits for the peer's ACK now (records with their headers).
+        """
+        out = self._outbound
+        return TrafficStats(
+            records_sent=out.next_seqnum,
+            bytes_sent=out.bytes_sent,
+            records_acked=out.records_acked,
+            bytes_retransmitted=out.bytes_retransmitted,
+            records_received=self._records_received,
+            bytes_received=self._bytes_received,
+            queue_bytes=out.queued_bytes,
+        )
 
     @property
     def unacknowledged_records(self) -> int:
@@ -341,6 +378,12 @@ class Multiplexer:
         return self._subchannel(scid, name, protocol)
 
     def _subchannel(self, scid: int, name: str, protocol: IProtocol) -> SubChannel:
+        telemetry = self._telemetry
+        on_closed = None
+        if telemetry is not None:
+            initiator = self._role is not None and scid % 2 == self._next_scid % 2
+            telemetry.subchannel_opened(scid, initiator)
+            on_closed = telemetry.subchannel_closed
         return SubChannel(
             scid,
             protocol,
@@ -351,6 +394,7 @@ class Multiplexer:
             manager=self._manager,
             log=self._log,
             max_write_length=self._max_write_length,
+            on_closed=on_closed,
         )
 
 

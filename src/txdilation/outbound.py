@@ -17,6 +17,9 @@ Invariants:
   few hundred milliseconds livelock: nothing was ever acknowledged before the next cut);
 - nothing is sent without a connection, while the connection's transport has paused us, or
   after :meth:`Outbound.stop`;
+- the traffic counters (``bytes_sent``, ``records_acked``, ``bytes_retransmitted``, and
+  ``next_seqnum`` as the number of records sent) only grow, over all connections; they cost one
+  int add per record or ACK (``bytes_retransmitted`` is summed once per new connection);
 - registered subchannel producers run only while a connection exists, its transport has not
   paused us and the queue holds at most ``max_unacked_bytes`` (once over it they stay paused
   until it falls to half). Writers that registered no producer are never blocked (Twisted gives
@@ -64,6 +67,9 @@ class SendQueue:
     def __init__(self) -> None:
         self.next_seqnum = 0
         self.queued_bytes = 0
+        #: DATA payload bytes that were written to a connection and are queued to be sent again
+        #: on a later one (summed at each :meth:`rewind`)
+        self.retransmitted_bytes = 0
         self._sent: deque[tuple[SequencedRecord, int]] = deque()
         self._unsent: deque[tuple[SequencedRecord, int]] = deque()
 
@@ -110,6 +116,9 @@ class SendQueue:
 
     def rewind(self) -> None:
         """A new connection: everything queued must be sent (again)."""
+        self.retransmitted_bytes += sum(
+            len(record.data) for record, _ in self._sent if type(record) is Data
+        )
         self._sent.extend(self._unsent)
         self._sent, self._unsent = deque(), self._sent
 
@@ -400,6 +409,10 @@ class Outbound:
         self._log = log if log is not None else _log
         self._max_bytes = max_unacked_bytes
         self._over_budget = False
+        self.bytes_sent = 0
+        """DATA payload bytes handed to us (each counted once, however often replayed)."""
+        self.records_acked = 0
+        """Records retired by the peer's ACKs."""
         self._producers = ProducerSet(cooperator, self._log)
         self._core = _OutboundCore(push_producer=self)
         self._machine = outbound_machine(self._core)
@@ -418,8 +431,14 @@ class Outbound:
 
     @property
     def next_seqnum(self) -> int:
-        """The seqnum the next record will get."""
+        """The seqnum the next record will get (also: how many records were sent)."""
         return self._core.queue.next_seqnum
+
+    @property
+    def bytes_retransmitted(self) -> int:
+        """DATA payload bytes queued for replay on a new connection after an earlier one
+        carried them unacknowledged."""
+        return self._core.queue.retransmitted_bytes
 
     # --- the record path (plain code) ---
 
@@ -431,6 +450,7 @@ class Outbound:
 
     def send_data(self, scid: int, data: bytes) -> None:
         """Queue and (when possible) send one DATA record carrying ``data``."""
+        self.bytes_sent += len(data)
         self._send(Data(self._core.queue.allocate(), scid, data), RECORD_OVERHEAD + len(data))
 
     def send_close(self, scid: int) -> None:
@@ -457,7 +477,9 @@ class Outbound:
         An ACK for something never sent or already retired is harmless.
         """
         queue = self._core.queue
+        before = len(queue)
         queue.ack(resp_seqnum)
+        self.records_acked += before - len(queue)
         if self._over_budget and queue.queued_bytes <= self._max_bytes // 2:
             self._over_budget = False
             self._run_producers()

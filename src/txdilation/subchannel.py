@@ -21,7 +21,10 @@ Invariants:
   on a TCP transport). ``loseConnection()`` on them is refused with
   :class:`NormalCloseUsedOnHalfCloseable` while our write side is open (stock's rule);
 - ``connectionLost`` is delivered exactly once; exceptions raised by the protocol are logged
-  and close this subchannel only (we send CLOSE if we had not), never the connection below.
+  and close this subchannel only (we send CLOSE if we had not), never the connection below;
+- ``bytes_in`` / ``bytes_out`` count the payload bytes delivered to the protocol and accepted
+  from it (one int add per record); ``on_closed(scid, bytes_in, bytes_out)``, when given, is
+  called exactly once, right after ``connectionLost``.
 
 The lifecycle is the module-level Automat machine ``subchannel_machine`` (states ``open``,
 ``closing``, ``open_half``, ``read_closed``, ``write_closed``, ``closed``). Writes and
@@ -141,6 +144,9 @@ class _SubchannelCore:
     readable: bool = True
     writable: bool = True
     closed: bool = False
+    bytes_in: int = 0
+    bytes_out: int = 0
+    on_closed: Callable[[int, int, int], object] | None = None
 
     def send_close(self) -> None:
         self.writable = False
@@ -163,6 +169,8 @@ class _SubchannelCore:
             self.protocol.connectionLost(reason)
         except Exception:
             self.log.failure("subchannel {scid} connectionLost raised", scid=self.scid)
+        if self.on_closed is not None:
+            self.on_closed(self.scid, self.bytes_in, self.bytes_out)
 
 
 def _done() -> Failure:
@@ -289,6 +297,7 @@ class SubChannel:
     :param manager: opaque, kept as ``_manager`` (magic-wormhole's tests reach
         ``transport._manager._connection``).
     :param max_write_length: the largest ``write()`` accepted.
+    :param on_closed: called as ``on_closed(scid, bytes_in, bytes_out)`` once it closed.
     """
 
     def __init__(
@@ -303,6 +312,7 @@ class SubChannel:
         manager: object = None,
         log: Logger | None = None,
         max_write_length: int = MAX_WRITE_LENGTH,
+        on_closed: Callable[[int, int, int], object] | None = None,
     ) -> None:
         self._scid = scid
         self._max_write_length = max_write_length
@@ -312,13 +322,23 @@ class SubChannel:
         self._manager = manager
         self._half_closeable = IHalfCloseableProtocol.providedBy(protocol)
         self._core = _SubchannelCore(
-            scid, protocol, sender, receiver, log if log is not None else _log
+            scid, protocol, sender, receiver, log if log is not None else _log, on_closed=on_closed
         )
         initial = _OPEN_HALF if self._half_closeable else _OPEN
         self._machine = subchannel_machine(self._core, initial)
 
     def __repr__(self) -> str:
         return f"<SubChannel {self._scid} {self._peer.subprotocol!r}>"
+
+    @property
+    def bytes_in(self) -> int:
+        """Payload bytes delivered to the protocol so far."""
+        return self._core.bytes_in
+
+    @property
+    def bytes_out(self) -> int:
+        """Payload bytes the protocol wrote so far."""
+        return self._core.bytes_out
 
     # --- from the multiplexer / inbound ---
 
@@ -333,6 +353,7 @@ class SubChannel:
             if not core.closed:
                 core.log.warn("subchannel {scid}: DATA after the peer's CLOSE", scid=self._scid)
             return
+        core.bytes_in += len(data)
         core.call_protocol(self._machine, lambda: self._protocol.dataReceived(data))
 
     def remote_close(self) -> None:
@@ -360,7 +381,9 @@ class SubChannel:
         if len(data) > self._max_write_length:
             raise ValueError(f"a single write is limited to {self._max_write_length} bytes")
         if data:
-            self._core.sender.send_data(self._scid, data)
+            core = self._core
+            core.bytes_out += len(data)
+            core.sender.send_data(self._scid, data)
 
     def writeSequence(self, data: Iterable[bytes]) -> None:
         """``write(b"".join(data))``: still one record."""

@@ -265,6 +265,9 @@ class Telemetry:
         self._requested_at: float | None = None
         self._selected_at: float | None = None
         self._periodic: IDelayedCall | None = None
+        self._traffic_source: Callable[[], TrafficStats] | None = None
+        self._next_attempt = 1
+        self._subchannels_opened_at: dict[int, float] = {}
 
     # --- context -----------------------------------------------------------------------
 
@@ -292,6 +295,18 @@ class Telemetry:
         """The pair id, once :meth:`set_pair` was called."""
         return self._pair
 
+    @property
+    def generation(self) -> int | None:
+        """The generation later records carry, once :meth:`set_generation` was called."""
+        return self._generation
+
+    def new_attempt_id(self) -> int:
+        """Return the next connection attempt id: 1, 2, 3, ... over the whole session (every
+        generation's connector draws from the same counter, so ids never repeat)."""
+        attempt_id = self._next_attempt
+        self._next_attempt += 1
+        return attempt_id
+
     # --- events ------------------------------------------------------------------------
 
     def dilation_requested(self) -> None:
@@ -311,15 +326,20 @@ class Telemetry:
         """The peer's connection hints arrived: ``counts`` maps hint type to number."""
         self._emit("hints_received", {"hints": _hint_counts(counts)})
 
-    def attempt_started(self, attempt_id: int, hint_type: str, direction: str) -> None:
+    def attempt_started(
+        self, attempt_id: int, hint_type: str, direction: str, *, generation: int | None = None
+    ) -> None:
         """A candidate connection started.
 
-        :param attempt_id: unique within the session (e.g. a counter in the Connector).
+        :param attempt_id: unique within the session (see :meth:`new_attempt_id`).
         :param hint_type: ``direct-tcp-v1``, ``tor-tcp-v1`` or ``relay-v1``.
         :param direction: ``outbound`` (we connected) or ``inbound`` (our listener accepted).
+        :param generation: the generation the attempt belongs to, when it differs from the
+            current one (an attempt of a generation already replaced); default: the current.
         :raises ValueError: ``direction`` is neither (a programming error).
         """
-        self._emit("attempt_started", self._attempt(attempt_id, hint_type, direction))
+        fields = self._attempt(attempt_id, hint_type, direction)
+        self._emit("attempt_started", fields, generation)
 
     def attempt_ended(
         self,
@@ -329,18 +349,23 @@ class Telemetry:
         outcome: str,
         connect_s: float | None,
         handshake_s: float | None,
+        *,
+        generation: int | None = None,
     ) -> None:
         """A candidate connection's race is over for it.
 
         :param outcome: one of :data:`ATTEMPT_OUTCOMES`.
-        :param connect_s: seconds until TCP (and relay) connected, None if it never did.
-        :param handshake_s: seconds from connected to KCM done, None if never.
+        :param connect_s: seconds until the TCP connection was made (to the peer, or to the
+            relay for ``relay-v1``), None if it never was; 0 for ``inbound``.
+        :param handshake_s: seconds from connected to the point where the connection may be
+            selected (relay line, prologue, Noise, KCM), None if it never got there.
+        :param generation: as for :meth:`attempt_started`.
         """
         fields = self._attempt(attempt_id, hint_type, direction)
         fields["outcome"] = vocabulary(outcome, ATTEMPT_OUTCOMES)
         fields["connect_s"] = _duration(connect_s)
         fields["handshake_s"] = _duration(handshake_s)
-        self._emit("attempt_ended", fields)
+        self._emit("attempt_ended", fields, generation)
 
     def connection_selected(
         self,
@@ -415,12 +440,20 @@ class Telemetry:
 
     def subchannel_opened(self, scid: int, initiator: bool) -> None:
         """Subchannel ``scid`` opened; ``initiator`` is True when we sent the OPEN."""
+        self._subchannels_opened_at[scid] = self._clock.seconds()
         self._emit("subchannel_opened", {"scid": _count(scid), "initiator": bool(initiator)})
 
     def subchannel_closed(
-        self, scid: int, bytes_in: int, bytes_out: int, duration_s: float | None
+        self, scid: int, bytes_in: int, bytes_out: int, duration_s: float | None = None
     ) -> None:
-        """Subchannel ``scid`` closed after carrying ``bytes_in``/``bytes_out`` payload bytes."""
+        """Subchannel ``scid`` closed after carrying ``bytes_in``/``bytes_out`` payload bytes.
+
+        :param duration_s: seconds it was open; when None, the time since its
+            :meth:`subchannel_opened` (None if that was not recorded).
+        """
+        opened_at = self._subchannels_opened_at.pop(scid, None)
+        if duration_s is None and opened_at is not None:
+            duration_s = self._clock.seconds() - opened_at
         fields = {
             "scid": _count(scid),
             "bytes_in": _count(bytes_in),
@@ -430,26 +463,53 @@ class Telemetry:
         self._emit("subchannel_closed", fields)
 
     def session_ended(self, reason: str) -> None:
-        """The wormhole closed; ``reason`` is one of :data:`END_REASONS`. Stops periodic traffic."""
+        """The wormhole closed; ``reason`` is one of :data:`END_REASONS`.
+
+        Stops periodic traffic; with a traffic source (:meth:`set_traffic_source`), first emits
+        its last sample as the ``traffic`` record with ``final`` true.
+        """
         self.stop_periodic_traffic()
+        if self._traffic_source is not None:
+            self._emit_traffic(self._traffic_source(), True)
         self._emit("session_ended", {"reason": vocabulary(reason, END_REASONS)})
 
-    # --- periodic traffic --------------------------------------------------------------
+    # --- traffic -----------------------------------------------------------------------
 
-    def start_periodic_traffic(self, interval_s: float, sample: Callable[[], TrafficStats]) -> None:
+    def set_traffic_source(self, sample: Callable[[], TrafficStats]) -> None:
+        """Where this session's traffic counters come from (the multiplexer's).
+
+        Used by :meth:`start_periodic_traffic` when given no ``sample``, and by
+        :meth:`session_ended` for the final record. ``sample()`` must be cheap.
+        """
+        self._traffic_source = sample
+
+    @property
+    def periodic_traffic(self) -> bool:
+        """True while periodic ``traffic`` records are scheduled."""
+        return self._periodic is not None
+
+    def start_periodic_traffic(
+        self, interval_s: float, sample: Callable[[], TrafficStats] | None = None
+    ) -> None:
         """Emit a ``traffic`` record from ``sample()`` every ``interval_s`` seconds.
 
         Replaces any earlier schedule; :meth:`session_ended` stops it.
 
-        :raises ValueError: ``interval_s`` is not positive.
+        :param sample: default: the traffic source (:meth:`set_traffic_source`).
+        :raises ValueError: ``interval_s`` is not positive, or no ``sample`` and no source.
         """
         if not interval_s > 0:
             raise ValueError("interval_s must be positive")
+        if sample is None:
+            sample = self._traffic_source
+            if sample is None:
+                raise ValueError("no sample given and no traffic source set")
         self.stop_periodic_traffic()
+        sampler = sample
 
         def tick() -> None:
             self._periodic = self._clock.callLater(interval_s, tick)
-            self._emit_traffic(sample(), False)
+            self._emit_traffic(sampler(), False)
 
         self._periodic = self._clock.callLater(interval_s, tick)
 
@@ -484,7 +544,9 @@ class Telemetry:
         }
         self._emit("traffic", fields)
 
-    def _emit(self, event: str, fields: Record) -> None:
+    def _emit(self, event: str, fields: Record, generation: int | None = None) -> None:
+        if generation is None:
+            generation = self._generation
         record: Record = {
             "schema": SCHEMA,
             "ts": self._clock.seconds(),
@@ -493,8 +555,8 @@ class Telemetry:
             "session": self.session_id,
             "role": self._role,
         }
-        if self._generation is not None:
-            record["generation"] = self._generation
+        if generation is not None:
+            record["generation"] = generation
         if self._pair is not None:
             record["pair"] = self._pair
         record.update({k: v for k, v in fields.items() if v is not None})
