@@ -5,14 +5,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet.testing import MemoryReactorClock
+from twisted.internet.address import IPv4Address
+from twisted.internet.error import (
+    ConnectionAborted,
+    ConnectionDone,
+    ConnectionRefusedError,
+    TimeoutError,
+)
+from twisted.internet.task import Clock
+from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.python.failure import Failure
+from twisted.test import iosim
 from twisted.trial.unittest import SynchronousTestCase
 from wormhole._interfaces import IDilationConnector
 
+from txdilation.attempts import LOST_RACE_WINDOW, AttemptLog
 from txdilation.config import NetworkSettings
 from txdilation.connector import Connector, ConnectorSettings
 from txdilation.hints import DirectTCPV1Hint, RelayV1Hint
 from txdilation.roles import FOLLOWER, LEADER, Role
+from txdilation.telemetry import Telemetry
 
 RELAY = RelayV1Hint((DirectTCPV1Hint("127.0.0.1", 4001),))
 
@@ -243,3 +255,243 @@ class ListeningAndHintTests(SynchronousTestCase):
         self.assertEqual(len(reactor.tcpClients), 1)
         reactor.advance(0.2)
         self.assertEqual([p for _, p, *_ in reactor.tcpClients], [7, 4001])
+
+
+# --- telemetry: one attempt per dial and per accepted connection --------------------------
+
+
+def telemetry_for(reactor: Clock, generation: int = 1) -> tuple[Telemetry, list]:
+    """A Telemetry on ``reactor``'s clock collecting its records (no file)."""
+    records: list[dict[str, Any]] = []
+    t = Telemetry(reactor, sink=records.append, environ={})
+    t.set_generation(generation)
+    return t, records
+
+
+def ended(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r["event"] == "attempt_ended"]
+
+
+def outcomes(records: list[dict[str, Any]]) -> list[tuple[int, str, str, str]]:
+    """(attempt, hint type, direction, outcome) of every attempt_ended record, in order."""
+    return [(r["attempt"], r["hint_type"], r["direction"], r["outcome"]) for r in ended(records)]
+
+
+def make_observed(role: Role, **kw: Any) -> tuple[Connector, RecordingOwner, Any, list]:
+    """``make`` with a Telemetry: the connector, its owner, reactor and records."""
+    c, owner, reactor = make(role, **kw)
+    t, records = telemetry_for(reactor)
+    c = Connector(c._settings, owner=owner, reactor=reactor, telemetry=t)
+    return c, owner, reactor, records
+
+
+ADDR = IPv4Address("TCP", "127.0.0.1", 40000)
+
+
+class AttemptTelemetryTests(SynchronousTestCase):
+    """attempt_started / attempt_ended from the Connector, Clock-driven (MemoryReactorClock)
+    and over real L2 protocols connected in memory (iosim)."""
+
+    def test_failed_connect(self) -> None:
+        """A refused dial ends as connect_failed, with no durations; both records carry the
+        attempt id, hint type, direction and generation, never the address."""
+        c, _owner, reactor, records = make_observed(LEADER, no_listen=True)
+        c.got_hints([DirectTCPV1Hint("10.1.2.3", 7)])
+        reactor.advance(0.5)
+        reactor.tcpClients[0][2].clientConnectionFailed(None, Failure(ConnectionRefusedError()))
+        self.assertEqual([r["event"] for r in records], ["attempt_started", "attempt_ended"])
+        self.assertEqual(outcomes(records), [(1, "direct-tcp-v1", "outbound", "connect_failed")])
+        self.assertEqual({r["generation"] for r in records}, {1})
+        self.assertNotIn("connect_s", records[1])
+        self.assertNotIn("10.1.2.3", repr(records))
+
+    def test_connect_timeout(self) -> None:
+        """A dial that times out ends as timeout."""
+        c, _owner, reactor, records = make_observed(LEADER, no_listen=True)
+        c.got_hints([DirectTCPV1Hint("127.0.0.1", 7)])
+        reactor.tcpClients[0][2].clientConnectionFailed(None, Failure(TimeoutError()))
+        self.assertEqual(outcomes(records), [(1, "direct-tcp-v1", "outbound", "timeout")])
+
+    def test_pending_dials_cancelled_when_stopped(self) -> None:
+        """Dials still connecting when the connector stops end as cancelled, the relay one
+        with hint type relay-v1."""
+        c, _owner, _reactor, records = make_observed(LEADER, no_listen=True, relay_hints=(RELAY,))
+        c.start()
+        c.got_hints([DirectTCPV1Hint("127.0.0.1", 7)])
+        c.events.stop()
+        self.assertEqual(
+            sorted(outcomes(records)),
+            [
+                (1, "relay-v1", "outbound", "cancelled"),
+                (2, "direct-tcp-v1", "outbound", "cancelled"),
+            ],
+        )
+
+    def test_ids_unique_across_generations(self) -> None:
+        """Two generations' connectors sharing the session's Telemetry never reuse an attempt
+        id, and each attempt's records carry its own generation."""
+        reactor = MemoryReactorClock()
+        t, records = telemetry_for(reactor)
+        base, owner, _ = make(LEADER, no_listen=True)
+        for generation in (1, 2):
+            t.set_generation(generation)
+            c = Connector(base._settings, owner=owner, reactor=reactor, telemetry=t)
+            c.got_hints([DirectTCPV1Hint("127.0.0.1", 7), DirectTCPV1Hint("127.0.0.1", 8)])
+            c.events.stop()
+        started = [r for r in records if r["event"] == "attempt_started"]
+        self.assertEqual([r["attempt"] for r in started], [1, 2, 3, 4])
+        self.assertEqual([r["generation"] for r in started], [1, 1, 2, 2])
+
+    def test_handshake_failure(self) -> None:
+        """A connection whose peer sends garbage instead of its prologue ends as
+        handshake_failed, with its connect time and no handshake time."""
+        c, _owner, reactor, records = make_observed(LEADER, no_listen=True)
+        c.got_hints([DirectTCPV1Hint("127.0.0.1", 7)])
+        reactor.advance(0.25)
+        protocol = reactor.tcpClients[0][2].buildProtocol(ADDR)
+        protocol.makeConnection(StringTransport())
+        protocol.dataReceived(b"GET / HTTP/1.1\r\n\r\n" * 4)
+        protocol.connectionLost(Failure(ConnectionAborted()))
+        self.assertEqual(outcomes(records), [(1, "direct-tcp-v1", "outbound", "handshake_failed")])
+        self.assertEqual(ended(records)[0]["connect_s"], 0.25)
+        self.assertNotIn("handshake_s", ended(records)[0])
+
+    def test_handshake_timeout(self) -> None:
+        """A connection that never completes its handshake ends as timeout."""
+        c, _owner, reactor, records = make_observed(FOLLOWER, handshake_timeout=5.0)
+        c.start()
+        protocol = reactor.tcpServers[0][1].buildProtocol(ADDR)
+        protocol.makeConnection(StringTransport())
+        reactor.advance(5.0)
+        protocol.connectionLost(Failure(ConnectionAborted()))
+        self.assertEqual(outcomes(records), [(1, "direct-tcp-v1", "inbound", "timeout")])
+        self.assertEqual(ended(records)[0]["connect_s"], 0.0)
+
+    def test_peer_close_just_before_the_race_ends_lost_the_race(self) -> None:
+        """An accepted connection the peer closes before it is ready is held back: the race
+        ending within LOST_RACE_WINDOW makes it cancelled (the peer dropped it as it chose
+        another); ending later makes it handshake_failed."""
+        cases = ((LOST_RACE_WINDOW, "cancelled"), (LOST_RACE_WINDOW + 1, "handshake_failed"))
+        for wait, expected in cases:
+            c, _owner, reactor, records = make_observed(FOLLOWER)
+            c.start()
+            protocol = reactor.tcpServers[0][1].buildProtocol(ADDR)
+            protocol.makeConnection(StringTransport())
+            protocol.connectionLost(Failure(ConnectionDone()))
+            self.assertEqual(ended(records), [])
+            reactor.advance(wait)
+            c.events.stop()
+            self.assertEqual(outcomes(records), [(1, "direct-tcp-v1", "inbound", expected)])
+
+
+class L2RaceTests(SynchronousTestCase):
+    """A Leader's connector dialling a Follower's listener, the L2 protocols connected in
+    memory (iosim), so that the Noise handshake and KCM exchange really happen."""
+
+    def setUp(self) -> None:
+        self.leader, self.leader_owner, self.leader_reactor, self.leader_records = make_observed(
+            LEADER, no_listen=True
+        )
+        self.follower, self.follower_owner, follower_reactor, self.follower_records = make_observed(
+            FOLLOWER
+        )
+        self.follower.start()
+        self.server_factory = follower_reactor.tcpServers[0][1]
+
+    def dial(self, *ports: int) -> list[iosim.IOPump]:
+        """The Leader dials ``ports``; each dial reaches the Follower's listener."""
+        self.leader.got_hints([DirectTCPV1Hint("127.0.0.1", p) for p in ports])
+        pumps = []
+        for _host, _port, factory, *_ in self.leader_reactor.tcpClients:
+            client = factory.buildProtocol(ADDR)
+            server = self.server_factory.buildProtocol(ADDR)
+            pumps.append(
+                iosim.connect(
+                    server,
+                    iosim.makeFakeServer(server),
+                    client,
+                    iosim.makeFakeClient(client),
+                    greet=False,
+                )
+            )
+        return pumps
+
+    def test_selected_with_durations(self) -> None:
+        """One dial: both sides record it as selected, the Leader's outbound with its connect
+        and handshake times, the Follower's inbound; connection_selected counts 1 candidate."""
+        (pump,) = self.dial(7)
+        self.leader_reactor.advance(0.5)
+        pump.flush()
+        self.assertEqual(len(self.leader_owner.made), 1)
+        self.assertEqual(len(self.follower_owner.made), 1)
+        self.assertEqual(
+            outcomes(self.leader_records), [(1, "direct-tcp-v1", "outbound", "selected")]
+        )
+        self.assertEqual(
+            outcomes(self.follower_records), [(1, "direct-tcp-v1", "inbound", "selected")]
+        )
+        record = ended(self.leader_records)[0]
+        self.assertEqual((record["connect_s"], record["handshake_s"]), (0.0, 0.5))
+        self.assertEqual(self.leader.candidates, 1)
+
+    def test_lost_race(self) -> None:
+        """Two dials: the one whose handshake completes first is selected on both sides; the
+        other, closed by the race's end before it was ready, is cancelled on both sides."""
+        first, second = self.dial(7, 8)
+        first.flush()
+        second.flush()
+        self.assertEqual(
+            outcomes(self.leader_records),
+            [
+                (1, "direct-tcp-v1", "outbound", "selected"),
+                (2, "direct-tcp-v1", "outbound", "cancelled"),
+            ],
+        )
+        self.assertEqual(
+            sorted(o for *_, o in outcomes(self.follower_records)), ["cancelled", "selected"]
+        )
+
+    def test_superseded(self) -> None:
+        """Two dials whose KCMs cross: the Leader selects the first; the second, whose
+        Follower KCM arrives after that, was ready and is recorded as superseded."""
+        first, second = self.dial(7, 8)
+        for _ in range(2):  # prologues, then the Leader's handshake message, on both
+            first.pump()
+            second.pump()
+        first.pump()  # the Follower's message 2 and KCM reach the Leader: selected
+        second.flush()  # the second one's KCM arrives after that, then it closes
+        self.assertEqual(
+            outcomes(self.leader_records),
+            [
+                (1, "direct-tcp-v1", "outbound", "selected"),
+                (2, "direct-tcp-v1", "outbound", "superseded"),
+            ],
+        )
+        self.assertEqual(self.leader.candidates, 1)
+
+
+class AttemptLogTests(SynchronousTestCase):
+    """txdilation.attempts.AttemptLog alone, on a Clock."""
+
+    def test_ready_then_closed_by_peer(self) -> None:
+        """A ready candidate the peer closes while the race is on is superseded if the race
+        ends within LOST_RACE_WINDOW, else other; each attempt ends once, with its handshake
+        time; later reports about an ended attempt change nothing."""
+        for wait, expected in ((0.5, "superseded"), (LOST_RACE_WINDOW + 0.5, "other")):
+            clock = Clock()
+            t, records = telemetry_for(clock)
+            log = AttemptLog(t, clock)
+            attempt = log.started("relay-v1", "outbound")
+            clock.advance(1)
+            log.connected(attempt)
+            clock.advance(2)
+            log.ready(attempt)
+            log.closed(attempt, "Connection was closed cleanly.")
+            clock.advance(wait)
+            log.race_over()
+            log.closed(attempt, "Connection was closed cleanly.")
+            log.selected(attempt)
+            self.assertEqual(outcomes(records), [(1, "relay-v1", "outbound", expected)])
+            self.assertEqual(
+                (ended(records)[0]["connect_s"], ended(records)[0]["handshake_s"]), (1, 2)
+            )
