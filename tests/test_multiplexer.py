@@ -26,8 +26,10 @@ from txdilation._interfaces import IMultiplexer
 from txdilation.connection import Ack, Close, Data, Open
 from txdilation.errors import AlreadyClosedError, OldPeerCannotDilateError, WormholeClosedError
 from txdilation.multiplexer import Multiplexer, multiplexer_machine
+from txdilation.outbound import RECORD_OVERHEAD
 from txdilation.roles import FOLLOWER, LEADER
 from txdilation.subchannel import SubchannelAddress
+from txdilation.telemetry import Telemetry, TrafficStats
 from txdilation.testing import missing_transitions
 from txdilation.testing.fakes import FakePushProducer, RecordLink
 
@@ -69,8 +71,13 @@ class FakeManager:
 class Pair:
     """A Leader and a Follower Multiplexer, linked and dilated."""
 
-    def __init__(self, leader_kw: dict | None = None, follower_kw: dict | None = None) -> None:
-        self.clock = Clock()
+    def __init__(
+        self,
+        leader_kw: dict | None = None,
+        follower_kw: dict | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.clock = clock if clock is not None else Clock()
         self.leader_manager, self.follower_manager = FakeManager(), FakeManager()
         self.leader = Multiplexer(
             manager=self.leader_manager, reactor=self.clock, **(leader_kw or {})
@@ -534,3 +541,102 @@ class ReconnectPropertyTests(SynchronousTestCase):
         self.assertEqual(received(client), sent_to_leader)
         self.assertEqual(pair.leader._outbound.queued_records, 0)
         self.assertEqual(pair.follower._outbound.queued_records, 0)
+
+
+class TelemetryTests(SynchronousTestCase):
+    """Traffic counters and subchannel records for telemetry (Telemetry on the pair's Clock)."""
+
+    def setUp(self) -> None:
+        self.records: dict[str, list[dict]] = {"leader": [], "follower": []}
+        clock = Clock()
+        kw = {
+            side: {"telemetry": Telemetry(clock, sink=self.records[side].append, environ={})}
+            for side in self.records
+        }
+        self.pair = Pair(kw["leader"], kw["follower"], clock=clock)
+
+    def settle(self) -> None:
+        """Deliver everything and let every (possibly delayed) ACK go out and arrive."""
+        self.pair.pump()
+        self.pair.clock.advance(1.0)
+        self.pair.pump()
+
+    def events(self, side: str, kind: str) -> list[dict]:
+        return [r for r in self.records[side] if r["event"] == kind]
+
+    def test_counters_count_each_record_once_across_a_replay(self) -> None:
+        """Records and DATA payload bytes, sent and received, are counted once each even when
+        a lost connection makes the queue replay them (the replayed bytes are counted as
+        retransmitted, the duplicates the receiver gets are not received twice); every record
+        ends up acked and nothing stays queued."""
+        pair = self.pair
+        listening(self, pair.follower, "x")
+        client = opened(self, pair.leader, "x")
+        client.transport.write(b"one")
+        client.transport.write(b"two")
+        self.settle()
+        client.transport.write(b"three")
+        client.transport.write(b"four")
+        pair.link.deliver_some(to_b=1)  # "three" arrives, its ACK does not
+        pair.drop()
+        pair.reconnect()
+        self.settle()
+        leader, follower = pair.leader.traffic_stats(), pair.follower.traffic_stats()
+        self.assertEqual(
+            leader,
+            TrafficStats(
+                records_sent=5,
+                bytes_sent=15,
+                records_acked=5,
+                bytes_retransmitted=len(b"threefour"),
+                records_received=0,
+                bytes_received=0,
+                queue_bytes=0,
+            ),
+        )
+        self.assertEqual((follower.records_received, follower.bytes_received), (5, 15))
+        self.assertEqual((follower.records_sent, follower.bytes_retransmitted), (0, 0))
+
+    def test_queue_bytes_while_unacknowledged(self) -> None:
+        """queue_bytes is what waits for an ACK (records with their headers)."""
+        client = opened(self, self.pair.leader, "x")
+        client.transport.write(b"12345")
+        stats = self.pair.leader.traffic_stats()
+        self.assertEqual(stats.queue_bytes, (RECORD_OVERHEAD + 1) + (RECORD_OVERHEAD + 5))
+        self.assertEqual((stats.records_sent, stats.records_acked), (2, 0))
+
+    def test_subchannels_opened_and_closed_with_bytes(self) -> None:
+        """Both sides record the subchannel opened (initiator on the opener's side only) and,
+        once closed, its payload bytes in and out and how long it was open."""
+        pair = self.pair
+        factory, _port = listening(self, pair.follower, "x")
+        client = opened(self, pair.leader, "x")
+        client.transport.write(b"hello")
+        self.settle()
+        server = factory.built[0]
+        server.transport.write(b"back at you")
+        self.settle()
+        pair.clock.advance(2.5)
+        client.transport.loseConnection()
+        self.settle()
+        for side, initiator, bytes_in, bytes_out in (
+            ("leader", True, 11, 5),
+            ("follower", False, 5, 11),
+        ):
+            (opened_record,) = self.events(side, "subchannel_opened")
+            (closed_record,) = self.events(side, "subchannel_closed")
+            self.assertEqual((opened_record["scid"], opened_record["initiator"]), (1, initiator))
+            self.assertEqual(
+                (closed_record["scid"], closed_record["bytes_in"], closed_record["bytes_out"]),
+                (1, bytes_in, bytes_out),
+            )
+            self.assertEqual(closed_record["duration_s"], 2.5 + 2.0)
+
+    def test_stop_closes_open_subchannels(self) -> None:
+        """Subchannels still open when the wormhole stops are recorded closed, once."""
+        client = opened(self, self.pair.leader, "x")
+        client.transport.write(b"abc")
+        self.pair.leader.stop("done")
+        self.pair.leader.stop("again")
+        (closed_record,) = self.events("leader", "subchannel_closed")
+        self.assertEqual((closed_record["bytes_in"], closed_record["bytes_out"]), (0, 3))
