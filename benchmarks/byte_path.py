@@ -3,11 +3,13 @@
 Layer: benchmark infrastructure (for profile-driven work on the byte path; no stock here).
 Two real L2 connections (leader and follower, real Noise, real records) and two real
 Multiplexers are joined by in-memory transports. The sending subchannel writes ``--count``
-messages of ``--size`` bytes; everything the sending L2 connection writes is collected, then fed
-to the receiving L2 connection in ``--read``-byte pieces (what a TCP read would hand it) and
-delivered to a subchannel protocol that hashes it with SHA-256. CPU seconds of each half are
-measured separately (``time.process_time``), reported per message and as MB per CPU-second.
-``--profile send|recv`` prints a cProfile of that half.
+messages of ``--size`` bytes, about one read's worth at a time; what the sending L2 connection
+writes is fed to the receiving L2 connection in ``--read``-byte pieces (what a TCP read would
+hand it) and delivered to a subchannel protocol that hashes it with SHA-256; after each read
+the clock moves on by the time the piece takes at ``--link-mbps`` (so delayed ACKs fall due as
+on a link of that rate), and the ACKs the receiver wrote go back to the sender. CPU seconds of
+each half are measured separately (``time.process_time``), reported per message and as MB per
+CPU-second. ``--profile send|recv`` prints a cProfile of that half.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from twisted.internet.task import Clock, Cooperator
 from zope.interface import implementer
 
 from txdilation._interfaces import ICandidateOwner, IRecordSink
-from txdilation.connection import Ack, Record
+from txdilation.connection import Record
 from txdilation.l2 import DilatedConnectionProtocol
 from txdilation.multiplexer import Multiplexer
 from txdilation.roles import FOLLOWER, LEADER
@@ -146,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--size", type=int, default=64 << 10)
     p.add_argument("--count", type=int, default=4096)
-    p.add_argument("--read", type=int, default=64 << 10, help="bytes per dataReceived")
+    p.add_argument("--read", type=int, default=256 << 10, help="bytes per dataReceived")
+    p.add_argument(
+        "--link-mbps", type=float, default=1000.0, help="simulated link rate (MB/s): the clock"
+    )
     p.add_argument("--profile", choices=("send", "recv"), default=None)
     p.add_argument("--repeat", type=int, default=3)
     args = p.parse_args(argv)
@@ -160,14 +165,18 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.count} x {args.size} B, reads of {args.read} B: "
         f"send {best_send / args.count * 1e6:.1f} us/msg ({total / best_send / 1e6:.0f} MB/CPU-s), "
         f"recv {best_recv / args.count * 1e6:.1f} us/msg ({total / best_recv / 1e6:.0f} MB/CPU-s) "
-        f"[best of {args.repeat}]"
+        f"[best of {args.repeat}; {args.acks} steps with ACKs at {args.link_mbps:g} MB/s]"
     )
     return 0
 
 
 def run_once(args: argparse.Namespace) -> tuple[float, float]:
+    """One transfer, in steps: the sender writes about one read's worth of messages, the
+    receiver gets the wire bytes in ``--read``-byte pieces, the clock moves by the time those
+    bytes take at ``--link-mbps`` (so delayed ACKs fall due as they would), and what the
+    receiver wrote (its ACKs) goes back to the sender. Returns (send, receive) CPU seconds."""
     leader, follower, clock = build()
-    (_, mux_out, t_out, _), (l2_in, mux_in, _, _) = follower, leader
+    (l2_out, mux_out, t_out, _), (l2_in, mux_in, t_in, _) = follower, leader
     hasher = Hasher()
     mux_in.listener_for("bulk").listen(Factory.forProtocol(lambda: hasher))
     sender = Protocol()
@@ -175,37 +184,47 @@ def run_once(args: argparse.Namespace) -> tuple[float, float]:
     clock.advance(0)
     message = os.urandom(args.size)
     write = sender.transport.write
-    profiler = cProfile.Profile(time.process_time) if args.profile else None
-
-    # sending (acks processed in batches, as they would arrive)
-    if profiler and args.profile == "send":
-        profiler.enable()
-    cpu0 = time.process_time()
-    batch = 256
-    for start in range(0, args.count, batch):
-        for _ in range(min(batch, args.count - start)):
-            write(message)
-        mux_out.got_record(Ack(mux_out._outbound.next_seqnum - 1))
-    send_cpu = time.process_time() - cpu0
-    if profiler and args.profile == "send":
-        profiler.disable()
-    wire = t_out.take()
-
-    # receiving
     read = args.read
-    view = memoryview(wire)
-    pieces = [view[i : i + read].tobytes() for i in range(0, len(wire), read)]
-    if profiler and args.profile == "recv":
-        profiler.enable()
-    cpu0 = time.process_time()
-    for piece in pieces:
-        l2_in.dataReceived(piece)
-        clock.advance(0)  # the coalesced ACK of this "reactor turn"
-    recv_cpu = time.process_time() - cpu0
-    if profiler and args.profile == "recv":
-        profiler.disable()
+    seconds_per_byte = 1 / (args.link_mbps * 1e6)
+    per_step = max(1, read // args.size)
+    profiler = cProfile.Profile(time.process_time) if args.profile else None
+    send_cpu = recv_cpu = 0.0
+    left = b""
+    sent = 0
+    acks = 0
+    while sent < args.count or left:
+        # the sender: a step's messages, then the ACKs the receiver wrote last step
+        if profiler and args.profile == "send":
+            profiler.enable()
+        cpu0 = time.process_time()
+        for _ in range(min(per_step, args.count - sent)):
+            write(message)
+        sent = min(args.count, sent + per_step)
+        back = t_in.take()
+        if back:
+            l2_out.dataReceived(back)
+        send_cpu += time.process_time() - cpu0
+        if profiler:
+            profiler.disable()
+        acks += bool(back)
+        # the receiver: what arrived, in reads of at most `read` bytes
+        wire = left + t_out.take()
+        cut = len(wire) if sent >= args.count else len(wire) - len(wire) % read
+        left = wire[cut:]
+        view = memoryview(wire)
+        pieces = [view[i : min(i + read, cut)].tobytes() for i in range(0, cut, read)]
+        if profiler and args.profile == "recv":
+            profiler.enable()
+        cpu0 = time.process_time()
+        for piece in pieces:
+            l2_in.dataReceived(piece)
+            clock.advance(len(piece) * seconds_per_byte)  # a reactor turn, at the link's rate
+        recv_cpu += time.process_time() - cpu0
+        if profiler:
+            profiler.disable()
     if hasher.bytes != args.size * args.count:
         raise SystemExit(f"received {hasher.bytes} B, expected {args.size * args.count}")
+    args.acks = acks
     if profiler:
         pstats.Stats(profiler).sort_stats("tottime").print_stats(18)
         args.profile = None

@@ -86,7 +86,7 @@ from txdilation.framer import (
     RelayAccepted,
 )
 from txdilation.hints import DirectTCPV1Hint, RelayV1Hint
-from txdilation.inbound import Inbound
+from txdilation.inbound import ACK_DELAY, Inbound
 from txdilation.l2 import DilatedConnectionProtocol
 from txdilation.manager import Manager
 from txdilation.noise_layer import NoiseSession
@@ -695,7 +695,7 @@ def inbound(t: SynchronousTestCase, src: Source) -> None:
     inb.connection_made(connection)
     if watermark >= 0:
         inb.receive(Data(0, 1, b"replayed"))  # a peer replays what we did not acknowledge
-        clock.advance(0)
+        clock.advance(ACK_DELAY)
         t.assertEqual(connection.of_type(Ack)[-1], Ack(watermark))
     peer_parity = 0 if role is LEADER else 1
     for scid in built:

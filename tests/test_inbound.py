@@ -9,7 +9,7 @@ from twisted.logger import Logger, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
 from txdilation.connection import Ack, Close, Data, Open
-from txdilation.inbound import Inbound, inbound_machine
+from txdilation.inbound import ACK_DELAY, ACK_THRESHOLD_BYTES, Inbound, inbound_machine
 from txdilation.roles import FOLLOWER, LEADER
 from txdilation.testing import missing_transitions
 from txdilation.testing.fakes import FakeDilatedConnection
@@ -82,28 +82,84 @@ class InboundTestsMixin:
 
 
 class AckTests(InboundTestsMixin, SynchronousTestCase):
-    """Every sequenced record is acknowledged, coalesced, duplicates too."""
+    """Every sequenced record is acknowledged, duplicates too: one delayed cumulative ACK per
+    batch, early at the end of the turn for OPEN/CLOSE and past the byte threshold."""
 
-    def test_acks_are_coalesced_per_reactor_turn(self) -> None:
-        """Several records in one turn produce one cumulative ACK of the highest seqnum."""
+    def test_acks_are_delayed_and_coalesced(self) -> None:
+        """Records in one turn produce nothing at the end of the turn, then exactly one
+        cumulative ACK of the highest seqnum ACK_DELAY after the first of them."""
         inbound = self.make()
         d = self.local(inbound, 1)
         inbound.receive(Data(0, 1, b"a"))
         inbound.receive(Data(1, 1, b"b"))
         inbound.receive(Data(2, 1, b"c"))
+        self.clock.advance(0)
+        self.clock.advance(ACK_DELAY / 2)
         self.assertEqual(self.conn.sent, [])
+        self.assertEqual(d.events, [b"a", b"b", b"c"])  # delivery is not delayed
+        self.clock.advance(ACK_DELAY / 2)
+        self.assertEqual(self.conn.sent, [Ack(2)])
+        self.clock.advance(10 * ACK_DELAY)
+        self.assertEqual(self.conn.sent, [Ack(2)])
+
+    def test_the_delay_runs_from_the_first_record_of_a_batch(self) -> None:
+        """Records arriving while an ACK waits join it; they do not push it back."""
+        inbound = self.make()
+        self.local(inbound, 1)
+        inbound.receive(Data(0, 1, b"a"))
+        self.clock.advance(ACK_DELAY / 2)
+        inbound.receive(Data(1, 1, b"b"))
+        self.clock.advance(ACK_DELAY / 2)
+        self.assertEqual(self.conn.sent, [Ack(1)])
+        inbound.receive(Data(2, 1, b"c"))  # a new batch, a new delay
+        self.clock.advance(ACK_DELAY / 2)
+        self.assertEqual(self.conn.sent, [Ack(1)])
+        self.clock.advance(ACK_DELAY / 2)
+        self.assertEqual(self.conn.sent, [Ack(1), Ack(2)])
+
+    def test_threshold_acks_at_the_end_of_the_turn(self) -> None:
+        """Once the unacknowledged DATA bytes reach ACK_THRESHOLD_BYTES the ACK goes out at the
+        end of that turn (covering the turn's later records too); the count starts again."""
+        inbound = self.make(max_buffered=10 * ACK_THRESHOLD_BYTES)
+        self.local(inbound, 1)
+        inbound.receive(Data(0, 1, bytes(ACK_THRESHOLD_BYTES - 1)))
+        self.clock.advance(0)
+        self.assertEqual(self.conn.sent, [])
+        inbound.receive(Data(1, 1, b"x"))  # reaches the threshold
+        inbound.receive(Data(2, 1, b"y"))
         self.clock.advance(0)
         self.assertEqual(self.conn.sent, [Ack(2)])
-        self.assertEqual(d.events, [b"a", b"b", b"c"])
+        inbound.receive(Data(3, 1, bytes(ACK_THRESHOLD_BYTES - 1)))
+        self.clock.advance(0)
+        self.assertEqual(self.conn.sent, [Ack(2)])  # below the threshold again: delayed
+        self.clock.advance(ACK_DELAY)
+        self.assertEqual(self.conn.sent, [Ack(2), Ack(3)])
+
+    def test_open_and_close_are_acked_at_the_end_of_the_turn(self) -> None:
+        """An OPEN or a CLOSE is not delayed (a closing peer waits for it), and brings a
+        waiting DATA ACK forward with it: still one ACK for the batch."""
+        inbound = self.make()
+        inbound.listen("x", object())  # type: ignore[arg-type]
+        inbound.receive(Open(0, 2, "x"))
+        self.clock.advance(0)
+        self.assertEqual(self.conn.sent, [Ack(0)])
+        inbound.receive(Data(1, 2, b"a"))
+        self.clock.advance(ACK_DELAY / 2)
+        inbound.receive(Close(2, 2))
+        self.clock.advance(0)
+        self.assertEqual(self.conn.sent, [Ack(0), Ack(2)])
+        self.clock.advance(ACK_DELAY)
+        self.assertEqual(self.conn.sent, [Ack(0), Ack(2)])
+        self.assertEqual(self.built[2].events, ["start", b"a", "close"])
 
     def test_duplicates_are_acked_but_not_processed(self) -> None:
         """A replayed record (seqnum <= highest processed) is ACKed again, delivered once."""
         inbound = self.make()
         d = self.local(inbound, 1)
         inbound.receive(Data(0, 1, b"a"))
-        self.clock.advance(0)
+        self.clock.advance(ACK_DELAY)
         inbound.receive(Data(0, 1, b"a"))
-        self.clock.advance(0)
+        self.clock.advance(ACK_DELAY)
         self.assertEqual(d.events, [b"a"])
         self.assertEqual(self.conn.sent, [Ack(0), Ack(0)])
         self.assertEqual(inbound.watermark, 0)
@@ -117,8 +173,26 @@ class AckTests(InboundTestsMixin, SynchronousTestCase):
         inbound.connection_made(self.conn)
         inbound.connection_lost()
         inbound.receive(Data(1, 1, b"b"))
-        self.clock.advance(0)
+        self.clock.advance(ACK_DELAY)
         self.assertEqual(self.conn.sent, [])
+
+    def test_connection_lost_drops_the_pending_ack(self) -> None:
+        """A pending ACK dies with its connection (it is neither sent nor carried over to the
+        next one); the peer's replay on the next connection is acknowledged there."""
+        inbound = self.make()
+        self.local(inbound, 1)
+        inbound.receive(Data(0, 1, bytes(ACK_THRESHOLD_BYTES - 1)))
+        inbound.connection_lost()
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        second = FakeDilatedConnection()
+        inbound.connection_made(second)
+        self.clock.advance(ACK_DELAY)
+        self.assertEqual((self.conn.sent, second.sent), ([], []))
+        inbound.receive(Data(0, 1, b"z"))  # the replay; the byte count started again
+        self.clock.advance(0)
+        self.assertEqual(second.sent, [])
+        self.clock.advance(ACK_DELAY)
+        self.assertEqual(second.sent, [Ack(0)])
 
     def test_ack_goes_out_after_stop_never(self) -> None:
         """stop() cancels the pending ACK and later records are ignored."""
@@ -254,7 +328,7 @@ class PausingTests(InboundTestsMixin, SynchronousTestCase):
         self.assertEqual((a.events, b.events), ([], [b"b1"]))
         self.assertEqual(inbound.buffered_bytes, 4)
         self.assertFalse(self.conn.reading_paused)
-        self.clock.advance(0)
+        self.clock.advance(ACK_DELAY)
         self.assertEqual(self.conn.sent, [Ack(2)])  # ACKs are unaffected
 
     def test_resume_delivers_later_in_order(self) -> None:

@@ -25,6 +25,7 @@ from tests.test_subchannel import HalfProtocol, RecordingProtocol
 from txdilation._interfaces import IMultiplexer
 from txdilation.connection import Ack, Close, Data, Open
 from txdilation.errors import AlreadyClosedError, OldPeerCannotDilateError, WormholeClosedError
+from txdilation.inbound import ACK_DELAY
 from txdilation.multiplexer import Multiplexer, multiplexer_machine
 from txdilation.outbound import RECORD_OVERHEAD
 from txdilation.roles import FOLLOWER, LEADER
@@ -225,14 +226,22 @@ class EndToEndTests(SynchronousTestCase):
         self.assertEqual(pair.leader._outbound.queued_records, 0)
 
     def test_acks_are_coalesced(self) -> None:
-        """Twenty records arriving in one turn cost one ACK."""
+        """An OPEN is ACKed at the end of its turn; twenty DATA records arriving in one turn
+        cost one ACK, ACK_DELAY later."""
         pair = Pair()
         listening(self, pair.follower, "x")
         client = opened(self, pair.leader, "x")
-        for i in range(19):
+        pair.pump()
+        self.assertEqual(pair.link.b.of_type(Ack), [Ack(0)])
+        for i in range(20):
             client.transport.write(b"%d" % i)
         pair.pump()
-        self.assertEqual(pair.link.b.of_type(Ack), [Ack(19)])
+        self.assertEqual(pair.link.b.of_type(Ack), [Ack(0)])
+        self.assertEqual(pair.leader._outbound.queued_records, 20)
+        pair.clock.advance(ACK_DELAY)
+        pair.pump()
+        self.assertEqual(pair.link.b.of_type(Ack), [Ack(0), Ack(20)])
+        self.assertEqual(pair.leader._outbound.queued_records, 0)
 
     def test_unexpected_subprotocol_is_closed(self) -> None:
         """With expected_subprotocols, an OPEN for another name is answered with CLOSE at once
@@ -315,6 +324,8 @@ class FlowControlTests(SynchronousTestCase):
         b.transport.write(b"to fast")
         pair.pump()
         self.assertEqual((received(slow), received(fast)), ([], [b"to fast"]))
+        pair.clock.advance(ACK_DELAY)
+        pair.pump()
         self.assertEqual(pair.leader._outbound.queued_records, 0)
         self.assertFalse(pair.link.b.reading_paused)
         slow.transport.resumeProducing()
@@ -536,6 +547,8 @@ class ReconnectPropertyTests(SynchronousTestCase):
                 pair.link.deliver_some(to_b=op[1], to_a=op[2])
         if not connected:
             pair.reconnect()
+        pair.pump()
+        pair.clock.advance(ACK_DELAY)  # the last delayed ACKs
         pair.pump()
         self.assertEqual(received(server.built[0]), sent_to_follower)
         self.assertEqual(received(client), sent_to_leader)

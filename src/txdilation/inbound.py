@@ -5,8 +5,15 @@ a subchannel (anything with ``remote_data``/``remote_close``, see :class:`Delive
 
 Invariants:
 
-- every OPEN/DATA/CLOSE is acknowledged, duplicates too; ACKs are cumulative and coalesced to
-  one ``Ack(highest processed seqnum)`` per reactor turn, sent only while connected;
+- every OPEN/DATA/CLOSE is acknowledged, duplicates too; ACKs are cumulative and delayed: one
+  ``Ack(highest processed seqnum)`` goes out ``ack_delay`` (:data:`ACK_DELAY`, 5 ms) after the
+  first record it covers, or at the end of the reactor turn in which an OPEN or CLOSE arrived or
+  the DATA bytes it covers reached ``ack_threshold_bytes`` (:data:`ACK_THRESHOLD_BYTES`, 1 MiB),
+  whichever comes first. So a sender never waits more than ``ack_delay`` for an ACK, and never
+  at all while it has ``ack_threshold_bytes`` in flight (far under any sender's window: ours
+  is ``max_unacked_bytes``, 64 MiB by default; stock has none). ACKs are sent only while
+  connected: a connection lost with an ACK pending drops it (the peer replays what we did not
+  acknowledge on the next connection, and that replay is acknowledged);
 - a record is processed only if its seqnum is above the highest processed one (start -1);
 - an OPEN with scid 0, the wrong parity for the peer's role, or a name outside
   ``expected_subprotocols`` is answered with CLOSE; a duplicate OPEN is logged and ignored;
@@ -50,6 +57,10 @@ from .roles import LEADER, Role
 
 DEFAULT_MAX_PENDING_OPEN_BYTES = 4 * 2**20
 DEFAULT_MAX_BUFFERED_INBOUND_BYTES = 4 * 2**20
+#: seconds an ACK waits for more records to cover (one ACK per batch, not per TCP read)
+ACK_DELAY = 0.005
+#: received DATA bytes not yet acknowledged at which the ACK goes out at the end of the turn
+ACK_THRESHOLD_BYTES = 2**20
 
 _log = Logger(namespace="txdilation.inbound")
 
@@ -182,11 +193,13 @@ inbound_machine = _build_inbound_machine()
 class Inbound:
     """The receiving half of L4 and the demultiplexer (see the module docstring).
 
-    :param reactor: schedules the coalesced ACK and the delivery of records a resumed
-        subchannel was holding (both ``callLater(0, ...)``).
+    :param reactor: schedules the delayed ACK and the delivery of records a resumed
+        subchannel was holding (``callLater(0, ...)``).
     :param send_close: answers an OPEN we refuse with CLOSE (through the durable queue).
     :param build: builds the subchannel for an accepted OPEN.
     :param expected_subprotocols: when given, any other name is answered with CLOSE.
+    :param ack_delay: seconds an ACK may wait for more records (see the module docstring).
+    :param ack_threshold_bytes: DATA bytes after which the ACK waits no longer than the turn.
     """
 
     def __init__(
@@ -198,6 +211,8 @@ class Inbound:
         expected_subprotocols: Iterable[str] | None = None,
         max_pending_open_bytes: int = DEFAULT_MAX_PENDING_OPEN_BYTES,
         max_buffered_inbound_bytes: int = DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
+        ack_delay: float = ACK_DELAY,
+        ack_threshold_bytes: int = ACK_THRESHOLD_BYTES,
         log: Logger | None = None,
     ) -> None:
         self._reactor = reactor
@@ -212,7 +227,11 @@ class Inbound:
         self._peer_parity: int | None = None
         #: highest seqnum processed so far
         self.watermark = -1
+        self._ack_delay = ack_delay
+        self._ack_threshold = ack_threshold_bytes
         self._ack_call: IDelayedCall | None = None
+        self._ack_soon = False  # the pending ACK goes out at the end of this turn
+        self._unacked_bytes = 0  # DATA bytes received since the last ACK went out
         self._routes: dict[int, _Route] = {}
         self._pending: dict[int, _Route] = {}  # routes waiting for a listener, oldest first
         self._listeners: dict[str, IProtocolFactory] = {}
@@ -232,15 +251,14 @@ class Inbound:
         self._machine.connection_made(connection)
 
     def connection_lost(self) -> None:
-        """No connection: no ACKs until the next one."""
+        """No connection: no ACKs until the next one (a pending one is dropped)."""
         self._machine.connection_lost()
+        self._cancel_ack()
 
     def stop(self) -> list[Delivery]:
         """Forget every route and listener; return the subchannels still open. Idempotent."""
         self._machine.stop()
-        if self._ack_call is not None:
-            self._ack_call.cancel()
-            self._ack_call = None
+        self._cancel_ack()
         live = []
         for route in self._routes.values():
             if route.drain_call is not None:
@@ -260,8 +278,21 @@ class Inbound:
         core = self._core
         if core.stopped:
             return
-        if self._ack_call is None and core.connection is not None:
-            self._ack_call = self._reactor.callLater(0, self._send_ack)
+        if core.connection is not None:
+            if type(record) is Data:
+                self._unacked_bytes += len(record.data)
+                soon = self._unacked_bytes >= self._ack_threshold
+            else:
+                soon = True
+            call = self._ack_call
+            if call is None:
+                self._ack_soon = soon
+                self._ack_call = self._reactor.callLater(
+                    0 if soon else self._ack_delay, self._send_ack
+                )
+            elif soon and not self._ack_soon:
+                self._ack_soon = True
+                call.reset(0)
         if record.seqnum <= self.watermark:
             return
         self.watermark = record.seqnum
@@ -275,9 +306,16 @@ class Inbound:
 
     def _send_ack(self) -> None:
         self._ack_call = None
+        self._unacked_bytes = 0
         connection = self._core.connection
         if connection is not None:
             connection.send_record(Ack(self.watermark))
+
+    def _cancel_ack(self) -> None:
+        if self._ack_call is not None:
+            self._ack_call.cancel()
+            self._ack_call = None
+        self._unacked_bytes = 0
 
     def _on_data(self, scid: int, data: bytes) -> None:
         route = self._routes.get(scid)
@@ -486,6 +524,8 @@ class Inbound:
 
 
 __all__ = [
+    "ACK_DELAY",
+    "ACK_THRESHOLD_BYTES",
     "DEFAULT_MAX_BUFFERED_INBOUND_BYTES",
     "DEFAULT_MAX_PENDING_OPEN_BYTES",
     "BuildSubchannel",
