@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--peer-timeout", type=float, default=None, help="txdilation: TXDILATION_PEER_TIMEOUT"
     )
+    p.add_argument("--events", default=None, help="txdilation: TXDILATION_EVENTS (telemetry file)")
     return p
 
 
@@ -110,6 +111,7 @@ _TXDILATION_SETTINGS = {
     "listen_port": "TXDILATION_LISTEN_PORT",
     "hint_port": "TXDILATION_HINT_PORT",
     "peer_timeout": "TXDILATION_PEER_TIMEOUT",
+    "events": "TXDILATION_EVENTS",
 }
 
 
