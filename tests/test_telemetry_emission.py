@@ -13,10 +13,11 @@ from typing import Any
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.protocol import Factory
 from twisted.internet.task import deferLater
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import txdilation
 from txdilation import telemetry as tm
+from txdilation.config import DEFAULT_TRAFFIC_INTERVAL, TelemetrySettings
 
 from .harness import RealServersMixin, restore_env
 from .test_manager import Collector, DilatedPairBase, EchoProtocol
@@ -264,3 +265,16 @@ class RealServersTelemetryTests(RealServersMixin, TestCase):
             for key in ("records_sent", "bytes_sent", "records_acked", "bytes_received"):
                 self.assertLessEqual(earlier[key], later[key], key)
         return traffic[-1]
+
+
+class TrafficIntervalSettingTests(SynchronousTestCase):
+    def test_traffic_interval_from_environ(self) -> None:
+        """TXDILATION_TRAFFIC_INTERVAL: unset or empty is the 60 s default, 0 disables the
+        periodic records, a positive number is used; anything else is refused."""
+        read = TelemetrySettings.from_environ
+        self.assertEqual(read({}).traffic_interval, DEFAULT_TRAFFIC_INTERVAL)
+        self.assertEqual(read({TRAFFIC_INTERVAL: " "}).traffic_interval, 60.0)
+        self.assertIsNone(read({TRAFFIC_INTERVAL: "0"}).traffic_interval)
+        self.assertEqual(read({TRAFFIC_INTERVAL: "2.5"}).traffic_interval, 2.5)
+        for bad in ("-1", "soon", "inf", "nan"):
+            self.assertRaises(ValueError, read, {TRAFFIC_INTERVAL: bad})
