@@ -12,7 +12,8 @@ relay-only. Every stream must arrive exactly: the receiver's byte count equals t
 total and its SHA-256 equals the sender's. Both sessions must then stop with exit status 0.
 
 The random choices come from ``TXDILATION_SOAK_SEED`` when set (else a fresh seed, printed in
-every failure message) so a failing run can be repeated.
+every failure message) so a failing run can be repeated; ``TXDILATION_SOAK_PAIRS`` (default 20)
+sets the number of pairs, e.g. 500 for a long soak by hand.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from txdilation.session.child import SessionProcess, run_command, spawn_session
 
 MiB = 2**20
 APPID = "txdilation.test/soak"
-PAIRS = 20
+#: pairs per run; ``TXDILATION_SOAK_PAIRS`` raises it for a long soak outside CI
+PAIRS = int(os.environ.get("TXDILATION_SOAK_PAIRS") or 20)
 AT_ONCE = 3  # pairs running at the same time (2 cores: each pair is two processes)
 PAIR_WITHIN = 45.0  # seconds one pair may take, start to stop
 
