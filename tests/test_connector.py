@@ -12,6 +12,7 @@ from twisted.internet.error import (
     ConnectionRefusedError,
     TimeoutError,
 )
+from twisted.internet.protocol import Protocol
 from twisted.internet.task import Clock
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
@@ -388,21 +389,23 @@ class L2RaceTests(SynchronousTestCase):
     """A Leader's connector dialling a Follower's listener, the L2 protocols connected in
     memory (iosim), so that the Noise handshake and KCM exchange really happen."""
 
-    def setUp(self) -> None:
-        self.leader, self.leader_owner, self.leader_reactor, self.leader_records = make_observed(
-            LEADER, no_listen=True
-        )
-        self.follower, self.follower_owner, follower_reactor, self.follower_records = make_observed(
-            FOLLOWER
-        )
+    def setUp(self, relay_hints: tuple[RelayV1Hint, ...] = ()) -> None:
+        """The Leader does not listen; the Follower listens (and dials ``relay_hints``)."""
+        leader = make_observed(LEADER, no_listen=True, relay_hints=relay_hints)
+        self.leader, self.leader_owner, self.leader_reactor, self.leader_records = leader
+        follower = make_observed(FOLLOWER, relay_hints=relay_hints)
+        self.follower, self.follower_owner, self.follower_reactor, self.follower_records = follower
         self.follower.start()
-        self.server_factory = follower_reactor.tcpServers[0][1]
+        self.server_factory = self.follower_reactor.tcpServers[0][1]
 
     def dial(self, *ports: int) -> list[iosim.IOPump]:
-        """The Leader dials ``ports``; each dial reaches the Follower's listener."""
+        """The Leader dials ``ports``; each dial reaches the Follower's listener (the
+        connections exist, nothing is exchanged until they are pumped)."""
         self.leader.got_hints([DirectTCPV1Hint("127.0.0.1", p) for p in ports])
         pumps = []
-        for _host, _port, factory, *_ in self.leader_reactor.tcpClients:
+        for _host, port, factory, *_ in self.leader_reactor.tcpClients:
+            if port not in ports:
+                continue
             client = factory.buildProtocol(ADDR)
             server = self.server_factory.buildProtocol(ADDR)
             pumps.append(
@@ -451,23 +454,83 @@ class L2RaceTests(SynchronousTestCase):
             sorted(o for *_, o in outcomes(self.follower_records)), ["cancelled", "selected"]
         )
 
-    def test_superseded(self) -> None:
-        """Two dials whose KCMs cross: the Leader selects the first; the second, whose
-        Follower KCM arrives after that, was ready and is recorded as superseded."""
-        first, second = self.dial(7, 8)
-        for _ in range(2):  # prologues, then the Leader's handshake message, on both
-            first.pump()
-            second.pump()
-        first.pump()  # the Follower's message 2 and KCM reach the Leader: selected
-        second.flush()  # the second one's KCM arrives after that, then it closes
+    def test_superseded_held_relay(self) -> None:
+        """The Leader holds a relay candidate that is ready while a direct dial may still
+        complete; the direct one completes and is selected: the relay attempt, ready but not
+        selected, is superseded; on the Follower, whose relay connection never got the
+        Leader's KCM, it is cancelled."""
+        self.setUp(relay_hints=(RELAY,))
+        (direct,) = self.dial(7)  # a direct dial is pending: a relay candidate is held
+        self.leader.start()  # dials the relay
+        (follower_relay,) = self.follower_reactor.tcpClients
+        (leader_relay,) = [c for c in self.leader_reactor.tcpClients if c[1] == 4001]
+        a, b = RelayEnd(), RelayEnd()
+        a.other, b.other = b, a
+        relay_pumps = [
+            iosim.connect(
+                end,
+                iosim.makeFakeServer(end),
+                client,
+                iosim.makeFakeClient(client),
+                greet=False,
+            )
+            for end, client in (
+                (a, leader_relay[2].buildProtocol(ADDR)),
+                (b, follower_relay[2].buildProtocol(ADDR)),
+            )
+        ]
+        pump_all(relay_pumps)
+        self.assertEqual(self.leader_owner.made, [])  # held for the grace period
+        pump_all([direct, *relay_pumps])
+        self.assertEqual([c.is_direct for c in self.leader_owner.made], [True])
         self.assertEqual(
             outcomes(self.leader_records),
             [
                 (1, "direct-tcp-v1", "outbound", "selected"),
-                (2, "direct-tcp-v1", "outbound", "superseded"),
+                (2, "relay-v1", "outbound", "superseded"),
             ],
         )
-        self.assertEqual(self.leader.candidates, 1)
+        self.assertEqual(
+            sorted(outcomes(self.follower_records)),
+            [
+                (1, "relay-v1", "outbound", "cancelled"),
+                (2, "direct-tcp-v1", "inbound", "selected"),
+            ],
+        )
+        self.assertEqual(self.leader.candidates, 2)
+
+
+def pump_all(pumps: list[iosim.IOPump]) -> None:
+    """Pump every connection until none moves anything."""
+    while any([p.pump() for p in pumps]):
+        pass
+
+
+class RelayEnd(Protocol):
+    """One end of an in-memory transit relay: answers its client's relay line with ``ok``,
+    then forwards what the client sends to the other end's client (and closes with it)."""
+
+    def __init__(self) -> None:
+        self.other: RelayEnd | None = None
+        self._line = b""
+        self._relaying = False
+
+    def dataReceived(self, data: bytes) -> None:
+        assert self.transport is not None and self.other is not None
+        if not self._relaying:
+            self._line += data
+            if b"\n" not in self._line:
+                return
+            _, data = self._line.split(b"\n", 1)
+            self._relaying = True
+            self.transport.write(b"ok\n")
+        if data:
+            assert self.other.transport is not None
+            self.other.transport.write(data)
+
+    def connectionLost(self, reason: object = None) -> None:
+        assert self.other is not None and self.other.transport is not None
+        self.other.transport.loseConnection()
 
 
 class AttemptLogTests(SynchronousTestCase):

@@ -182,12 +182,13 @@ class RealServersTelemetryTests(RealServersMixin, TestCase):
     @inlineCallbacks
     def test_real_dilation_with_reconnect_emits_every_event(self) -> Any:
         """Both peers of a real dilation with a reconnect write schema-valid records whose pair
-        ids match: per generation one selected attempt and losing attempts recorded (never a
-        failure on loopback), every attempt started once and ended once with a unique id; a
-        final traffic record (after periodic ones that never decrease) whose byte and record
-        counts are exactly what the subchannel carried, the replayed bytes counted as
-        retransmitted on the side that lost them; a subchannel opened and closed on both sides
-        with exact payload byte counts; and no code, side, address or payload anywhere."""
+        ids match: per generation one selected attempt and losing attempts recorded (no
+        handshake failure or timeout on loopback), every attempt started once and ended once
+        with a unique id; a final traffic record (after periodic ones that never decrease)
+        whose byte and record counts are exactly what the subchannel carried, the replayed
+        bytes counted as retransmitted on the side that lost them; a subchannel opened and
+        closed on both sides with exact payload byte counts; and no code, side, address or
+        payload anywhere."""
         run = yield Deferred.fromCoroutine(self._session())
         records = _read_records(self.path)
         if os.environ.get("DUMP"):
@@ -232,7 +233,7 @@ class RealServersTelemetryTests(RealServersMixin, TestCase):
 
     def check_attempts(self, events: list[dict[str, Any]]) -> None:
         """Attempts of one session: started once, ended once, ids unique; per generation
-        exactly one selected; some lost the race; nothing failed."""
+        exactly one selected; some lost the race; no handshake failed or timed out."""
         started = {r["attempt"]: r for r in events if r["event"] == "attempt_started"}
         ended = [r for r in events if r["event"] == "attempt_ended"]
         self.assertEqual(len(started), len([r for r in events if r["event"] == "attempt_started"]))
@@ -241,7 +242,8 @@ class RealServersTelemetryTests(RealServersMixin, TestCase):
             s = started[r["attempt"]]
             for key in ("hint_type", "direction", "generation"):
                 self.assertEqual(r[key], s[key], r)
-            self.assertIn(r["outcome"], LOSING | {"selected"}, r)
+            # a dial may also be refused once the peer's race ended and its listener closed
+            self.assertIn(r["outcome"], LOSING | {"selected", "connect_failed"}, r)
             if r["outcome"] == "selected":
                 self.assertGreaterEqual(r["connect_s"], 0)
                 self.assertGreater(r["handshake_s"], 0)

@@ -11,8 +11,9 @@ Outcomes (``attempt_ended.outcome``):
 - ``selected``: it became the generation's connection;
 - ``connect_failed`` / ``timeout`` / ``cancelled``: the outbound TCP connection (to the peer or
   to the relay) failed, timed out, or was cancelled because the race ended first;
-- ``superseded``: it was ready to be selected (KCM exchange) but another connection won, or
-  the race ended; ``cancelled``: closed by us before it got that far because the race ended;
+- ``superseded``: it was ready to be selected (KCM exchange) when the race ended with another
+  connection selected (or the connector stopped); ``cancelled``: it was not ready yet then
+  (every connection still open when the race ends is closed by us and ends at once);
 - ``timeout``: not ready (or not selected) within the handshake timeout;
 - ``handshake_failed``: we dropped it for a protocol error (relay line, prologue, Noise, KCM),
   or the peer or the network closed it before it was ready and the race did not end soon after.
@@ -31,6 +32,7 @@ attempt carry the generation it started in; never an address (only hint types).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -134,9 +136,16 @@ class AttemptLog:
         else:
             self._end(attempt, "handshake_failed")
 
-    def race_over(self) -> None:
-        """The race ended (a connection was selected, or the connector stopped). Resolves the
-        attempts the peer closed meanwhile; every later close lost the race."""
+    def race_over(self, abandoned: Iterable[Attempt] = ()) -> None:
+        """The race ended (a connection was selected, or the connector stopped).
+
+        :param abandoned: the attempts whose connections are still open and are being closed
+            because of that (not the selected one): they lost the race, and end now.
+
+        Also resolves the attempts the peer closed meanwhile; every later close lost the race.
+        """
+        for attempt in abandoned:
+            self._end(attempt, self._lost_race_outcome(attempt))
         if self._race_over:
             return
         self._race_over = True

@@ -438,7 +438,8 @@ class Connector:
     def _close_others(self, keep: DilatedConnectionProtocol | None) -> None:
         self._finished = True
         if self._attempt_log is not None:
-            self._attempt_log.race_over()
+            self._attempt_log.race_over(self._attempt_of.values())
+            self._attempt_of.clear()
         for port in self._listeners:
             port.stopListening()
         self._listeners.clear()
