@@ -200,6 +200,7 @@ class Multiplexer:
     ) -> None:
         self._manager = manager
         self._telemetry = telemetry
+        self._on_subchannel_closed = telemetry.subchannel_closed if telemetry else None
         self._bytes_received = 0
         self._max_write_length = max_record_size - RECORD_OVERHEAD
         self._log = log if log is not None else _log
@@ -377,11 +378,9 @@ class Multiplexer:
 
     def _subchannel(self, scid: int, name: str, protocol: IProtocol) -> SubChannel:
         telemetry = self._telemetry
-        on_closed = None
         if telemetry is not None:
             initiator = self._role is not None and scid % 2 == self._next_scid % 2
             telemetry.subchannel_opened(scid, initiator)
-            on_closed = telemetry.subchannel_closed
         return SubChannel(
             scid,
             protocol,
@@ -392,7 +391,7 @@ class Multiplexer:
             manager=self._manager,
             log=self._log,
             max_write_length=self._max_write_length,
-            on_closed=on_closed,
+            on_closed=self._on_subchannel_closed,
         )
 
 

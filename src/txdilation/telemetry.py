@@ -1,7 +1,9 @@
 """Session telemetry: schema ``txdilation-telemetry/1`` events about one dilated wormhole.
 
-Layer: observability, beside the protocol (no protocol logic here). The Manager and the
-Connector call one method per event; each call builds one flat JSON-ready record and hands it to
+Layer: observability, beside the protocol (no protocol logic here). The Manager, the Connector
+(through ``attempts.AttemptLog``) and the Multiplexer call one method per event; the traffic
+records sample the Multiplexer's counters (:meth:`Telemetry.set_traffic_source`). Each call
+builds one flat JSON-ready record and hands it to
 
 - ``twisted.logger`` (namespace ``txdilation.telemetry``; the record is the event key
   ``telemetry``), always;
