@@ -10,8 +10,9 @@ import os
 import tempfile
 from typing import Any
 
-from twisted.internet.defer import Deferred, inlineCallbacks
-from twisted.internet.protocol import Factory
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred, gatherResults, inlineCallbacks
+from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
@@ -20,7 +21,7 @@ from txdilation import telemetry as tm
 from txdilation.config import DEFAULT_TRAFFIC_INTERVAL, TelemetrySettings
 
 from .harness import RealServersMixin, restore_env
-from .test_manager import Collector, DilatedPairBase, EchoProtocol
+from .test_manager import Collector, DilatedPairBase, EchoProtocol, make_pair
 
 try:
     import jsonschema
@@ -28,6 +29,15 @@ except ImportError:  # pragma: no cover (jsonschema comes with the analytics ext
     jsonschema = None
 
 TRAFFIC_INTERVAL = "TXDILATION_TRAFFIC_INTERVAL"
+TRAFFIC_FIELDS = (
+    "records_sent",
+    "bytes_sent",
+    "records_acked",
+    "bytes_retransmitted",
+    "records_received",
+    "bytes_received",
+    "queue_bytes",
+)
 
 
 def validate_all(case: TestCase, records: list[dict[str, Any]]) -> None:
@@ -81,9 +91,8 @@ class TelemetryEmissionTests(DilatedPairBase):
             d.stop()
         for t in self._terms:
             yield t.stopped
-        with open(self.path, encoding="utf-8") as f:
-            text = f.read()
-        records = [json.loads(line) for line in text.splitlines()]
+        records = _read_records(self.path)
+        text = json.dumps(records)
         if jsonschema is not None:
             validator = jsonschema.Draft202012Validator(json.loads(tm.schema_text()))
             for r in records:
@@ -110,6 +119,86 @@ class TelemetryEmissionTests(DilatedPairBase):
         for forbidden in ("secret-payload", "127.0.0.1", dilators[0]._manager._my_side):
             self.assertNotIn(forbidden, text)
 
+    @inlineCallbacks
+    def test_stopped_while_connecting(self) -> Any:
+        """Both sides stop while their only attempts (dials of a relay that never pairs them)
+        are connected but not ready: each records them cancelled, with a connect time, before
+        a final traffic record of zeros and session_ended; nothing was selected."""
+        relay = SilentRelay()
+        port = reactor.listenTCP(0, relay, interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        _pipes, terms, dilators = make_pair()
+        key = os.urandom(32)
+        for d in dilators:
+            d.got_key(key)
+            d.got_wormhole_versions({"can-dilate": ["ged"]})
+        hint = f"tcp:127.0.0.1:{port.getHost().port}"
+        for d in dilators:
+            d.dilate(no_listen=True, transit_relay_location=hint)
+        yield relay.accepted(2)
+        for d in dilators:
+            d.stop()
+        for t in terms:
+            yield t.stopped
+        yield relay.all_lost()
+        records = _read_records(self.path)
+        validate_all(self, records)
+        sessions = by_session(records)
+        self.assertEqual(len(sessions), 2)
+        zeros = {k: 0 for k in TRAFFIC_FIELDS}
+        for events in sessions.values():
+            kinds = [r["event"] for r in events]
+            self.assertNotIn("connection_selected", kinds)
+            self.assertEqual(kinds[-3:], ["attempt_ended", "traffic", "session_ended"])
+            (attempt,) = [r for r in events if r["event"] == "attempt_ended"]
+            self.assertEqual(
+                (attempt["hint_type"], attempt["direction"], attempt["outcome"]),
+                ("relay-v1", "outbound", "cancelled"),
+            )
+            self.assertGreaterEqual(attempt["connect_s"], 0)
+            self.assertNotIn("handshake_s", attempt)
+            self.assertEqual({k: events[-2][k] for k in TRAFFIC_FIELDS}, zeros)
+            self.assertTrue(events[-2]["final"])
+
+
+class SilentRelay(Factory):
+    """A TCP server that accepts connections and never answers (a relay that never pairs)."""
+
+    def __init__(self) -> None:
+        self.connections: list[Protocol] = []
+        self.lost: list[Deferred[None]] = []
+        self._waiting: list[tuple[int, Deferred[None]]] = []
+
+    def buildProtocol(self, addr: Any) -> Protocol:
+        relay = self
+        lost: Deferred[None] = Deferred()
+
+        class Silent(Protocol):
+            def connectionLost(self, reason: Any = None) -> None:
+                lost.callback(None)
+
+        protocol = Silent()
+        self.connections.append(protocol)
+        self.lost.append(lost)
+        for n, d in list(relay._waiting):
+            if len(self.connections) >= n:
+                self._waiting.remove((n, d))
+                reactor.callLater(0, d.callback, None)
+        return protocol
+
+    def accepted(self, n: int) -> Deferred[None]:
+        """Fires once ``n`` connections were accepted."""
+        d: Deferred[None] = Deferred()
+        self._waiting.append((n, d))
+        if len(self.connections) >= n:
+            self._waiting.remove((n, d))
+            d.callback(None)
+        return d
+
+    def all_lost(self) -> Deferred[Any]:
+        """Fires once every accepted connection is closed."""
+        return gatherResults(self.lost)
+
 
 APPID = "lothar.com/txdilation/telemetry-test"
 MESSAGES = (b"a" * 10, b"b" * 1000, b"c" * 70000)
@@ -120,7 +209,10 @@ LOSING = {"superseded", "cancelled"}
 
 def _read_records(path: str) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f.read().splitlines()]
+        text = f.read()
+    if os.environ.get("TXDILATION_TEST_DUMP_EVENTS"):  # to look at real records
+        print(text)
+    return [json.loads(line) for line in text.splitlines()]
 
 
 class RealServersTelemetryTests(RealServersMixin, TestCase):
@@ -191,8 +283,6 @@ class RealServersTelemetryTests(RealServersMixin, TestCase):
         payload anywhere."""
         run = yield Deferred.fromCoroutine(self._session())
         records = _read_records(self.path)
-        if os.environ.get("DUMP"):
-            print("\n".join(json.dumps(r) for r in records))
         validate_all(self, records)
         sessions = by_session(records)
         self.assertEqual(len(sessions), 2)
