@@ -4,6 +4,7 @@ and two real wormholes through the real mailbox server and transit relay with on
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -29,15 +30,7 @@ except ImportError:  # pragma: no cover (jsonschema comes with the analytics ext
     jsonschema = None
 
 TRAFFIC_INTERVAL = "TXDILATION_TRAFFIC_INTERVAL"
-TRAFFIC_FIELDS = (
-    "records_sent",
-    "bytes_sent",
-    "records_acked",
-    "bytes_retransmitted",
-    "records_received",
-    "bytes_received",
-    "queue_bytes",
-)
+TRAFFIC_FIELDS = tuple(f.name for f in dataclasses.fields(tm.TrafficStats))
 
 
 def validate_all(case: TestCase, records: list[dict[str, Any]]) -> None:
