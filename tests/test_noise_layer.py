@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any
 
@@ -20,6 +21,8 @@ from txdilation.noise_layer import (
     MAX_CIPHERTEXT_PIECE,
     MAX_PLAINTEXT_PIECE,
     NOISE_PROTOCOL_NAME,
+    SCRATCH_LIMIT,
+    VIEW_THRESHOLD,
     NoiseSession,
 )
 from txdilation.roles import Role
@@ -331,7 +334,9 @@ class NoiseprotocolDifferentialTests(SynchronousTestCase):
         return ours_sending, theirs_sending
 
     def check(self, sizes: list[int]) -> None:
-        for we_lead in (True, False):
+        """Each size in turn, both roles; received with decrypt, then again (a fresh pair)
+        with decrypt_view, the payload given as a memoryview of a larger buffer."""
+        for we_lead, view in itertools.product((True, False), (False, True)):
             ours, theirs = self.connected(we_lead)
             ours_sending, theirs_sending = self.reference_states(theirs)
             for size in sizes:
@@ -343,18 +348,24 @@ class NoiseprotocolDifferentialTests(SynchronousTestCase):
                 incoming = b"".join(
                     theirs_sending.encrypt_with_ad(None, p) for p in pieces_of(message)
                 )
-                self.assertEqual(ours.decrypt(incoming), message)
+                if view:
+                    framed = memoryview(b"\x00" * 4 + incoming + b"\xff")[4:-1]
+                    self.assertEqual(bytes(ours.decrypt_view(framed)), message, (we_lead, size))
+                else:
+                    self.assertEqual(ours.decrypt(incoming), message)
 
     def test_same_ciphertexts(self) -> None:
         """For every size around the piece boundaries, in sequence (so the nonces advance by
         one per piece), our ciphertext equals noiseprotocol's byte for byte, both roles; and we
-        decrypt what noiseprotocol encrypts."""
-        self.check([*SIZES, 3, 65519 * 3, 65519 * 3 + 7, 0, 9])
+        decrypt what noiseprotocol encrypts, with decrypt and with decrypt_view (sizes above
+        SCRATCH_LIMIT, then below it again, included)."""
+        self.check([*SIZES, 3, 65519 * 3, 65519 * 3 + 7, 0, 9, SCRATCH_LIMIT + 1, 65545])
 
     @settings(max_examples=20)
     @given(st.lists(st.integers(0, 4 * MAX_PLAINTEXT_PIECE), max_size=6))
     def test_same_ciphertexts_any_sequence(self, sizes: list[int]) -> None:
-        """Any sequence of message sizes gives noiseprotocol's ciphertexts exactly."""
+        """Any sequence of message sizes gives noiseprotocol's ciphertexts exactly, and
+        decrypt/decrypt_view give noiseprotocol's plaintexts."""
         self.check(sizes)
 
     def test_pieces_equal_whole(self) -> None:
@@ -371,6 +382,76 @@ class NoiseprotocolDifferentialTests(SynchronousTestCase):
             self.assertEqual(ours.encrypt_pieces(head, body), expected)
             incoming = b"".join(theirs_sending.encrypt_with_ad(None, p) for p in pieces_of(message))
             self.assertEqual(ours.decrypt_pieces(memoryview(incoming)), pieces_of(message))
+
+    def test_decrypt_view_reuses_one_small_buffer(self) -> None:
+        """decrypt_view decrypts a payload over VIEW_THRESHOLD bytes into one buffer the
+        session keeps (grown as needed up to SCRATCH_LIMIT): the next such call overwrites the
+        previous plaintext. A plaintext over SCRATCH_LIMIT gets a buffer of its own, and the
+        kept buffer stays as it was; a small payload's plaintext is plain bytes."""
+        leader, follower = pair()
+        small = follower.decrypt_view(leader.encrypt(b"x" * 100))
+        self.assertEqual((type(small), small), (bytes, b"x" * 100))
+        self.assertIs(
+            type(follower.decrypt_view(leader.encrypt(bytes(VIEW_THRESHOLD - 16)))), bytes
+        )
+        first = follower.decrypt_view(leader.encrypt(plaintext_of(65545)))
+        self.assertIsInstance(first, memoryview)
+        assert isinstance(first, memoryview)
+        self.assertEqual(bytes(first), plaintext_of(65545))
+        second = follower.decrypt_view(leader.encrypt(b"y" * VIEW_THRESHOLD))
+        assert isinstance(second, memoryview)
+        self.assertIs(second.obj, first.obj)
+        self.assertEqual(bytes(first[:VIEW_THRESHOLD]), b"y" * VIEW_THRESHOLD)  # overwritten
+        big = follower.decrypt_view(leader.encrypt(plaintext_of(SCRATCH_LIMIT + 1)))
+        assert isinstance(big, memoryview)
+        self.assertEqual(bytes(big), plaintext_of(SCRATCH_LIMIT + 1))
+        self.assertIsNot(big.obj, first.obj)
+        again = follower.decrypt_view(leader.encrypt(plaintext_of(SCRATCH_LIMIT)))
+        assert isinstance(again, memoryview)
+        self.assertEqual(bytes(again), plaintext_of(SCRATCH_LIMIT))
+        self.assertIsNot(again.obj, first.obj)  # grown, up to the limit
+        last = follower.decrypt_view(leader.encrypt(bytes(VIEW_THRESHOLD)))
+        assert isinstance(last, memoryview)
+        self.assertIs(last.obj, again.obj)
+
+    def test_decrypt_view_failures(self) -> None:
+        """decrypt_view raises NoiseError (and the session stays dead) for a flipped bit in
+        the first or a later piece, a payload or last piece shorter than a tag, a replay,
+        before the handshake, and at the nonce limit, for small and large payloads."""
+        cases: list[tuple[str, Any]] = [
+            ("empty", lambda p: b""),
+            ("shorter than a tag", lambda p: p[:15]),
+            ("last piece shorter than a tag", lambda p: p[: MAX_CIPHERTEXT_PIECE + 5]),
+            ("first piece tampered", lambda p: bytes([p[0] ^ 1]) + p[1:]),
+            ("later piece tampered", lambda p: p[:-1] + bytes([p[-1] ^ 1])),
+            ("small tampered", lambda p: bytes([p[0] ^ 1]) + p[1:100]),
+        ]
+        for name, mangle in cases:
+            with self.subTest(name):
+                leader, follower = pair()
+                payload = leader.encrypt(plaintext_of(100_000))
+                self.assertRaises(NoiseError, follower.decrypt_view, mangle(payload))
+                self.assertRaises(NoiseError, follower.decrypt_view, payload)
+        for size in (4, 100_000):
+            with self.subTest(replay=size):
+                leader, follower = pair()
+                payload = leader.encrypt(plaintext_of(size))
+                self.assertEqual(bytes(follower.decrypt_view(payload)), plaintext_of(size))
+                self.assertRaises(NoiseError, follower.decrypt_view, payload)
+        for size in (17, 100_000):
+            with self.subTest(before_handshake=size):
+                fresh = NoiseSession(Role.FOLLOWER, KEY)
+                self.assertRaises(NoiseError, fresh.decrypt_view, bytes(size))
+        leader, follower = pair()
+        leader._send_nonce = follower._recv_nonce = 2**64 - 3
+        self.assertEqual(bytes(follower.decrypt_view(leader.encrypt(bytes(70_000)))), bytes(70_000))
+        error = self.assertRaises(NoiseError, follower.decrypt_view, bytes(17))
+        self.assertIn("nonces exhausted", str(error))
+        leader, follower = pair()
+        leader._send_nonce = follower._recv_nonce = 2**64 - 3
+        follower.decrypt_view(leader.encrypt(b"1"))
+        error = self.assertRaises(NoiseError, follower.decrypt_view, bytes(70_000))
+        self.assertIn("nonces exhausted", str(error))
 
     def test_nonce_limit(self) -> None:
         """Like noiseprotocol, the nonce 2**64-1 is never used: a session that would need it

@@ -23,6 +23,7 @@ from txdilation.connection import (
     encode_record_parts,
     parse_record,
     parse_record_pieces,
+    parse_record_view,
 )
 from txdilation.errors import RecordError
 
@@ -238,3 +239,34 @@ class PartsAndPiecesTests(SynchronousTestCase):
         """Malformed plaintexts in pieces raise RecordError as whole ones do."""
         self.assertRaises(RecordError, parse_record_pieces, [b"\x09", b"abc"])
         self.assertRaises(RecordError, parse_record_pieces, [b"\x05\x00", b"\x00"])
+
+
+class ViewTests(SynchronousTestCase):
+    """parse_record_view: the byte path's parse of a view of a buffer that is reused."""
+
+    @given(records)
+    def test_view_parses_like_bytes(self, record: Record) -> None:
+        """parse_record_view of a memoryview of the plaintext (inside a larger, reused buffer)
+        gives the record parse_record gives; the record keeps nothing of the buffer: a DATA
+        payload is its own bytes, unchanged when the buffer is overwritten."""
+        plaintext = encode_record(record)
+        buffer = bytearray(b"\xee" * 3 + plaintext + b"\xee" * 5)
+        parsed = parse_record_view(memoryview(buffer)[3 : 3 + len(plaintext)])
+        self.assertEqual(parsed, record)
+        buffer[:] = bytes(len(buffer))
+        self.assertEqual(parsed, record)
+        if isinstance(parsed, Data):
+            self.assertIs(type(parsed.data), bytes)
+
+    @given(st.binary(max_size=64))
+    def test_view_garbage(self, plaintext: bytes) -> None:
+        """On any bytes, parse_record_view of a view returns what parse_record returns, or
+        raises RecordError exactly when parse_record does."""
+        try:
+            expected: Record | None = parse_record(plaintext)
+        except RecordError:
+            expected = None
+        if expected is None:
+            self.assertRaises(RecordError, parse_record_view, memoryview(plaintext))
+        else:
+            self.assertEqual(parse_record_view(memoryview(plaintext)), expected)

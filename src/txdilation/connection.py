@@ -2,9 +2,10 @@
 
 Each record is a frozen, slotted dataclass with stock magic-wormhole's field names.
 :func:`encode_record` and :func:`parse_record` are pure and exact inverses on valid input:
-``parse_record(encode_record(r)) == r``. :func:`encode_record_parts` and
-:func:`parse_record_pieces` are the same codec for the byte path, which keeps a DATA record's
-payload apart from its 9-byte header (no concatenation on the way out, one copy on the way in).
+``parse_record(encode_record(r)) == r``. :func:`encode_record_parts`,
+:func:`parse_record_view` and :func:`parse_record_pieces` are the same codec for the byte path,
+which keeps a DATA record's payload apart from its 9-byte header (no concatenation on the way
+out, one copy on the way in).
 Any malformed plaintext (empty, unknown tag, wrong
 length, bad UTF-8) raises :class:`~txdilation.errors.RecordError`, never ``IndexError`` or
 ``struct.error``.
@@ -232,6 +233,21 @@ def parse_record(plaintext: bytes) -> Record:
     return parser(bytes(plaintext))
 
 
+def parse_record_view(plaintext: bytes | memoryview) -> Record:
+    """Parse one decrypted record given as any bytes-like object (e.g. a view of a buffer
+    that is reused afterwards): the record owns no part of ``plaintext``.
+
+    Equal to ``parse_record(bytes(plaintext))``, but a DATA record's payload is copied once,
+    straight out of ``plaintext``.
+
+    :raises RecordError: as :func:`parse_record`.
+    """
+    if len(plaintext) >= 9 and plaintext[0] == 4:
+        _, scid, seqnum = _HEAD.unpack_from(plaintext)
+        return Data(seqnum, scid, bytes(plaintext[9:]))
+    return parse_record(bytes(plaintext))
+
+
 def parse_record_pieces(pieces: Sequence[bytes]) -> Record:
     """Parse one decrypted record given as the plaintexts of its Noise pieces.
 
@@ -270,4 +286,5 @@ __all__ = [
     "encode_record_parts",
     "parse_record",
     "parse_record_pieces",
+    "parse_record_view",
 ]

@@ -22,9 +22,12 @@ Invariants:
 - an unselected connection that does not get selected within ``handshake_timeout`` seconds is
   aborted (idle or slow-loris connections cannot pile up);
 - the byte path is plain code: after the prologue, ``dataReceived`` pulls frames as zero-copy
-  views (:meth:`~txdilation.framer.Framer.next_frame`), decrypts them in place and parses each
-  record once; a DATA record goes out as ``writeSequence([length, *ciphertext pieces])``
-  without joining its pieces; nothing is logged per record;
+  views (:meth:`~txdilation.framer.Framer.next_frame`), decrypts each into the Noise session's
+  reused buffer (:meth:`~txdilation.noise_layer.NoiseSession.decrypt_view`) and parses each
+  record once, copying a DATA payload out of that buffer once; a DATA record goes out as
+  ``writeSequence([length, *ciphertext pieces])`` without joining its pieces (Twisted's
+  transports accept only ``bytes``, so the pieces are ``bytes`` from ``encrypt``); nothing is
+  logged per record;
 - the TCP transport reads and buffers up to :data:`TCP_BUFFER_SIZE` bytes at a time (Twisted's
   default, 64 KiB, is less than one 64 KiB record with its header and tags, which would cost a
   reactor turn, a pause and a resume per record).
@@ -44,7 +47,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from ._interfaces import ICandidateOwner, IDilatedConnection, IRecordSink
-from .connection import KCM, Record, encode_record_parts, parse_record, parse_record_pieces
+from .connection import KCM, Record, encode_record_parts, parse_record, parse_record_view
 from .errors import DilationProtocolError, FramingError
 from .framer import (
     DEFAULT_MAX_RECORD_SIZE,
@@ -205,7 +208,7 @@ class DilatedConnectionProtocol(Protocol):
             self._owner.candidate_ready(self)
 
     def _frame_selected(self, payload: memoryview) -> None:
-        record = parse_record_pieces(self._noise.decrypt_pieces(payload))
+        record = parse_record_view(self._noise.decrypt_view(payload))
         if type(record) is KCM:
             raise DilationProtocolError("KCM on an already selected connection")
         sink = self._sink

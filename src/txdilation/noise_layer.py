@@ -21,7 +21,12 @@ Invariants:
   produced and Noise's nonces (64-bit counters from 0, little-endian after 4 zero bytes, empty
   associated data; the last nonce, 2**64-1, is never used): byte for byte what noiseprotocol
   would produce, without its per-message Python layers. One AEAD object per direction is made
-  once, when the handshake completes.
+  once, when the handshake completes;
+- :meth:`NoiseSession.decrypt_view` decrypts a frame payload of more than
+  :data:`VIEW_THRESHOLD` bytes into one buffer the session keeps (``decrypt_into``: no output
+  object allocated and zero-filled per piece) and returns a view of it that is valid only until
+  its next call; plaintexts of more than :data:`SCRATCH_LIMIT` bytes get a buffer of their own,
+  so the kept one stays small.
 """
 
 from __future__ import annotations
@@ -44,6 +49,12 @@ MAX_PLAINTEXT_PIECE = 65519
 MAX_CIPHERTEXT_PIECE = 65535
 HANDSHAKE_MESSAGE_SIZE = 48  # 32-byte ephemeral public key + 16-byte tag of the empty payload
 DILATION_KEY_SIZE = 32
+TAG_SIZE = 16  # Poly1305
+#: plaintexts up to this size are decrypted into the buffer each session keeps and reuses
+SCRATCH_LIMIT = 2**18
+#: payloads up to this size are decrypted by ``decrypt`` (into a new ``bytes``): measured, below
+#: ~32 KiB the views and slices ``decrypt_into`` needs cost more than the zero-filling it saves
+VIEW_THRESHOLD = 2**15
 
 #: Noise's ChaChaPoly nonce: 4 zero bytes, then the 64-bit counter, little-endian.
 _NONCE = struct.Struct("<4xQ")
@@ -96,6 +107,7 @@ class NoiseSession:
         self._encryptor: ChaCha20Poly1305 | None = None
         self._decryptor: ChaCha20Poly1305 | None = None
         self._send_nonce = self._recv_nonce = 0
+        self._scratch = memoryview(bytearray())  # decrypt_view's reused output buffer
 
     @property
     def handshake_complete(self) -> bool:
@@ -240,6 +252,59 @@ class NoiseSession:
         self._recv_nonce = n
         return pieces
 
+    def decrypt_view(self, payload: bytes | memoryview) -> bytes | memoryview:
+        """Decrypt one frame payload, a large one into a buffer of the session's.
+
+        The same plaintext as :meth:`decrypt`; a payload of more than :data:`VIEW_THRESHOLD`
+        bytes without an output object allocated (and zero-filled) per piece and without
+        joining pieces: each piece is decrypted in place (``decrypt_into``) into one buffer the
+        session reuses for every plaintext of up to :data:`SCRATCH_LIMIT` bytes.
+
+        :param payload: a frame payload (any bytes-like object; a ``memoryview`` is not
+            copied).
+        :returns: the plaintext: ``bytes`` for a small payload, else a view valid only until
+            the next call of this method (copy whatever must outlive it).
+        :raises NoiseError: when a piece does not authenticate (or is shorter than its tag),
+            before the handshake completes, or after a failure.
+        """
+        aead = self._decryptor
+        if aead is None:
+            self._check_complete()
+            raise AssertionError("unreachable")  # pragma: no cover
+        size = len(payload)
+        if size <= VIEW_THRESHOLD:
+            return self.decrypt_pieces(payload)[0]
+        n = self._recv_nonce
+        count = -(-size // MAX_CIPHERTEXT_PIECE)
+        if size - (count - 1) * MAX_CIPHERTEXT_PIECE < TAG_SIZE:  # the last piece
+            self._fail("decrypting failed: InvalidTag: a piece is shorter than its tag")
+        if n + count > _NONCE_LIMIT:
+            self._fail("decrypting failed: nonces exhausted")
+        plain = size - TAG_SIZE * count
+        out = self._scratch
+        if plain > len(out):
+            out = memoryview(bytearray(plain))
+            if plain <= SCRATCH_LIMIT:
+                self._scratch = out
+        pack = _NONCE.pack
+        try:
+            if count == 1:
+                aead.decrypt_into(pack(n), payload, None, out[:plain])
+                n += 1
+            else:
+                view = payload if type(payload) is memoryview else memoryview(payload)
+                at = 0
+                for start in range(0, size, MAX_CIPHERTEXT_PIECE):
+                    piece = view[start : start + MAX_CIPHERTEXT_PIECE]
+                    end = at + len(piece) - TAG_SIZE
+                    aead.decrypt_into(pack(n), piece, None, out[at:end])
+                    at = end
+                    n += 1
+        except _LIBRARY_FAILURES as e:
+            self._fail(f"decrypting failed: {type(e).__name__}: {e}")
+        self._recv_nonce = n
+        return out[:plain]
+
     def _take_transport_keys(self) -> None:
         """The handshake is complete: drive ChaCha20-Poly1305 with its keys and nonces."""
         protocol = self._noise.noise_protocol
@@ -275,5 +340,8 @@ __all__ = [
     "MAX_CIPHERTEXT_PIECE",
     "MAX_PLAINTEXT_PIECE",
     "NOISE_PROTOCOL_NAME",
+    "SCRATCH_LIMIT",
+    "TAG_SIZE",
+    "VIEW_THRESHOLD",
     "NoiseSession",
 ]
