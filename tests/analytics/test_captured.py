@@ -240,7 +240,7 @@ class CapturedTests(unittest.TestCase):
                 await w.close()
 
     def _peer_pairs(self, tmp: str, relay_hint: str) -> dict[str, tuple[list[str], list[str]]]:
-        """name -> (left args, right args); a txdilation peer writes events-<name>-<side>."""
+        """name -> (left args, right args); a txdilation peer writes events/<name>-<side>.jsonl."""
 
         def txd(name: str, side: str) -> list[str]:
             events = os.path.join(tmp, "events", f"{name}-{side}.jsonl")
@@ -263,8 +263,11 @@ class CapturedTests(unittest.TestCase):
                 [*txd("relay", "l"), *relay_only, "--scenario", "echo-server", *ECHO],
                 [*txd("relay", "r"), *relay_only, "--scenario", "echo-client", *ECHO],
             ),
-            "txd-cut": (  # 16 MiB, the sender cutting the link every 0.05 s
-                [*txd("cut", "l"), "--scenario", "bulk-recv", "--linger", "1", *CUT_BULK],
+            "txd-cut": (  # 16 MiB, the sender cutting the link every 0.05 s; the receiver
+                # reads nothing for 0.3 s, so the link is cut with records unacknowledged
+                # however fast this machine is
+                [*txd("cut", "l"), "--scenario", "bulk-recv", "--linger", "1", *CUT_BULK,
+                 "--read-stall", "0.3"],
                 [*txd("cut", "r"), "--scenario", "bulk-send", "--cut-interval", "0.05", *CUT_BULK],
             ),
             "txd-stock": (
