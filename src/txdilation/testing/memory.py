@@ -42,13 +42,15 @@ from zope.interface import implementer
 
 from .._interfaces import IDilatedConnection
 from ..connection import Record
+from ..inbound import ACK_DELAY
 from ..multiplexer import Multiplexer
 from ..roles import FOLLOWER, LEADER
 
 __all__ = ["MemoryDilatedWormhole", "MemoryDilationPair"]
 
-#: ``flush`` runs timers due within this many seconds of now (L4's cooperator uses 1e-8 s).
-_FLUSH_HORIZON = 1e-6
+#: ``flush`` runs timers due within this many seconds of now: deliveries (L4's cooperator uses
+#: 1e-8 s) and the delayed ACKs.
+_FLUSH_HORIZON = ACK_DELAY + 1e-6
 
 
 @implementer(IDilatedConnection)
@@ -264,8 +266,9 @@ class MemoryDilationPair:
             mux.stop("memory pair closed")
 
     def flush(self, max_rounds: int = 100_000) -> None:
-        """With a ``Clock``: run deliveries and every timer due (now or within a microsecond)
-        until nothing is left to do. Time advances by at most a microsecond per round.
+        """With a ``Clock``: run deliveries and every timer due now or within the ACK delay
+        (:data:`txdilation.inbound.ACK_DELAY`), until nothing is left to do, so that the ACKs of
+        everything delivered have arrived too. Time advances by at most that delay per round.
 
         :raises RuntimeError: when traffic has not settled after ``max_rounds`` rounds.
         :raises TypeError: when the pair runs on a reactor (which delivers by itself).
