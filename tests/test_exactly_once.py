@@ -699,7 +699,7 @@ def check(test: SynchronousTestCase, world: World) -> None:
 
 #: examples in the default run (a few seconds) and in the slow class
 EXAMPLES = 800
-SLOW_EXAMPLES = 4000
+SLOW_EXAMPLES = 3000
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -759,7 +759,7 @@ class ExactlyOnceTests(SynchronousTestCase):
 
 @pytest.mark.slow
 class ExactlyOnceSlowTests(SynchronousTestCase):
-    """The same property with many more examples (about 40 s)."""
+    """The same property with many more examples (about 30 s of CPU)."""
 
     @settings(
         max_examples=SLOW_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow]
