@@ -1,8 +1,9 @@
 """L1: the Dilator (built with every wormhole) and the Manager (one per dilated wormhole).
 
 The Manager speaks the DILATE-n mailbox messages (``please``, ``connection-hints``,
-``reconnect``, ``reconnecting``), decides the role, runs one Connector per generation, keeps
-the link alive with PING/PONG, and hands OPEN/DATA/CLOSE/ACK records to the Multiplexer.
+``reconnect``, ``reconnecting``; parsed and built by ``txdilation.dilate_messages``), decides
+the role, runs one Connector per generation, keeps the link alive with PING/PONG, and hands
+OPEN/DATA/CLOSE/ACK records to the Multiplexer.
 
 Lifecycle (module-level Automat machine ``manager_machine``)::
 
@@ -47,7 +48,6 @@ Invariants:
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -77,6 +77,22 @@ from ._interfaces import IDilatedConnection, IRecordSink
 from .config import Limits, NetworkSettings, ReconnectPolicy, TelemetrySettings
 from .connection import Ack, Close, Data, Open, Ping, Pong, Record
 from .connector import Connector, ConnectorSettings
+from .dilate_messages import (
+    CLOSING,
+    EXTENSIONS,
+    LINK_LOST,
+    Closing,
+    ConnectionHints,
+    MalformedDilationMessage,
+    Please,
+    Reconnect,
+    Reconnecting,
+    build_please,
+    choose_version,
+    hint_type_counts,
+    make_side,
+    parse_dilation_message,
+)
 from .errors import (
     CanOnlyDilateOnceError,
     OldPeerCannotDilateError,
@@ -84,7 +100,7 @@ from .errors import (
     UnknownDilationMessageType,
     UnknownMessageType,
 )
-from .hints import RelayV1Hint, parse_hint_argv, parse_hints
+from .hints import RelayV1Hint, parse_hint_argv
 from .keepalive import Liveness, PeerAbsence
 from .keys import derive_dilation_key
 from .l2 import DilatedConnectionProtocol
@@ -93,7 +109,10 @@ from .roles import FOLLOWER, LEADER, Role
 from .telemetry import Telemetry
 
 __all__ = [
+    "CLOSING",
     "DILATION_VERSIONS",
+    "EXTENSIONS",
+    "LINK_LOST",
     "CanOnlyDilateOnceError",
     "DilatedWormhole",
     "Dilator",
@@ -102,13 +121,11 @@ __all__ = [
     "UnexpectedKCM",
     "UnknownDilationMessageType",
     "UnknownMessageType",
+    "choose_version",
     "make_side",
 ]
 
 DILATION_VERSIONS = ["ged"]
-CLOSING = "closing-v1"
-LINK_LOST = "link-lost-v1"
-EXTENSIONS = (CLOSING, LINK_LOST)
 DEFAULT_PING_INTERVAL = 30.0
 CLOSE_TIMEOUT = 5.0
 GENERATION_RETRY = 1.0
@@ -120,19 +137,6 @@ _log = Logger(namespace="txdilation.manager")
 def _mailbox_up(status: WormholeStatus) -> bool:
     """Whether this wormhole status says our mailbox (rendezvous) connection is up."""
     return isinstance(status.mailbox_connection, Connected)
-
-
-def make_side() -> str:
-    """A fresh dilation side: 16 lowercase hex digits (independent of the mailbox side)."""
-    return os.urandom(8).hex()
-
-
-def choose_version(mine: Iterable[str], theirs: object) -> str | None:
-    """The shared version ranked highest in *my* list, or None."""
-    if not isinstance(theirs, list):
-        return None
-    offered = {v for v in theirs if isinstance(v, str)}
-    return next((v for v in mine if v in offered), None)
 
 
 def normalize_ping_interval(ping_interval: float | int | None) -> float:
@@ -327,64 +331,54 @@ class Manager:
     def received_dilation_message(self, plaintext: bytes) -> None:
         """One DILATE-n body, in order. Malformed messages are logged and ignored."""
         try:
-            message = json.loads(plaintext.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as e:
-            _log.warn("ignoring malformed dilation message: {err}", err=str(e))
+            message = parse_dilation_message(plaintext)
+        except MalformedDilationMessage as e:
+            _log.warn("ignoring dilation message: {why}", why=str(e))
             return
-        if not isinstance(message, dict):
-            _log.warn("ignoring dilation message that is not an object")
-            return
-        kind = message.get("type")
-        if kind == "please":
-            side = message.get("side")
-            version = message.get("use-version")
-            if not isinstance(side, str) or not side:
-                _log.warn("ignoring 'please' without a side")
-                return
-            if version is not None and version not in self._acceptable_versions:
-                _log.warn("peer wants dilation version {v!r} we do not speak", v=version)
+        if isinstance(message, Please):
+            if message.use_version is not None and (
+                message.use_version not in self._acceptable_versions
+            ):
+                _log.warn(
+                    "peer wants dilation version {v!r} we do not speak", v=message.use_version
+                )
                 self._fail_dilation(OldPeerCannotDilateError())
                 return
-            extensions = message.get("extensions")
-            if isinstance(extensions, list) and not self._peer_extensions:
-                self._peer_extensions = frozenset(e for e in extensions if isinstance(e, str))
+            if not self._peer_extensions:
+                self._peer_extensions = message.extensions
             self.telemetry.please_received()
-            self.telemetry.set_pair(self._my_side, side)
-            self.events.rx_please(side)
-        elif kind == "connection-hints":
-            hints, problems = parse_hints(message.get("hints"))
-            for problem in problems:
+            self.telemetry.set_pair(self._my_side, message.side)
+            self.events.rx_please(message.side)
+        elif isinstance(message, ConnectionHints):
+            for problem in message.problems:
                 _log.warn("ignoring hint: {problem}", problem=problem)
-            self.telemetry.hints_received(_hint_type_counts(message.get("hints")))
-            self.events.rx_hints(hints)
-        elif kind == "reconnect":
+            self.telemetry.hints_received(message.type_counts)
+            self.events.rx_hints(message.hints)
+        elif isinstance(message, Reconnect):
             if self._role is FOLLOWER:
                 self.events.rx_reconnect()
             else:
                 _log.warn("ignoring 'reconnect': only a Leader may send it to a Follower")
-        elif kind == "reconnecting":
+        elif isinstance(message, Reconnecting):
             if self._role is LEADER:
                 self._reconnectings += 1
                 self.events.rx_reconnecting()
             else:
                 _log.warn("ignoring 'reconnecting': only a Follower may send it to a Leader")
-        elif kind == "closing":
+        elif isinstance(message, Closing):
             _log.info("the peer is closing its wormhole")
             self.events.rx_closing()
-        elif kind == "link-lost":
-            self._peer_lost_link(message.get("generation"))
         else:
-            _log.warn("ignoring dilation message of unknown type {kind!r:.60}", kind=kind)
-            return
+            self._peer_lost_link(message.generation)
         self._absence.heard_from_peer()
 
-    def _peer_lost_link(self, generation: object) -> None:
+    def _peer_lost_link(self, generation: int) -> None:
         """The Follower's liveness check gave up the connection of ``generation``."""
         connection = self._connection
         if self._role is not LEADER:
             _log.warn("ignoring 'link-lost': only a Follower may send it to a Leader")
-        elif generation != self._reconnectings or isinstance(generation, bool):
-            _log.info("ignoring 'link-lost' for generation {g!r:.20}", g=generation)
+        elif generation != self._reconnectings:
+            _log.info("ignoring 'link-lost' for generation {g}", g=generation)
         elif connection is not None:
             connection.fail("the Follower reports this connection dead")
 
@@ -436,7 +430,7 @@ class Manager:
         return self
 
     def send_hints(self, hints: list[dict[str, Any]]) -> None:
-        self.telemetry.hints_sent(_hint_type_counts(hints))
+        self.telemetry.hints_sent(hint_type_counts(hints))
         self._send_dilation_message(type="connection-hints", hints=hints)
 
     def hint_status(self, hints: list[DilationHint]) -> None:
@@ -665,16 +659,6 @@ class Manager:
             d.callback(None)
 
 
-def _hint_type_counts(hints: object) -> dict[str, int]:
-    """How many hints of each type a ``connection-hints`` list holds (for telemetry)."""
-    counts: dict[str, int] = {}
-    for hint in hints if isinstance(hints, list) else []:
-        kind = hint.get("type") if isinstance(hint, dict) else None
-        key = kind if isinstance(kind, str) else "other"
-        counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
 def _lost_reason(reason: str) -> str:
     """Map a connection-loss message onto the telemetry vocabulary (no free text leaves)."""
     if "silent" in reason or "not selected within" in reason:
@@ -702,12 +686,7 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
 
     @waiting.upon(E.start).to(wanting)
     def send_please(events: ManagerEvents, m: Manager) -> None:
-        m._send_dilation_message(
-            type="please",
-            side=m._my_side,
-            extensions=list(EXTENSIONS),
-            **{"use-version": m._version},
-        )
+        m._send_dilation_message(**build_please(m._my_side, m._version))
         early, m._early_please = m._early_please, None
         if early is not None:
             events.rx_please(early)
