@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
 from typing import Any
 
 from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred, DeferredList, inlineCallbacks
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint
+from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import ClientFactory, ServerFactory
-from twisted.trial.unittest import TestCase
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
@@ -182,3 +188,126 @@ class RelayLinkTests(TestCase):
         self.assertEqual(got, RECORDS)
         lconn.abort()
         yield follower.sink.lost
+
+
+@implementer(ICandidateOwner)
+class _ForgetfulOwner:
+    """Selects the first candidate at once and keeps no reference to any connection."""
+
+    def __init__(self, sink: IRecordSink) -> None:
+        self.sink = sink
+        self.ready = 0
+        self.failed: list[str] = []
+
+    def candidate_ready(self, connection: Any) -> None:
+        connection.events.select(self.sink)
+        self.ready += 1
+
+    def candidate_failed(self, connection: Any, reason: str) -> None:
+        self.failed.append(reason)
+
+
+@implementer(IRecordSink)
+class _CountingSink:
+    """Keeps the records and the loss reasons, not the connection."""
+
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+        self.lost: list[str] = []
+
+    def got_record(self, record: Any) -> None:
+        self.records.append(record)
+
+    def connection_lost(self, connection: Any, reason: str) -> None:
+        self.lost.append(reason)
+
+
+def _memory_pair(
+    clock: Clock,
+) -> tuple[list[DilatedConnectionProtocol], list[_ForgetfulOwner], list[StringTransport]]:
+    """A Leader and a Follower L2 connection over in-memory transports, handshake done and
+    selected (``exchange`` moves bytes between them)."""
+    key = os.urandom(32)
+    owners = [_ForgetfulOwner(_CountingSink()), _ForgetfulOwner(_CountingSink())]
+    conns = [
+        DilatedConnectionProtocol(
+            role=role, dilation_key=key, owner=owner, description=role.value, is_direct=True,
+            relay_line=None, clock=clock,
+        )
+        for role, owner in ((LEADER, owners[0]), (FOLLOWER, owners[1]))
+    ]  # fmt: skip
+    transports = [StringTransport(), StringTransport()]
+    for conn, transport in zip(conns, transports, strict=True):
+        conn.makeConnection(transport)
+    _exchange(conns, transports)
+    assert [o.ready for o in owners] == [1, 1], owners
+    return conns, owners, transports
+
+
+def _exchange(conns: list[DilatedConnectionProtocol], transports: list[StringTransport]) -> None:
+    for _ in range(6):
+        for i in (0, 1):
+            data = transports[i].value()
+            transports[i].clear()
+            if data:
+                conns[1 - i].dataReceived(data)
+
+
+class ReferenceCycleTests(SynchronousTestCase):
+    """A lost L2 connection is freed by reference counting, without the cyclic GC."""
+
+    def setUp(self) -> None:
+        if gc.isenabled():
+            gc.disable()
+            self.addCleanup(gc.enable)
+        gc.collect()
+
+    def test_lost_connection_is_freed_by_refcount(self) -> None:
+        """After connectionLost (selected, and still a candidate) nothing of ours keeps the
+        connection alive in a cycle: with the cyclic GC off, the last outside reference going
+        away frees it, with its framer buffer, Noise session and transport."""
+        clock = Clock()
+        conns, owners, transports = _memory_pair(clock)
+        conns[0].send_records([Data(0, 1, os.urandom(200_000)), Data(1, 1, b"x")])
+        _exchange(conns, transports)
+        self.assertEqual(len(owners[1].sink.records), 2)
+        refs = [weakref.ref(c) for c in conns] + [weakref.ref(c._noise) for c in conns]
+        refs += [weakref.ref(t) for t in transports]
+        for conn in conns:
+            conn.connectionLost(Failure(ConnectionDone()))
+        self.assertEqual([o.sink.lost for o in owners], [["Connection was closed cleanly."]] * 2)
+        del conns, transports, conn
+        self.assertEqual([r() for r in refs], [None] * 6)
+
+    def test_lost_candidate_is_freed_by_refcount(self) -> None:
+        """The same for a candidate lost mid-handshake (its timer cancelled)."""
+        clock = Clock()
+        conn = DilatedConnectionProtocol(
+            role=LEADER, dilation_key=os.urandom(32), owner=_ForgetfulOwner(_CountingSink()),
+            description="candidate", is_direct=True, relay_line=None, clock=clock,
+        )  # fmt: skip
+        conn.makeConnection(StringTransport())
+        ref = weakref.ref(conn)
+        conn.connectionLost(Failure(ConnectionDone()))
+        self.assertEqual(clock.getDelayedCalls(), [])
+        del conn
+        self.assertIsNone(ref())
+
+    def test_calls_after_loss_are_harmless(self) -> None:
+        """Once lost (and its references dropped), a connection ignores every call: sends,
+        controls, a late select and late bytes; nothing is written anywhere."""
+        clock = Clock()
+        conns, owners, transports = _memory_pair(clock)
+        conns[0].connectionLost(Failure(ConnectionDone()))
+        lost = conns[0]
+        lost.send_record(Data(0, 1, b"late"))
+        lost.send_records([Data(1, 1, b"later")])
+        for call in (lost.disconnect, lost.abort, lost.pause_reading, lost.resume_reading):
+            call()
+        lost.registerProducer(object(), True)  # type: ignore[arg-type]
+        lost.unregisterProducer()
+        lost.events.select(_CountingSink())
+        lost.events.lost("again")
+        lost.dataReceived(b"\x00\x00\x00\x05hello")
+        self.assertEqual(transports[0].value(), b"")
+        self.assertEqual(owners[0].sink.lost, ["Connection was closed cleanly."])

@@ -28,6 +28,8 @@ Invariants:
   ``writeSequence([length, *ciphertext pieces])`` without joining its pieces (Twisted's
   transports accept only ``bytes``, so the pieces are ``bytes`` from ``encrypt``); nothing is
   logged per record;
+- once lost, a connection holds no reference cycle, transport or sink (its ``events``
+  becomes a no-op object like the ``closed`` state): it is freed by reference counting;
 - the TCP transport reads and buffers up to :data:`TCP_BUFFER_SIZE` bytes at a time (Twisted's
   default, 64 KiB, is less than one 64 KiB record with its header and tags, which would cost a
   reactor turn, a pause and a resume per record).
@@ -98,6 +100,37 @@ class L2Events(TypingProtocol):
 
 def _noop(*args: object) -> None:
     return None
+
+
+class _ClosedEvents:
+    """What a lost connection's ``events`` becomes: every input ignored, as in ``closed``."""
+
+    def connected_via_relay(self) -> None:
+        "Ignored."
+
+    def connected_directly(self) -> None:
+        "Ignored."
+
+    def relay_accepted(self) -> None:
+        "Ignored."
+
+    def prologue_received(self) -> None:
+        "Ignored."
+
+    def handshake_completed(self) -> None:
+        "Ignored."
+
+    def kcm_received(self) -> None:
+        "Ignored."
+
+    def select(self, sink: IRecordSink) -> None:
+        "Ignored."
+
+    def lost(self, reason: str) -> None:
+        "Ignored."
+
+
+_CLOSED: L2Events = _ClosedEvents()
 
 
 @implementer(IDilatedConnection)
@@ -183,6 +216,14 @@ class DilatedConnectionProtocol(Protocol):
         self._open = False
         why = self._failed_reason or (reason.getErrorMessage() if reason else "closed")
         self.events.lost(why)
+        # Break the cycles (machine <-> protocol, the bound frame handler) and drop the
+        # transport and sink: a dead connection, its buffers and its Noise session are freed
+        # by reference counting as soon as nobody else holds it, not at the next full GC.
+        # Every input of the ``closed`` state is a no-op, and so is every one of _CLOSED's.
+        self.events = _CLOSED
+        self._on_frame = _noop
+        self._sink = None
+        self.transport = None
 
     # --- frame handlers, swapped by the machine's behaviours ---
 
