@@ -29,6 +29,7 @@ from zope.interface.verify import verifyObject
 from txdilation.config import NetworkSettings
 from txdilation.errors import CanOnlyDilateOnceError, OldPeerCannotDilateError
 from txdilation.manager import Dilator, Manager, choose_version, normalize_ping_interval
+from txdilation.testing.fakes import FakeDilatedConnection
 
 reactor: Any = _reactor
 LOOPBACK = NetworkSettings("127.0.0.1", ("127.0.0.1",))
@@ -422,6 +423,25 @@ class ManagerInputFuzzTests(SynchronousTestCase):
         self.assertIsInstance(statuses[-1].peer_connection, ConnectingPeer)
         self.assertEqual(statuses[-1].generation, 1)
         self.assertEqual(m._role.value, "LEADER")
+        m.stop()
+
+
+class LateConnectionTests(SynchronousTestCase):
+    def test_second_selected_connection_is_aborted(self) -> None:
+        """A connection selected while another is in use is aborted at once; the first stays
+        the one in use and open."""
+        m, _pipe, _clock = _manager("ffffffffffffffff")
+        m.got_dilation_key(b"k" * 32)
+        m.got_wormhole_versions({"can-dilate": ["ged"]})
+        m.received_dilation_message(
+            b'{"type": "please", "side": "0000000000000000", "use-version": "ged"}'
+        )
+        first, second = FakeDilatedConnection("first"), FakeDilatedConnection("second")
+        m.connector_connection_made(first)  # type: ignore[arg-type]
+        m.connector_connection_made(second)  # type: ignore[arg-type]
+        self.assertTrue(second.aborted)
+        self.assertFalse(first.closed)
+        self.assertIs(m._connection, first)
         m.stop()
 
 

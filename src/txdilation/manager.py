@@ -834,6 +834,14 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
 
         return ignored
 
+    def refuse_connection(
+        events: ManagerEvents, m: Manager, connection: DilatedConnectionProtocol
+    ) -> None:
+        # a connection selected when no generation is connecting (never seen; defensive): it
+        # must not stay open beside the current one, delivering records nobody expects
+        _log.warn("aborting a connection selected outside a generation's connecting phase")
+        connection.abort()
+
     handled = {
         (waiting, E.start),
         (waiting, E.rx_please),
@@ -873,7 +881,7 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
         E.rx_hints: "hints outside a generation's connecting phase",
         E.rx_reconnect: "'reconnect' at this point",
         E.rx_reconnecting: "'reconnecting' at this point",
-        E.connection_made: None,
+        E.connection_made: None,  # refused: the connection is aborted
         E.connection_lost: None,
         E.stop: None,
         E.rx_closing: "'closing' at this point",
@@ -893,7 +901,11 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
         peer_gone,
     ):
         for event, why in reasons.items():
-            if (state, event) not in handled:
+            if (state, event) in handled:
+                continue
+            if event is E.connection_made:
+                state.upon(event).loop()(refuse_connection)
+            else:
                 state.upon(event).loop()(ignore(why))  # type: ignore[arg-type]
     return b.build()
 
