@@ -27,6 +27,7 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from txdilation.config import NetworkSettings
+from txdilation.connection import Ping, Pong
 from txdilation.errors import CanOnlyDilateOnceError, OldPeerCannotDilateError
 from txdilation.manager import Dilator, Manager, choose_version, normalize_ping_interval
 from txdilation.testing.fakes import FakeDilatedConnection
@@ -442,6 +443,30 @@ class LateConnectionTests(SynchronousTestCase):
         self.assertTrue(second.aborted)
         self.assertFalse(first.closed)
         self.assertIs(m._connection, first)
+        m.stop()
+
+
+class PingFloodTests(SynchronousTestCase):
+    def test_pongs_do_not_pile_up_toward_a_peer_that_does_not_read(self) -> None:
+        """A peer sending PINGs while its connection's transport has paused us (it is not
+        reading) gets one PONG for that pause, not one per PING; once the transport resumes
+        us, PINGs are answered again."""
+        m, _pipe, _clock = _manager("ffffffffffffffff")
+        m.got_dilation_key(b"k" * 32)
+        m.got_wormhole_versions({"can-dilate": ["ged"]})
+        m.received_dilation_message(
+            b'{"type": "please", "side": "0000000000000000", "use-version": "ged"}'
+        )
+        connection = FakeDilatedConnection()
+        m.connector_connection_made(connection)  # type: ignore[arg-type]
+        assert connection.producer is not None
+        connection.producer.pauseProducing()
+        for i in range(10_000):
+            m.got_record(Ping(i.to_bytes(4, "big")))
+        self.assertEqual(len(connection.of_type(Pong)), 1)
+        connection.producer.resumeProducing()
+        m.got_record(Ping(b"last"))
+        self.assertEqual(connection.of_type(Pong)[-1], Pong(b"last"))
         m.stop()
 
 

@@ -145,6 +145,22 @@ class SendingTests(OutboundTestsMixin, SynchronousTestCase):
         self.assertEqual(seqnums(conn.sent), [0, 1, 2, 3])
         self.assertEqual(seqnums(conn.send_calls[1]), [1, 2])
 
+    def test_one_pong_per_pause(self) -> None:
+        """PONGs may go out freely while the transport takes more, but only once per pause
+        while it has paused us; a resume or a new connection allows one again."""
+        out = self.make()
+        out.connection_made(FakeDilatedConnection())
+        self.assertEqual([out.may_send_pong() for _ in range(3)], [True] * 3)
+        out.pauseProducing()
+        self.assertEqual([out.may_send_pong() for _ in range(1000)], [True] + [False] * 999)
+        out.resumeProducing()
+        self.assertTrue(out.may_send_pong())
+        out.pauseProducing()
+        self.assertTrue(out.may_send_pong())
+        self.assertFalse(out.may_send_pong())
+        out.connection_made(FakeDilatedConnection())
+        self.assertTrue(out.may_send_pong())
+
     def test_second_connection_replaces_first(self) -> None:
         """connection_made without connection_lost lets go of the old connection and replays."""
         out = self.make()

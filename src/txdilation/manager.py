@@ -527,7 +527,7 @@ class Manager:
             self._mux.got_record(record)
         elif t is Ping:
             assert isinstance(record, Ping)
-            if self._connection is not None:
+            if self._connection is not None and self._mux.may_send_pong():
                 self._connection.send_record(Pong(record.ping_id))
         elif t is Pong:
             assert isinstance(record, Pong)

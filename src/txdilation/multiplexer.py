@@ -253,6 +253,10 @@ class Multiplexer:
         self._outbound.connection_made(connection)
         self._inbound.connection_made(connection)
 
+    def may_send_pong(self) -> bool:
+        """Whether the Manager may answer a PING now (see ``Outbound.may_send_pong``)."""
+        return self._outbound.may_send_pong()
+
     def connection_lost(self) -> None:
         """The connection is gone: queue from now on."""
         self._outbound.connection_lost()

@@ -413,6 +413,7 @@ class Outbound:
         """DATA payload bytes handed to us (each counted once, however often replayed)."""
         self.records_acked = 0
         """Records retired by the peer's ACKs."""
+        self._pong_sent_while_paused = False
         self._producers = ProducerSet(cooperator, self._log)
         self._core = _OutboundCore(push_producer=self)
         self._machine = outbound_machine(self._core)
@@ -488,8 +489,21 @@ class Outbound:
 
     def connection_made(self, connection: IDilatedConnection) -> None:
         """Use ``connection``: register as its producer, replay everything queued, go on."""
+        self._pong_sent_while_paused = False
         self._machine.connection_made(connection)
         self._run_producers()
+
+    def may_send_pong(self) -> bool:
+        """Whether a PONG may be written now: always while the transport takes more, but only
+        once per pause while it has paused us, so a peer that sends PINGs and never reads
+        cannot make our PONGs pile up in its connection's buffer (a peer that reads gets one
+        PONG per pause, enough for stock's Leader, which needs a PONG every two intervals)."""
+        if self._core.sink is not None:
+            return True
+        if self._pong_sent_while_paused:
+            return False
+        self._pong_sent_while_paused = True
+        return True
 
     def connection_lost(self) -> None:
         """The connection is gone: pause producers, queue records until the next one."""
@@ -535,6 +549,7 @@ class Outbound:
         self._run_producers()
 
     def resumeProducing(self) -> None:
+        self._pong_sent_while_paused = False
         self._machine.resume()
         self._run_producers()
 
