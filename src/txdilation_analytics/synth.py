@@ -32,15 +32,25 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from . import schemas, storage
 from .errors import InputError
 
 APP_ID = "lothar.com/wormhole/text-or-file-xfer"
-HINTS = {"direct-tcp-v1": 2, "relay-v1": 1}
+HINT_TYPES = ("direct-tcp-v1", "relay-v1")
+HINTS_TYPE = T.StructType([T.StructField(h, T.LongType()) for h in HINT_TYPES])
 SESSIONS_PER_FILE = 50_000
 GEN_START = 0.1
 """Seconds from dilation_requested to the first generation's hints."""
+TRAFFIC_INTERVAL = 60.0
+"""Seconds between periodic ``traffic`` records (the emitter's default)."""
+PING_INTERVAL = 30.0
+"""Seconds between PINGs on a connection (the Manager's default)."""
+MAX_RTT = 0.9
+"""Largest RTT sample (keeps a ping inside its connection's last second)."""
+RECORD_BYTES = 16384
+"""Payload bytes per DATA record in the record counts."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +132,8 @@ def pairs(spark: Any, options: SynthOptions, partitions: int) -> DataFrame:
             (0.05 + 0.3 * d.u(13)).alias("follower_delay"),
             F.when(d.u(14) < 0.3, 2).otherwise(1).cast("long").alias("candidates"),
             (d.u(15) < 0.6).alias("lost_to_network"),
-            (d.u(16) < 0.9).alias("ends_happy"),
+            (1 + (d.u(16) < 0.35).cast("long") + (d.u(17) < 0.1).cast("long")).alias("hints_l"),
+            (1 + (d.u(18) < 0.35).cast("long") + (d.u(19) < 0.1).cast("long")).alias("hints_f"),
             _hex16(F.lit(options.seed), F.col("pid"), F.lit("pair")).alias("pair"),
         )
     )
@@ -134,7 +145,9 @@ def _event(
 ) -> Column:
     """One event struct with every telemetry field (typed NULL where not given), without seq.
 
-    ``role`` is NULL on the first two events (the emitter does not know it yet).
+    ``role`` is NULL on the first two events (the emitter does not know it yet). ``hints`` is
+    a struct with one field per hint type (NULL fields are left out of the JSON, so the text is
+    the emitter's map): a map would make the struct unorderable for ``sort_array``.
     """
     early = isinstance(event, str) and event in ("dilation_requested", "please_received")
     values = {
@@ -151,84 +164,143 @@ def _event(
     for f in schemas.event_type().fields:
         if f.name != "seq":
             value = values.get(f.name)
-            cols.append((F.lit(None) if value is None else value).cast(f.dataType).alias(f.name))
+            kind = HINTS_TYPE if f.name == "hints" else f.dataType
+            cols.append((F.lit(None) if value is None else value).cast(kind).alias(f.name))
     return F.struct(*cols)
 
 
-def _hints() -> Column:
-    return F.create_map(*[x for k, v in HINTS.items() for x in (F.lit(k), F.lit(v))])
+def _hints(hint_type: str, n: Column) -> Column:
+    """The ``hints`` of one record: ``n`` hints of one type (one record per type, like the
+    emitter)."""
+    return F.struct(*[(n if h == hint_type else F.lit(None)).alias(h) for h in HINT_TYPES])
+
+
+def _one_to(count: Column) -> Column:
+    """The array 1..count, empty when count < 1 (``sequence`` alone would count down)."""
+    one = F.lit(1).cast("long")
+    return F.when(count >= 1, F.sequence(one, count.cast("long"))).otherwise(
+        F.array().cast("array<long>")
+    )
+
+
+def _ticks_before(t: Column) -> Column:
+    """How many periodic ``traffic`` records have ``ts`` < ``t``: one every
+    ``TRAFFIC_INTERVAL`` seconds after the first selection until the final record at
+    ``t_stop``; none in a failed session."""
+    c = F.col
+    ticks = F.ceil((F.least(t, c("t_stop")) - c("first_sel")) / TRAFFIC_INTERVAL) - 1
+    return F.when(c("failed"), F.lit(0)).otherwise(F.greatest(ticks, F.lit(0))).cast("long")
 
 
 def _generation(g: Column, seed: int) -> Column:
-    """The events of generation ``g`` (1-based) of one peer (NULL entries are dropped later)."""
+    """The events of generation ``g`` (1-based) of one peer, in no particular order (the
+    caller sorts them by ``ts`` and drops NULL entries): the reconnect that opened it, hints
+    (one record per type, sent and received), the race's attempts, the selection, pings, and
+    its loss unless it is the last (the final close is in the session's tail)."""
     c = F.col
-    later = c("ttd") * 0.6
-    ttd_g = F.when(g == 1, c("ttd")).otherwise(later)
-    gs = (
-        c("T")
-        + GEN_START
-        + F.when(g == 1, 0.0).otherwise(
-            c("ttd") + c("up") + c("rd") + (g - 2) * (later + c("up") + c("rd"))
-        )
-    )
+    gs, ttd_g = c("gs"), c("ttd_g")
     tsel = gs + ttd_g
-    n_direct = (g - 1) * 2 + 1
-    n_relay = n_direct + 1
+
+    def at(fraction: float) -> Column:
+        return gs + ttd_g * fraction
+
+    failed, relay = c("failed"), c("relay")
+    first_id = c("attempts_per_gen") * (g - 1) + 1
     is_leader = c("role") == "leader"
-    direction = F.when(is_leader, "outbound").otherwise("inbound")
-    frac = (g.cast("double") - 0.5) / c("G")
-    sent = (c("my_sent") * frac).cast("long")
-    recv = (c("my_recv") * frac).cast("long")
-    retrans = (c("retrans") * (g - 1) / F.greatest(c("G") - 1, F.lit(1))).cast("long")
+    # which of the pair's two direct connections won: the same draw on both sides
+    won_out = is_leader == (_Draws(seed, c("pid")).u(20, g) < 0.5)
+    superseded = is_leader & (c("candidates") == 2) & ~relay & ~failed
 
     def attempt(
-        n: Column, hint: str, dirn: Column, ts: Column, outcome: str | Column | None = None
-    ) -> Column:
-        """attempt_started (no outcome) or attempt_ended; a selected one has durations."""
-        selected = isinstance(outcome, str) and outcome == "selected"
-        return _event(
-            "attempt_started" if outcome is None else "attempt_ended",
-            ts,
+        n: Column,
+        hint: str,
+        direction: str,
+        start: float,
+        end: Column,
+        outcome: Column,
+        connect: Column | None,
+        handshake: Column | None,
+        exists: Column | None = None,
+    ) -> list[Column]:
+        """attempt_started and attempt_ended; durations are fractions of the time between."""
+        span = end - at(start)
+        ids = {"attempt": n, "hint_type": F.lit(hint), "direction": F.lit(direction)}
+        started = _event("attempt_started", at(start), g, **ids)
+        ended = _event(
+            "attempt_ended",
+            end,
             g,
-            attempt=n,
-            hint_type=F.lit(hint),
-            direction=dirn,
-            outcome=F.lit(outcome) if isinstance(outcome, str) else outcome,
-            connect_s=ttd_g * 0.4 if selected else None,
-            handshake_s=ttd_g * 0.5 if selected else None,
+            **ids,
+            outcome=outcome,
+            connect_s=None if connect is None else span * connect,
+            handshake_s=None if handshake is None else span * handshake,
         )
+        if exists is None:
+            return [started, ended]
+        return [F.when(exists, started), F.when(exists, ended)]
 
     direct_fail = F.when(c("direct_timed_out"), "timeout").otherwise("connect_failed")
-    direct_failed_end = attempt(n_direct, "direct-tcp-v1", direction, gs + ttd_g * 0.8, direct_fail)
+    race = [
+        *attempt(  # our dial of the relay, right after our hints went out
+            first_id,
+            "relay-v1",
+            "outbound",
+            0.07,
+            F.when(failed, gs + 10.5).when(relay, at(0.997)).otherwise(at(0.999)),
+            F.when(failed, "connect_failed")
+            .when(relay, "selected")
+            .when(superseded, "superseded")
+            .otherwise("cancelled"),
+            F.when(~failed, F.when(relay, 0.4).otherwise(0.3)),
+            F.when(relay, 0.6).when(superseded, 0.5),
+        ),
+        *attempt(  # our dial of the peer's direct hints
+            first_id + 1,
+            "direct-tcp-v1",
+            "outbound",
+            0.16,
+            F.when(failed, gs + 10.0)
+            .when(relay, at(0.8))
+            .when(won_out, at(0.997))
+            .otherwise(at(0.998)),
+            F.when(failed, "timeout")
+            .when(relay, direct_fail)
+            .when(won_out, "selected")
+            .otherwise("cancelled"),
+            F.when(~failed & ~relay, F.when(won_out, 0.4).otherwise(0.3)),
+            F.when(~failed & ~relay & won_out, 0.6),
+        ),
+        *attempt(  # the peer's dial into our listener (never gets through when relayed)
+            first_id + 2,
+            "direct-tcp-v1",
+            "inbound",
+            0.3,
+            F.when(won_out, at(0.998)).otherwise(at(0.997)),
+            F.when(won_out, "cancelled").otherwise("selected"),
+            F.lit(0.0),
+            F.when(~won_out, 1.0),
+            exists=~failed & ~relay,
+        ),
+    ]
     selected = _event(
         "connection_selected",
         tsel,
         g,
-        hint_type=F.when(c("relay"), "relay-v1").otherwise("direct-tcp-v1"),
-        via_relay=c("relay"),
+        hint_type=F.when(relay, "relay-v1").otherwise("direct-tcp-v1"),
+        via_relay=relay,
         since_request_s=tsel - c("T"),
-        candidates=F.when(c("relay"), F.lit(1)).otherwise(c("candidates")),
+        candidates=F.when(superseded, F.lit(2)).otherwise(F.lit(1)),
     )
-    outbound = F.lit("outbound")
-    race = F.when(
-        c("relay"),
-        F.array(
-            direct_failed_end,
-            attempt(n_relay, "relay-v1", outbound, tsel - 0.001, "selected"),
-            selected,
-        ),
-    ).otherwise(
-        F.array(
-            attempt(n_direct, "direct-tcp-v1", direction, tsel - 0.001, "selected"),
-            selected,
-            attempt(n_relay, "relay-v1", outbound, tsel + 0.001, "cancelled"),
-        )
+    d = _Draws(seed, c("pid"), c("side"), g)
+
+    def rtt(n: Column) -> Column:
+        return F.least(c("rtt") * F.exp(0.25 * d.normal(1, n)), F.lit(MAX_RTT))
+
+    pings = F.transform(
+        _one_to(c("pings")),
+        lambda n: _event("ping_rtt", tsel + PING_INTERVAL * n + rtt(n), g, rtt_s=rtt(n)),
     )
-    failed_race = F.array(
-        attempt(n_direct, "direct-tcp-v1", direction, gs + 10.0, "timeout"),
-        attempt(n_relay, "relay-v1", outbound, gs + 10.5, "connect_failed"),
-    )
-    start = F.array(
+    fixed = F.array(
         F.when(
             g > 1,
             _event(
@@ -237,33 +309,18 @@ def _generation(g: Column, seed: int) -> Column:
                 g - 1,
             ),
         ),
-        _event("hints_sent", gs + 0.01, g, hints=_hints()),
-        _event("hints_received", gs + 0.02, g, hints=_hints()),
-        attempt(n_direct, "direct-tcp-v1", direction, gs + 0.03),
-        attempt(n_relay, "relay-v1", outbound, gs + 0.05),
-    )
-    d = _Draws(seed, F.col("pid"), F.col("side"), g)
-    after = F.array(
+        _event("hints_sent", at(0.04), g, hints=_hints("direct-tcp-v1", c("my_hints"))),
+        _event("hints_sent", at(0.05), g, hints=_hints("relay-v1", F.lit(1))),
+        _event("hints_received", at(0.14), g, hints=_hints("direct-tcp-v1", c("their_hints"))),
+        _event("hints_received", at(0.17), g, hints=_hints("relay-v1", F.lit(1))),
+        *race,
+        F.when(~failed, selected),
         F.when(
-            g == 1,
+            ~failed & (g == 1),
             _event("subchannel_opened", tsel + 0.01, g, scid=F.lit(1), initiator=is_leader),
         ),
-        _event("ping_rtt", tsel + c("up") * 0.3, g, rtt_s=c("rtt") * F.exp(0.25 * d.normal(1))),
-        _event(
-            "traffic",
-            tsel + c("up") * 0.6,
-            g,
-            records_sent=sent / 16384 + 1,
-            bytes_sent=sent,
-            records_acked=sent / 16384,
-            bytes_retransmitted=retrans,
-            records_received=recv / 16384 + 1,
-            bytes_received=recv,
-            queue_bytes=F.least(sent / 100, F.lit(1 << 20)),
-            final=F.lit(False),
-        ),
         F.when(
-            g < c("G"),
+            ~failed & (g < c("G")),
             _event(
                 "connection_lost",
                 tsel + c("up"),
@@ -273,72 +330,137 @@ def _generation(g: Column, seed: int) -> Column:
             ),
         ),
     )
-    return F.when(c("failed"), F.concat(start, failed_race)).otherwise(F.concat(start, race, after))
+    return F.concat(fixed, pings)
+
+
+def _periodic_traffic(g: Column) -> Column:
+    """The periodic ``traffic`` records that fall into generation row ``g``'s time window
+    (from its first event to the next row's first; counters interpolated over the session)."""
+    c = F.col
+    lo = _ticks_before(c("w_start")) + 1
+    count = _ticks_before(c("w_end")) - lo + 1
+    span = F.greatest(c("t_stop") - c("first_sel"), F.lit(1e-3))
+
+    def record(n: Column) -> Column:
+        ts = c("first_sel") + TRAFFIC_INTERVAL * (lo + n - 1)
+        frac = (ts - c("first_sel")) / span
+        sent = (c("my_sent") * frac).cast("long")
+        recv = (c("my_recv") * frac).cast("long")
+        return _event(
+            "traffic",
+            ts,
+            F.when(ts < c("gs"), g - 1).otherwise(g),  # before the new generation's connector
+            records_sent=sent / RECORD_BYTES + 1,
+            bytes_sent=sent,
+            records_acked=sent / RECORD_BYTES,
+            bytes_retransmitted=(c("retrans") * (g - 1) / F.greatest(c("G") - 1, F.lit(1))),
+            records_received=recv / RECORD_BYTES + 1,
+            bytes_received=recv,
+            queue_bytes=F.least(sent / 100, F.lit(1 << 20)),
+            final=F.lit(False),
+        )
+
+    return F.transform(_one_to(count), record)
 
 
 def _session_events(df: DataFrame, seed: int) -> DataFrame:
     """Per-peer rows -> one row per event with ``seq``, as JSON text (column ``value``).
 
-    Peers are first exploded into one row per generation (plain, code-generated expressions;
-    no per-row lambdas except the NULL filter). The first generation row also carries the
-    session's first two events, the last one its final three. A generation has 11 events
-    (hints x2, attempts x4, selection, ping, traffic, loss, and the opening subchannel or the
-    reconnect), the last one no loss, so generation ``g`` starts at seq 2 + 11 (g - 1).
+    Peers are first exploded into one row per generation. A row's events (the session's first
+    two in the first row, its last four in the last) are sorted by ``ts`` (every ``ts`` of a
+    session is distinct by construction), so ``seq`` is the row's position plus the number of
+    events in earlier rows, which is closed-form: every generation but the last has
+    ``7 + 2 * attempts + pings`` fixed events, plus the periodic traffic records before the
+    row's window (:func:`_ticks_before`).
     """
     c = F.col
-    rows = df.select("*", F.explode(F.sequence(F.lit(1).cast("long"), c("G"))).alias("gen"))
     g = c("gen")
+    later = c("ttd") * 0.6
+    rows = (
+        df.select("*", F.explode(F.sequence(F.lit(1).cast("long"), c("G"))).alias("gen"))
+        .withColumn("ttd_g", F.when(g == 1, c("ttd")).otherwise(later))
+        .withColumn(
+            "gs",
+            c("T")
+            + GEN_START
+            + F.when(g == 1, 0.0).otherwise(
+                c("ttd") + c("up") + c("rd") + (g - 2) * (later + c("up") + c("rd"))
+            ),
+        )
+        .withColumn("first_sel", c("T") + GEN_START + c("ttd"))
+        .withColumn(
+            "t_end",
+            F.when(c("failed"), c("T") + 30.0).otherwise(
+                c("first_sel") + (c("G") - 1) * (later + c("up") + c("rd")) + c("up") + 0.01
+            ),
+        )
+        .withColumn("t_stop", c("t_end") + 0.01)
+        .withColumn("w_start", F.when(g == 1, c("T")).otherwise(c("gs") - c("rd") * 0.5))
+        .withColumn(
+            "w_end",
+            F.when(g == c("G"), c("t_stop")).otherwise(
+                c("gs") + c("ttd_g") + c("up") + c("rd") * 0.5
+            ),
+        )
+    )
     first, last = g == 1, g == c("G")
-    last_sel = c("T") + GEN_START + c("ttd") + (c("G") - 1) * (c("ttd") * 0.6 + c("up") + c("rd"))
-    t_end = F.when(c("failed"), c("T") + 30.0).otherwise(last_sel + c("up") + 0.01)
-    records_sent = c("my_sent") / 16384 + 1
+    dilated = ~c("failed")
+    records_sent = c("my_sent") / RECORD_BYTES + 1
+    last_sel = c("gs") + c("ttd_g")
+
+    def final(value: Column) -> Column:
+        return F.when(c("failed"), 0).otherwise(value)
+
     head = F.array(
         F.when(first, _event("dilation_requested", c("T"))),
         F.when(first, _event("please_received", c("T") + 0.05)),
     )
     tail = F.array(
         F.when(
-            last & ~c("failed"),
+            last & dilated,
             _event(
                 "subchannel_closed",
-                t_end,
+                c("t_end"),
                 c("G"),
                 scid=F.lit(1),
                 bytes_in=c("my_recv"),
                 bytes_out=c("my_sent"),
-                duration_s=t_end - (c("T") + GEN_START + c("ttd") + 0.01),
+                duration_s=c("t_end") - (c("first_sel") + 0.01),
+            ),
+        ),
+        F.when(  # the graceful close of the last connection
+            last & dilated,
+            _event(
+                "connection_lost",
+                c("t_end") + 0.005,
+                c("G"),
+                reason=F.lit("closed"),
+                uptime_s=c("t_end") + 0.005 - last_sel,
             ),
         ),
         F.when(
             last,
             _event(
                 "traffic",
-                t_end + 0.01,
+                c("t_stop"),
                 c("G"),
-                records_sent=F.when(c("failed"), 0).otherwise(records_sent),
-                bytes_sent=F.when(c("failed"), 0).otherwise(c("my_sent")),
-                records_acked=F.when(c("failed"), 0).otherwise(records_sent),
-                bytes_retransmitted=F.when(c("failed"), 0).otherwise(c("retrans")),
-                records_received=F.when(c("failed"), 0).otherwise(c("my_recv") / 16384 + 1),
-                bytes_received=F.when(c("failed"), 0).otherwise(c("my_recv")),
+                records_sent=final(records_sent),
+                bytes_sent=final(c("my_sent")),
+                records_acked=final(records_sent),
+                bytes_retransmitted=final(c("retrans")),
+                records_received=final(c("my_recv") / RECORD_BYTES + 1),
+                bytes_received=final(c("my_recv")),
                 queue_bytes=F.lit(0),
                 final=F.lit(True),
             ),
         ),
-        F.when(
-            last,
-            _event(
-                "session_ended",
-                t_end + 0.02,
-                c("G"),
-                reason=F.when(c("failed"), "failed")
-                .when(c("ends_happy"), "happy")
-                .otherwise("closed"),
-            ),
-        ),
+        F.when(last, _event("session_ended", c("t_stop") + 0.01, c("G"), reason=F.lit("closed"))),
     )
-    events = F.filter(F.concat(head, _generation(g, seed), tail), lambda e: e.isNotNull())
-    base = F.when(first, 0).otherwise(2 + 11 * (g - 1))
+    events = F.sort_array(
+        F.array_compact(F.concat(head, _generation(g, seed), _periodic_traffic(g), tail))
+    )
+    per_gen = 7 + 2 * c("attempts_per_gen") + c("pings")
+    base = F.when(first, 0).otherwise(2 + per_gen * (g - 1) + _ticks_before(c("w_start")))
     exploded = rows.select(
         F.posexplode(events).alias("pos", "e"), "pid", "side", base.alias("base")
     ).withColumn("seq", c("base") + c("pos"))
@@ -364,6 +486,13 @@ def peers(pair_rows: DataFrame, sessions: int, seed: int) -> DataFrame:
         .withColumn("T", c("t0") + F.when(leader, 0.0).otherwise(c("follower_delay")))
         .withColumn("my_sent", F.when(leader, c("bytes_l")).otherwise(c("bytes_f")))
         .withColumn("my_recv", F.when(leader, c("bytes_f")).otherwise(c("bytes_l")))
+        .withColumn("my_hints", F.when(leader, c("hints_l")).otherwise(c("hints_f")))
+        .withColumn("their_hints", F.when(leader, c("hints_f")).otherwise(c("hints_l")))
+        .withColumn("attempts_per_gen", F.when(c("relay") | c("failed"), 2).otherwise(3))
+        .withColumn(  # a PING every interval while connected, none in the last second
+            "pings",
+            F.when(c("failed"), 0).otherwise(F.floor((c("up") - 1.0) / PING_INTERVAL)).cast("long"),
+        )
         .withColumn(
             "retrans",
             F.when(
