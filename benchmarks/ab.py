@@ -1,12 +1,13 @@
-"""A/B two versions of txdilation on the bulk figure: ``python -m benchmarks.ab --base DIR``.
+"""A/B two versions of txdilation on one figure: ``python -m benchmarks.ab --base DIR``.
 
 Layer: benchmark infrastructure (for measuring one change; no stock here). ``DIR`` is another
 checkout of this repository (e.g. ``git worktree add /tmp/base HEAD~1``): version A runs
 txdilation from ``DIR/src``, version B from this checkout, alternately (A, B, A, B, ...), each
 peer in its own process through one real mailbox server, exactly as ``benchmarks/run.py``
-runs its bulk figure (same peers, same payload, receiver SHA-256 checked). Prints each run with
-the machine's other load, then the median of each version and the median of the per-pair B/A
-ratios for throughput, CPU seconds of each peer and peak RSS.
+runs its figures: ``--figure bulk`` (same peers, same payload, receiver SHA-256 checked) or
+``--figure gap`` (the reconnection gap). Prints each run with the machine's other load, then the
+median of each version and the median of the per-pair B/A ratios: for bulk, throughput, CPU
+seconds of each peer and peak RSS; for gap, the median and worst gap.
 """
 
 from __future__ import annotations
@@ -26,17 +27,21 @@ from benchmarks.run import (  # noqa: E402
     MiB,
     Session,
     _bulk_trial,
+    _gap_trial,
     child_environment,
     start_mailbox,
 )
 
-KEYS = (
-    ("mbps", "MB/s"),
-    ("recv_cpu", "receiver CPU s"),
-    ("send_cpu", "sender CPU s"),
-    ("recv_rss", "receiver peak RSS MiB"),
-    ("send_rss", "sender peak RSS MiB"),
-)
+KEYS = {
+    "bulk": (
+        ("mbps", "MB/s"),
+        ("recv_cpu", "receiver CPU s"),
+        ("send_cpu", "sender CPU s"),
+        ("recv_rss", "receiver peak RSS MiB"),
+        ("send_rss", "sender peak RSS MiB"),
+    ),
+    "gap": (("gap_ms", "gap ms (median of 5 aborts)"), ("gap_max_ms", "worst gap ms")),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,13 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mib", type=int, default=256, help="MiB per transfer")
     p.add_argument("--chunk", type=int, default=64 << 10, help="bytes per write")
     p.add_argument("--timeout", type=float, default=300.0, help="per run, seconds")
+    p.add_argument("--figure", choices=sorted(KEYS), default="bulk")
     args = p.parse_args(argv)
     env_b = child_environment()
     env_a = dict(env_b)
     env_a["PYTHONPATH"] = os.pathsep.join([str(Path(args.base) / "src"), env_b["PYTHONPATH"]])
     mailbox, url = start_mailbox(env_b)
     session = Session(url, mailbox.pid, args.timeout, None, env_b)
-    trial = _bulk_trial(args.mib * MiB, args.chunk)
+    trial = _bulk_trial(args.mib * MiB, args.chunk) if args.figure == "bulk" else _gap_trial
+    keys = KEYS[args.figure]
     runs: dict[str, list[dict[str, float]]] = {"A": [], "B": []}
     try:
         for index in range(args.pairs):
@@ -61,11 +68,10 @@ def main(argv: list[str] | None = None) -> int:
                 session.env = env
                 result = trial(session, "txdilation", index + 1)  # index 0 would profile
                 runs[version].append(result)
+                values = ", ".join(f"{title} {result[key]:.3f}" for key, title in keys)
                 print(
-                    f"#{index + 1} {version}: {result['mbps']:.0f} MB/s, CPU recv "
-                    f"{result['recv_cpu']:.3f} s send {result['send_cpu']:.3f} s, RSS "
-                    f"{result['recv_rss']:.0f}/{result['send_rss']:.0f} MiB (load "
-                    f"{result['loadavg1']:.1f}, other CPU {result['other_cores']:.2f} cores)",
+                    f"#{index + 1} {version}: {values} (load {result['loadavg1']:.1f}, "
+                    f"other CPU {result['other_cores']:.2f} cores)",
                     flush=True,
                 )
     except BenchmarkError as e:
@@ -75,9 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         assert mailbox.stdin is not None
         mailbox.stdin.close()
         mailbox.wait(timeout=30)
-    print(f"\n{args.pairs} pairs, {args.mib} MiB in {args.chunk}-byte writes, A = {args.base}")
+    what = f"{args.mib} MiB in {args.chunk}-byte writes" if args.figure == "bulk" else "gap"
+    print(f"\n{args.pairs} pairs, {what}, A = {args.base}")
     print("| figure | A | B | B/A (median of pairs) |\n|---|---:|---:|---:|")
-    for key, title in KEYS:
+    for key, title in keys:
         a = [r[key] for r in runs["A"]]
         b = [r[key] for r in runs["B"]]
         ratio = statistics.median(y / x for x, y in zip(a, b, strict=True) if x > 0)
