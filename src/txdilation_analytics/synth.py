@@ -47,6 +47,8 @@ TRAFFIC_INTERVAL = 60.0
 """Seconds between periodic ``traffic`` records (the emitter's default)."""
 PING_INTERVAL = 30.0
 """Seconds between PINGs on a connection (the Manager's default)."""
+RECONNECT_DELAY = 1e-5
+"""Seconds from a connection's loss to the reconnect (at once, but after it)."""
 MAX_RTT = 0.9
 """Largest RTT sample (keeps a ping inside its connection's last second)."""
 RECORD_BYTES = 16384
@@ -132,8 +134,8 @@ def pairs(spark: Any, options: SynthOptions, partitions: int) -> DataFrame:
             (0.05 + 0.3 * d.u(13)).alias("follower_delay"),
             F.when(d.u(14) < 0.3, 2).otherwise(1).cast("long").alias("candidates"),
             (d.u(15) < 0.6).alias("lost_to_network"),
-            (1 + (d.u(16) < 0.35).cast("long") + (d.u(17) < 0.1).cast("long")).alias("hints_l"),
-            (1 + (d.u(18) < 0.35).cast("long") + (d.u(19) < 0.1).cast("long")).alias("hints_f"),
+            (1 + (d.u(16) < 0.2).cast("long")).alias("hints_l"),
+            (1 + (d.u(17) < 0.2).cast("long")).alias("hints_f"),
             _hex16(F.lit(options.seed), F.col("pid"), F.lit("pair")).alias("pair"),
         )
     )
@@ -254,7 +256,7 @@ def _generation(g: Column, seed: int) -> Column:
             F.when(~failed, F.when(relay, 0.4).otherwise(0.3)),
             F.when(relay, 0.6).when(superseded, 0.5),
         ),
-        *attempt(  # our dial of the peer's direct hints
+        *attempt(  # our dial of the peer's (first) direct hint
             first_id + 1,
             "direct-tcp-v1",
             "outbound",
@@ -270,8 +272,19 @@ def _generation(g: Column, seed: int) -> Column:
             F.when(~failed & ~relay, F.when(won_out, 0.4).otherwise(0.3)),
             F.when(~failed & ~relay & won_out, 0.6),
         ),
-        *attempt(  # the peer's dial into our listener (never gets through when relayed)
+        *attempt(  # our dial of the peer's second direct hint: an address we cannot reach
             first_id + 2,
+            "direct-tcp-v1",
+            "outbound",
+            0.165,
+            F.when(failed, gs + 10.2).when(relay, at(0.85)).otherwise(at(0.9985)),
+            F.when(failed, "timeout").when(relay, direct_fail).otherwise("cancelled"),
+            None,
+            None,
+            exists=c("their_hints") >= 2,
+        ),
+        *attempt(  # the peer's dial into our listener (never gets through when relayed)
+            first_id + c("their_hints") + 1,
             "direct-tcp-v1",
             "inbound",
             0.3,
@@ -305,7 +318,7 @@ def _generation(g: Column, seed: int) -> Column:
             g > 1,
             _event(
                 F.when(is_leader, "reconnect").otherwise("reconnecting"),
-                gs - c("rd") * 0.5,
+                c("recon"),
                 g - 1,
             ),
         ),
@@ -376,32 +389,32 @@ def _session_events(df: DataFrame, seed: int) -> DataFrame:
     c = F.col
     g = c("gen")
     later = c("ttd") * 0.6
+
+    def reconnect_at(n: Column) -> Column:
+        """When generation ``n`` >= 2 begins: just after the previous connection's loss (the
+        same expression wherever used, so rows' time windows meet exactly)."""
+        previous_loss = c("first_sel") + (n - 2) * (later + c("up") + c("rd")) + c("up")
+        return previous_loss + RECONNECT_DELAY
+
     rows = (
         df.select("*", F.explode(F.sequence(F.lit(1).cast("long"), c("G"))).alias("gen"))
         .withColumn("ttd_g", F.when(g == 1, c("ttd")).otherwise(later))
-        .withColumn(
-            "gs",
-            c("T")
-            + GEN_START
-            + F.when(g == 1, 0.0).otherwise(
-                c("ttd") + c("up") + c("rd") + (g - 2) * (later + c("up") + c("rd"))
-            ),
-        )
         .withColumn("first_sel", c("T") + GEN_START + c("ttd"))
+        .withColumn("recon", reconnect_at(g))
+        .withColumn(  # rd after the previous loss, whose reconnect is RECONNECT_DELAY after it
+            "gs",
+            F.when(g == 1, c("T") + GEN_START).otherwise(c("recon") - RECONNECT_DELAY + c("rd")),
+        )
         .withColumn(
             "t_end",
             F.when(c("failed"), c("T") + 30.0).otherwise(
                 c("first_sel") + (c("G") - 1) * (later + c("up") + c("rd")) + c("up") + 0.01
             ),
         )
+        .withColumn("t_close", c("t_end") + 0.005)
         .withColumn("t_stop", c("t_end") + 0.01)
-        .withColumn("w_start", F.when(g == 1, c("T")).otherwise(c("gs") - c("rd") * 0.5))
-        .withColumn(
-            "w_end",
-            F.when(g == c("G"), c("t_stop")).otherwise(
-                c("gs") + c("ttd_g") + c("up") + c("rd") * 0.5
-            ),
-        )
+        .withColumn("w_start", F.when(g == 1, c("T")).otherwise(c("recon")))
+        .withColumn("w_end", F.when(g == c("G"), c("t_stop")).otherwise(reconnect_at(g + 1)))
     )
     first, last = g == 1, g == c("G")
     dilated = ~c("failed")
@@ -432,10 +445,10 @@ def _session_events(df: DataFrame, seed: int) -> DataFrame:
             last & dilated,
             _event(
                 "connection_lost",
-                c("t_end") + 0.005,
+                c("t_close"),
                 c("G"),
                 reason=F.lit("closed"),
-                uptime_s=c("t_end") + 0.005 - last_sel,
+                uptime_s=c("t_close") - last_sel,
             ),
         ),
         F.when(
@@ -488,7 +501,10 @@ def peers(pair_rows: DataFrame, sessions: int, seed: int) -> DataFrame:
         .withColumn("my_recv", F.when(leader, c("bytes_f")).otherwise(c("bytes_l")))
         .withColumn("my_hints", F.when(leader, c("hints_l")).otherwise(c("hints_f")))
         .withColumn("their_hints", F.when(leader, c("hints_f")).otherwise(c("hints_l")))
-        .withColumn("attempts_per_gen", F.when(c("relay") | c("failed"), 2).otherwise(3))
+        .withColumn(  # our relay, each of the peer's direct hints, the peer's dial (unless relayed)
+            "attempts_per_gen",
+            1 + c("their_hints") + F.when(c("relay") | c("failed"), 0).otherwise(1),
+        )
         .withColumn(  # a PING every interval while connected, none in the last second
             "pings",
             F.when(c("failed"), 0).otherwise(F.floor((c("up") - 1.0) / PING_INTERVAL)).cast("long"),
