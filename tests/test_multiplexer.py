@@ -332,6 +332,29 @@ class FlowControlTests(SynchronousTestCase):
         pair.pump()
         self.assertEqual(received(slow), [b"to slow"])
 
+    def test_small_window_acked_without_the_delay(self) -> None:
+        """With a small outbound window (max_unacked_bytes 400), a quarter of it received
+        is ACKed at the end of the turn, not after ACK_DELAY, so such a peer does not wait
+        the delay once per window; below a quarter the ACK still waits."""
+        kw = {"max_unacked_bytes": 400}
+        pair = Pair(leader_kw=kw, follower_kw=kw)
+        server, _ = listening(self, pair.follower, "x")
+        client = opened(self, pair.leader, "x")
+        pair.pump()
+        pair.clock.advance(ACK_DELAY)
+        pair.pump()
+        client.transport.write(b"a" * 50)
+        pair.pump()
+        pair.clock.advance(0)
+        pair.pump()
+        self.assertEqual(pair.leader._outbound.queued_records, 1)  # delayed
+        client.transport.write(b"b" * 100)  # 150 bytes > 400 // 4 unacknowledged
+        pair.pump()
+        pair.clock.advance(0)
+        pair.pump()
+        self.assertEqual(pair.leader._outbound.queued_records, 0)
+        self.assertEqual(received(server.built[0]), [b"a" * 50, b"b" * 100])
+
     def test_connection_reading_paused_only_past_the_bound(self) -> None:
         """Only when paused subchannels hold more than max_buffered_inbound_bytes does the
         follower stop reading the connection; resuming drains and reading resumes."""

@@ -55,6 +55,7 @@ from .connection import Ack, Close, Data, Open, Record
 from .errors import WormholeClosedError
 from .framer import DEFAULT_MAX_RECORD_SIZE
 from .inbound import (
+    ACK_THRESHOLD_BYTES,
     DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
     DEFAULT_MAX_PENDING_OPEN_BYTES,
     Inbound,
@@ -219,6 +220,9 @@ class Multiplexer:
             expected_subprotocols=expected_subprotocols,
             max_pending_open_bytes=max_pending_open_bytes,
             max_buffered_inbound_bytes=max_buffered_inbound_bytes,
+            # the peer's window is unknown; assume it is like ours, so that a small one is not
+            # left waiting ACK_DELAY per window for our ACK
+            ack_threshold_bytes=min(ACK_THRESHOLD_BYTES, max(1, max_unacked_bytes // 4)),
             log=self._log,
         )
         self._lifecycle = multiplexer_machine(_DilationCore())
