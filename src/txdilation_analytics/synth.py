@@ -2,13 +2,14 @@
 
 Layer: test-data generator, written with Spark itself (no Python per row): one row per pair
 from ``spark.range``, every random draw a hash of (seed, pair, side, draw number) so the
-output depends only on the options (not on partitioning or timing); events are built as arrays
-of structs with higher-order functions, exploded and written as JSON text lines.
+output depends only on the options (not on partitioning or timing); each peer's events are
+built per generation as an array of structs (the periodic records with ``transform``), sorted
+by ``ts``, exploded with a closed-form ``seq`` (no shuffle) and written as JSON text lines.
 
 Model (per pair of peers; both peers log, leader first; N sessions = N peer logs):
 
-- start uniform over ``days`` days; 3.5 % of pairs fail to connect (both attempts fail);
-- 22 % of the others are relayed (the direct attempt fails first); time to dilate is lognormal,
+- start uniform over ``days`` days; 3.5 % of pairs fail to connect (every dial fails);
+- 22 % of the others are relayed (the direct dials fail first); time to dilate is lognormal,
   median 0.4 s direct, 1.5 s + lognormal(median 1.2 s) relayed;
 - 1 to 4 generations (82 % / 13 % / 4 % / 1 %); per-generation uptime lognormal, median 45 s;
 - bytes lognormal (median 300 kB leader, 50 kB follower); reconnects retransmit up to 25 % of
@@ -16,6 +17,23 @@ Model (per pair of peers; both peers log, leader first; N sessions = N peer logs
 - the mailbox DB has one nameplate and one mailbox per pair plus 10 % other wormholes with
   mixed results; the relay log has one ``happy`` row per relayed generation, ``redundant``
   rows for 30 % of direct pairs, and ``lonely`` rows for failed pairs.
+
+Events, in the real emitter's order (docs/telemetry.md; tests/analytics/test_synth.py checks
+the shape against a real dilation's): ``dilation_requested`` and ``please_received`` without a
+role; per generation one ``hints_sent`` and one ``hints_received`` record per hint type (each
+peer offers 1 direct hint, 2 for 20 %, and the common relay); the race: our relay dial, one
+dial per direct hint of the peer and, unless relayed or failed, the peer's dial into our
+listener (``inbound``); the pair's winning direct connection is the Leader's dial or the
+Follower's (half each), the other attempts end ``cancelled`` (the Leader's relay
+``superseded`` when it was a held candidate, 30 %) right before ``connection_selected``;
+relayed races end the direct dials ``timeout``/``connect_failed`` first; a ``ping_rtt`` every
+30 s while connected (PONG after the RTT); ``connection_lost`` and, at once, ``reconnect``
+(Leader) / ``reconnecting`` (Follower) between generations; periodic ``traffic`` every 60 s
+from the first selection (cumulative counters interpolated over the session); one subchannel
+(scid 1, opened by the Leader after the first selection, closed at the end); the graceful
+close: ``subchannel_closed``, ``connection_lost`` ``closed``, the ``final`` traffic record and
+``session_ended`` ``closed`` (the Manager's only end reason). A failed session ends after 30 s
+with the final (zero) traffic record and no connection.
 
 Outputs under ``OUT``: ``events/part-*.txt`` (JSON lines), ``mailbox-usage.sqlite``
 (the server's usage-v2 tables) and ``transit.jsonl`` (the relay's ``--log-fd`` format).
@@ -477,12 +495,10 @@ def _session_events(df: DataFrame, seed: int) -> DataFrame:
     exploded = rows.select(
         F.posexplode(events).alias("pos", "e"), "pid", "side", base.alias("base")
     ).withColumn("seq", c("base") + c("pos"))
-    fields = [f.name for f in schemas.event_type().fields]
-    ordered = F.struct(*[(c("seq") if n == "seq" else c(f"e.{n}")).alias(n) for n in fields])
-    text = F.when(
-        c("e.role").isNull(), F.concat(F.lit('{"role":null,'), F.expr("substring(_j, 2)"))
-    ).otherwise(c("_j"))
-    return exploded.withColumn("_j", F.to_json(ordered)).select(text.alias("value"), "pid", "seq")
+    # the struct's JSON with "seq" (and a null "role", which to_json leaves out) put in front
+    prefix = F.when(c("e.role").isNull(), F.lit('{"role":null,"seq":')).otherwise(F.lit('{"seq":'))
+    text = F.concat(prefix, c("seq").cast("string"), F.lit(","), F.expr("substring(_j, 2)"))
+    return exploded.withColumn("_j", F.to_json(c("e"))).select(text.alias("value"), "pid", "seq")
 
 
 def peers(pair_rows: DataFrame, sessions: int, seed: int) -> DataFrame:
