@@ -39,6 +39,9 @@ LOSERS = {"cancelled", "superseded"}
 EARLY = ("dilation_requested", "please_received", "hints_received")
 """What may come before the role is known (the peer's hints may overtake its please)."""
 REAL_INTERVAL = 0.1
+REAL_SLACK = 2.0
+"""A loaded CI machine may run the real reactor's timers late; exact schedules are checked on
+synth and on a Clock."""
 Need = Callable[[bool, str], None]
 
 
@@ -300,7 +303,7 @@ class RealShapeTests(DilatedPairBase):
             sessions = by_session(json.loads(line) for line in f)
         self.assertEqual(len(sessions), 2)
         for events in sessions.values():
-            self.assertEqual(shape_problems(events, REAL_INTERVAL, REAL_INTERVAL * 0.9), [])
+            self.assertEqual(shape_problems(events, REAL_INTERVAL, REAL_SLACK), [])
             first_race = [r for r in events if r["event"] == "attempt_started"
                           and r["generation"] == 1]  # fmt: skip
             self.assertIn("relay-v1", {r["hint_type"] for r in first_race})
