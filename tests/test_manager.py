@@ -29,7 +29,13 @@ from zope.interface.verify import verifyObject
 from txdilation.config import NetworkSettings
 from txdilation.connection import Ping, Pong
 from txdilation.errors import CanOnlyDilateOnceError, OldPeerCannotDilateError
-from txdilation.manager import Dilator, Manager, choose_version, normalize_ping_interval
+from txdilation.manager import (
+    MAX_EARLY_HINTS,
+    Dilator,
+    Manager,
+    choose_version,
+    normalize_ping_interval,
+)
 from txdilation.testing.fakes import FakeDilatedConnection
 
 reactor: Any = _reactor
@@ -443,6 +449,40 @@ class LateConnectionTests(SynchronousTestCase):
         self.assertTrue(second.aborted)
         self.assertFalse(first.closed)
         self.assertIs(m._connection, first)
+        m.stop()
+
+
+class EarlyMessageTests(SynchronousTestCase):
+    def test_hints_before_start_are_dialled(self) -> None:
+        """The peer's please and hints arriving before we have the key and versions (so
+        before our own please) are kept: once we start, the hint is dialled."""
+        m, _pipe, clock = _manager("ffffffffffffffff")
+        m.received_dilation_message(
+            b'{"type": "please", "side": "0000000000000000", "use-version": "ged"}'
+        )
+        m.received_dilation_message(
+            b'{"type": "connection-hints", "hints": [{"type": "direct-tcp-v1", '
+            b'"hostname": "127.0.0.1", "port": 4321}]}'
+        )
+        m.got_dilation_key(b"k" * 32)
+        m.got_wormhole_versions({"can-dilate": ["ged"]})
+        clock.advance(0.5)
+        dialled = [(host, port) for host, port, *_ in clock.tcpClients]
+        self.assertIn(("127.0.0.1", 4321), dialled)
+        m.stop()
+
+    def test_early_hints_are_bounded(self) -> None:
+        """At most MAX_EARLY_HINTS hints are kept from before the start."""
+        m, _pipe, _clock = _manager("ffffffffffffffff")
+        m.received_dilation_message(
+            b'{"type": "please", "side": "0000000000000000", "use-version": "ged"}'
+        )
+        hint = {"type": "direct-tcp-v1", "hostname": "127.0.0.1", "port": 1}
+        for _ in range(10):
+            m.received_dilation_message(
+                json.dumps({"type": "connection-hints", "hints": [hint] * 50}).encode()
+            )
+        self.assertEqual(len(m._early_hints), MAX_EARLY_HINTS)
         m.stop()
 
 

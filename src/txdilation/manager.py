@@ -130,6 +130,8 @@ DEFAULT_PING_INTERVAL = 30.0
 CLOSE_TIMEOUT = 5.0
 GENERATION_RETRY = 1.0
 GENERATION_RETRY_MAX = 60.0
+#: hints kept from a peer whose please came before we could start (more are dropped)
+MAX_EARLY_HINTS = 64
 
 _log = Logger(namespace="txdilation.manager")
 
@@ -281,6 +283,7 @@ class Manager:
         self.last_rtt: float | None = None
         self._debug_stall_connector: Callable[[Connector], object] | bool = False
         self._early_please: str | None = None
+        self._early_hints: list[DilationHint] = []
         self._mux_dilated = False
         self.telemetry = Telemetry(reactor)
         self._traffic_interval = TelemetrySettings.from_environ().traffic_interval
@@ -688,12 +691,22 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
     def send_please(events: ManagerEvents, m: Manager) -> None:
         m._send_dilation_message(**build_please(m._my_side, m._version))
         early, m._early_please = m._early_please, None
+        hints, m._early_hints = m._early_hints, []
         if early is not None:
             events.rx_please(early)
+            if hints:
+                events.rx_hints(hints)
 
     @waiting.upon(E.rx_please).loop()
     def remember_please(events: ManagerEvents, m: Manager, side: str) -> None:
         m._early_please = side
+
+    @waiting.upon(E.rx_hints).loop()
+    def remember_hints(events: ManagerEvents, m: Manager, hints: list[Any]) -> None:
+        # the peer's please came before we could start (it is remembered above); its hints
+        # follow it and belong to the generation that please starts
+        room = MAX_EARLY_HINTS - len(m._early_hints)
+        m._early_hints.extend(hints[: max(0, room)])
 
     @wanting.upon(E.rx_please).to(connecting)
     def choose_role_and_connect(events: ManagerEvents, m: Manager, side: str) -> None:
@@ -846,6 +859,7 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
         (waiting, E.start),
         (waiting, E.rx_please),
         (wanting, E.rx_please),
+        (waiting, E.rx_hints),
         (connecting, E.rx_hints),
         (connecting, E.connection_made),
         (connected, E.connection_lost),
