@@ -136,6 +136,18 @@ class BoundedQueueTests(TestCase):
             await api.when_dilated()
         return mailbox, apis
 
+    async def bulk(self, apis: list[Any], total: int) -> tuple[Reader, Writer]:
+        """A Reader listening on "bulk" at apis[1] and a Writer of ``total`` bytes connected
+        to it from apis[0]."""
+        reader = Reader()
+        await apis[1].listener_for("bulk").listen(Factory.forProtocol(lambda: reader))
+        writer: Writer = (
+            await apis[0]
+            .connector_for("bulk")
+            .connect(Factory.forProtocol(lambda: Writer(self.reactor, total)))
+        )
+        return reader, writer
+
     def test_default_bound(self) -> None:
         """The default bound on unacknowledged outbound data is 64 MiB."""
         self.assertEqual(DEFAULT_MAX_UNACKED_BYTES, 64 * MiB)
@@ -150,13 +162,7 @@ class BoundedQueueTests(TestCase):
         configured 2 MiB plus one write, and once the link is back all 16 MiB arrive intact."""
         bound = 2 * MiB
         mailbox, apis = await self.pair(TXDILATION_MAX_UNACKED_BYTES=str(bound))
-        reader = Reader()
-        await apis[1].listener_for("bulk").listen(Factory.forProtocol(lambda: reader))
-        writer: Writer = (
-            await apis[0]
-            .connector_for("bulk")
-            .connect(Factory.forProtocol(lambda: Writer(self.reactor, 16 * MiB)))
-        )
+        reader, writer = await self.bulk(apis, 16 * MiB)
         await reader.first
         held: list[Any] = []
         for d in mailbox.dilators:
@@ -198,13 +204,7 @@ class BoundedQueueTests(TestCase):
             TXDILATION_MAX_BUFFERED_INBOUND_BYTES=str(held_bound),
             TXDILATION_MAX_UNACKED_BYTES=str(sent_bound),
         )
-        reader = Reader()
-        await apis[1].listener_for("bulk").listen(Factory.forProtocol(lambda: reader))
-        writer: Writer = (
-            await apis[0]
-            .connector_for("bulk")
-            .connect(Factory.forProtocol(lambda: Writer(self.reactor, 32 * MiB)))
-        )
+        reader, writer = await self.bulk(apis, 32 * MiB)
         await reader.first
         assert reader.transport is not None
         reader.transport.pauseProducing()
