@@ -71,6 +71,7 @@ class Plan:
 class Outcome:
     plan: Plan
     cuts: int = 0
+    seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
 
 
@@ -93,23 +94,37 @@ class SoakSlowTests(RealServersMixin, TestCase):
         problems = [f"pair {o.plan}: {p}" for o in outcomes for p in o.problems]
         cuts = sum(o.cuts for o in outcomes)
         moved = sum(o.plan.up + o.plan.down for o in outcomes)
+        slowest = max(outcomes, key=lambda o: o.seconds)
         print(
-            f"\nsoak seed {seed}: {PAIRS} pairs, {cuts} link cuts, {moved / MiB:.1f} MiB verified"
+            f"\nsoak seed {seed}: {PAIRS} pairs, {cuts} link cuts, {moved / MiB:.1f} MiB verified;"
+            f" slowest pair {slowest.plan.number} took {slowest.seconds:.1f} s"
         )
-        self.assertEqual(problems, [], f"TXDILATION_SOAK_SEED={seed}")
+        if problems:
+            self.fail(f"TXDILATION_SOAK_SEED={seed}\n" + "\n\n".join(problems))
         self.assertGreaterEqual(cuts, PAIRS)
 
     async def pair(self, plan: Plan) -> Outcome:
         """Run one pair (see the module docstring); problems are collected, not raised."""
         outcome = Outcome(plan)
         sessions: list[SessionProcess] = []
-        timer = self.reactor.callLater(PAIR_WITHIN, lambda: [s.signal("KILL") for s in sessions])
+        started = self.reactor.seconds()
+
+        def kill() -> None:
+            tails = "\n".join(s.tail() for s in sessions)
+            outcome.problems.append(f"still running after {PAIR_WITHIN:g} s: killed\n{tails}")
+            for s in sessions:
+                s.signal("KILL")
+
+        timer = self.reactor.callLater(PAIR_WITHIN, kill)
         try:
             await self._pair(plan, outcome, sessions)
         except Exception as e:
             tails = "\n".join(s.tail() for s in sessions)
             outcome.problems.append(f"{type(e).__name__}: {e}\n{tails}")
         finally:
+            outcome.seconds = self.reactor.seconds() - started
+            if outcome.problems:
+                outcome.problems.append(f"(pair ran {outcome.seconds:.1f} s)")
             if timer.active():
                 timer.cancel()
             for session in sessions:
