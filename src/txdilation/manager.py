@@ -22,9 +22,10 @@ ignores unknown message types; we send them only to a peer whose ``please`` list
 ``"extensions"``): ``{"type": "closing"}`` says the peer's application closed its wormhole
 (sent before its mailbox closes, so the last generation ends in ``peer_gone`` and
 ``StoppedPeer`` instead of reconnecting forever, stock defect 12); ``{"type": "link-lost",
-"generation": n}`` is a Follower's report that its liveness check abandoned the connection of
-generation ``n`` (counted in ``reconnecting`` messages), so a Leader with a longer ping
-interval starts a new generation at once. A peer that cannot say it left (stock, or crashed)
+"generation": n}`` is a Follower's report that the connection of generation ``n`` (counted in
+``reconnecting`` messages) is gone, whether it ended, was cut or its liveness check gave it up,
+so a Leader that has not noticed (a longer ping interval, a relay that keeps its side open)
+starts a new generation at once. A peer that cannot say it left (stock, or crashed)
 is given up after ``ReconnectPolicy.peer_timeout`` seconds of silence (see
 ``txdilation.keepalive.PeerAbsence``). docs/reliability.md discusses the limits.
 
@@ -577,7 +578,17 @@ class Manager:
             s=1.5 * self._ping_interval,
         )
         connection.fail("peer silent for 1.5 ping intervals")
-        if self._role is FOLLOWER and LINK_LOST in self._peer_extensions:
+
+    def _report_link_lost(self) -> None:
+        """(Follower) our selected connection is gone: tell a Leader that understands it.
+
+        The Leader may never see this connection end by itself: the real transit relay does
+        not close the surviving side when the other side dies while the relay has it paused
+        (a Twisted ``loseConnection`` with a paused streaming producer never completes), and
+        on a direct path our abort may not reach a Leader that is not writing. Without this
+        the Leader would only leave the dead link by its liveness check (1.5 ping
+        intervals)."""
+        if LINK_LOST in self._peer_extensions:
             self._send_dilation_message(type="link-lost", generation=self._reconnectings)
 
     def _send_ping(self, connection: DilatedConnectionProtocol) -> None:
@@ -746,10 +757,13 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
 
     @connected.upon(E.connection_lost).to(disconnected)
     def lost(events: ManagerEvents, m: Manager) -> None:
-        # The Leader asks for a new generation; the Follower waits to be asked.
+        # The Leader asks for a new generation; the Follower waits to be asked (and tells a
+        # txdilation Leader, which may not have noticed: see _report_link_lost).
         m._peer(ReconnectingPeer(int(m._reactor.seconds())))
         if m._role is LEADER:
             m._send_dilation_message(type="reconnect")
+        else:
+            m._report_link_lost()
 
     @connected.upon(E.rx_reconnect).to(abandoning)
     def abandon(events: ManagerEvents, m: Manager) -> None:
