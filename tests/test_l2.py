@@ -223,12 +223,13 @@ class _CountingSink:
 
 
 def _memory_pair(
-    clock: Clock,
+    clock: Clock, follower_sink: IRecordSink | None = None
 ) -> tuple[list[DilatedConnectionProtocol], list[_ForgetfulOwner], list[StringTransport]]:
     """A Leader and a Follower L2 connection over in-memory transports, handshake done and
-    selected (``exchange`` moves bytes between them)."""
+    selected (``exchange`` moves bytes between them); the Follower's records go to
+    ``follower_sink`` when given."""
     key = os.urandom(32)
-    owners = [_ForgetfulOwner(_CountingSink()), _ForgetfulOwner(_CountingSink())]
+    owners = [_ForgetfulOwner(_CountingSink()), _ForgetfulOwner(follower_sink or _CountingSink())]
     conns = [
         DilatedConnectionProtocol(
             role=role, dilation_key=key, owner=owner, description=role.value, is_direct=True,
@@ -311,3 +312,34 @@ class ReferenceCycleTests(SynchronousTestCase):
         lost.dataReceived(b"\x00\x00\x00\x05hello")
         self.assertEqual(transports[0].value(), b"")
         self.assertEqual(owners[0].sink.lost, ["Connection was closed cleanly."])
+
+
+@implementer(IRecordSink)
+class _AbortingSink(_CountingSink):
+    """Aborts its connection on the first record it gets."""
+
+    connection: DilatedConnectionProtocol | None = None
+
+    def got_record(self, record: Any) -> None:
+        super().got_record(record)
+        assert self.connection is not None
+        self.connection.abort()
+
+
+class AbortStopsDeliveryTests(SynchronousTestCase):
+    """An aborted connection delivers nothing more, even from the read in progress."""
+
+    def test_records_after_abort_in_the_same_read_are_dropped(self) -> None:
+        """Three records arrive in one read; the sink aborts on the first: it gets only that
+        one, and bytes arriving before the transport reports the loss are ignored too."""
+        sink = _AbortingSink()
+        conns, _owners, transports = _memory_pair(Clock(), follower_sink=sink)
+        sink.connection = conns[1]
+        conns[0].send_records([Data(i, 1, b"record %d" % i) for i in range(3)])
+        conns[1].dataReceived(transports[0].value())
+        transports[0].clear()
+        self.assertEqual(sink.records, [Data(0, 1, b"record 0")])
+        conns[0].send_record(Data(3, 1, b"late"))
+        conns[1].dataReceived(transports[0].value())
+        self.assertEqual(len(sink.records), 1)
+        self.assertTrue(transports[1].disconnecting)

@@ -19,6 +19,8 @@ Invariants:
 - the Follower's owner selects synchronously inside ``candidate_ready`` so that records that
   arrived in the same read as the Leader's KCM reach the sink in order;
 - any :class:`~txdilation.errors.DilationProtocolError` drops this connection only;
+- once aborted (by us, or by ``fail``) no record is delivered any more, not even the rest of
+  the read being processed: an abandoned connection feeds the sink nothing;
 - an unselected connection that does not get selected within ``handshake_timeout`` seconds is
   aborted (idle or slow-loris connections cannot pile up);
 - the byte path is plain code: after the prologue, ``dataReceived`` pulls frames as zero-copy
@@ -167,6 +169,7 @@ class DilatedConnectionProtocol(Protocol):
         self.reading_paused = False
         self._nominated = False
         self._failed_reason: str | None = None
+        self._reading = True  # False once failed or aborted: later bytes are not looked at
         self.events: L2Events = l2_machine(self)
 
     def __repr__(self) -> str:
@@ -188,15 +191,15 @@ class DilatedConnectionProtocol(Protocol):
             self.events.connected_directly()
 
     def dataReceived(self, data: bytes) -> None:
-        if self._failed_reason is not None:
-            return  # dropped already: whatever still arrives is ignored
+        if not self._reading:
+            return  # dropped or aborted already: whatever still arrives is ignored
         framer = self._framer
         try:
             framer.receive_data(data)
-            while self._failed_reason is None:
+            while self._reading:
                 if framer.framing:  # from now on only frames: the tight loop
                     next_frame = framer.next_frame
-                    while self._failed_reason is None:
+                    while self._reading:
                         payload = next_frame()
                         if payload is None:
                             return
@@ -327,7 +330,9 @@ class DilatedConnectionProtocol(Protocol):
             self._tcp.loseConnection()
 
     def abort(self) -> None:
-        """Close at once, without waiting for buffered data or TCP timeouts."""
+        """Close at once, without waiting for buffered data or TCP timeouts. No record is
+        delivered after this, not even one already received in the same read."""
+        self._reading = False
         if self._tcp is not None:
             self._tcp.abortConnection()
 
