@@ -48,9 +48,9 @@ class RelayLeavesSurvivorOpenTests(TestCase):
 
     @inlineCallbacks
     def test_survivor_stays_open_when_its_paused_partner_dies(self) -> Any:
-        """Side B floods while side A does not read, until the relay pauses B; B dies with a
-        reset; A writes (so the relay learns of B's death while B is paused) and then reads
-        everything the relay holds: no end of stream comes within 3 s."""
+        """Side B floods while side A does not read, until the relay pauses B and nothing
+        moves; B dies with a reset; A writes (so the relay learns of B's death while B is
+        paused) and then reads everything the relay holds: no end of stream comes within 3 s."""
         relay = yield Deferred.fromCoroutine(start_transit_relay(reactor))
         self.addCleanup(relay.stop)
         port = int(relay.hint.rsplit(":", 1)[1])
@@ -68,11 +68,20 @@ class RelayLeavesSurvivorOpenTests(TestCase):
                 except BlockingIOError:
                     yield deferLater(0.01)
             self.assertEqual(answer, b"ok\n")
-        flooded = 0
-        while not _relay_paused_a_side(relay.transit):
+        # flood until every buffer on the way to A is full: the relay pauses B and B's own
+        # sends have been refused for a while (nothing moves any more)
+        flooded, blocked_since = 0, None
+        while not (
+            _relay_paused_a_side(relay.transit)
+            and blocked_since is not None
+            and reactor.seconds() - blocked_since > 0.3
+        ):
             try:
                 flooded += b.send(b"x" * 65536)
+                blocked_since = None
             except BlockingIOError:
+                if blocked_since is None:
+                    blocked_since = reactor.seconds()
                 yield deferLater(0.01)
         b.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         b.close()  # a reset
