@@ -39,10 +39,10 @@ from zope.interface import implementer
 from tests.harness import loopback_env, restore_env
 from tests.test_manager import RecordingTerminator
 from txdilation.connection import KCM, Ping, Pong, Record, encode_record, parse_record
+from txdilation.dilator import Dilator
 from txdilation.errors import DilationProtocolError
 from txdilation.framer import Frame, Framer, PrologueReceived
 from txdilation.keys import derive_dilation_key
-from txdilation.manager import Dilator
 from txdilation.noise_layer import NoiseSession
 from txdilation.roles import FOLLOWER, LEADER, Role
 

@@ -28,10 +28,10 @@ from zope.interface.verify import verifyObject
 
 from txdilation.config import NetworkSettings
 from txdilation.connection import Ping, Pong
+from txdilation.dilator import Dilator
 from txdilation.errors import CanOnlyDilateOnceError, OldPeerCannotDilateError
 from txdilation.manager import (
     MAX_EARLY_HINTS,
-    Dilator,
     Manager,
     choose_version,
     normalize_ping_interval,

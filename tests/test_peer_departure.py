@@ -24,8 +24,9 @@ from wormhole._status import (
 )
 
 from txdilation.config import ReconnectPolicy
+from txdilation.dilator import Dilator
 from txdilation.errors import WormholeClosedError
-from txdilation.manager import CLOSING, EXTENSIONS, LINK_LOST, Dilator, Manager
+from txdilation.manager import CLOSING, EXTENSIONS, LINK_LOST, Manager
 
 from .test_manager import (
     LOOPBACK,

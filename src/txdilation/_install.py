@@ -25,7 +25,7 @@ _OURS = "txdilation"
 
 # (module name, attribute) -> replacement source "module:attr" in txdilation
 _BOUND_NAMES = [
-    ("wormhole._boss", "Dilator", "txdilation.manager", "Dilator"),
+    ("wormhole._boss", "Dilator", "txdilation.dilator", "Dilator"),
     ("wormhole.wormhole", "DILATION_VERSIONS", "txdilation.manager", "DILATION_VERSIONS"),
     ("wormhole.wormhole", "Connector", "txdilation.connector", "Connector"),
     ("wormhole", "SubchannelAddress", "txdilation.subchannel", "SubchannelAddress"),

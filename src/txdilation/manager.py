@@ -1,4 +1,5 @@
-"""L1: the Dilator (built with every wormhole) and the Manager (one per dilated wormhole).
+"""L1: the Manager (one per dilated wormhole); stock's name for this module also gives the
+Dilator (``txdilation.dilator``), which builds it.
 
 The Manager speaks the DILATE-n mailbox messages (``please``, ``connection-hints``,
 ``reconnect``, ``reconnecting``; parsed and built by ``txdilation.dilate_messages``), decides
@@ -60,7 +61,7 @@ from twisted.internet.interfaces import IDelayedCall, IStreamClientEndpoint, ISt
 from twisted.internet.task import Cooperator
 from twisted.logger import Logger
 from twisted.python.failure import Failure
-from wormhole._interfaces import IDilator, ISend, ITerminator
+from wormhole._interfaces import ISend
 from wormhole._status import (
     Connected,
     ConnectedPeer,
@@ -103,7 +104,6 @@ from .errors import (
 )
 from .hints import RelayV1Hint, parse_hint_argv
 from .keepalive import Liveness, PeerAbsence
-from .keys import derive_dilation_key
 from .l2 import DilatedConnectionProtocol
 from .multiplexer import Multiplexer
 from .roles import FOLLOWER, LEADER, Role
@@ -116,7 +116,6 @@ __all__ = [
     "LINK_LOST",
     "CanOnlyDilateOnceError",
     "DilatedWormhole",
-    "Dilator",
     "Manager",
     "OldPeerCannotDilateError",
     "UnexpectedKCM",
@@ -941,133 +940,11 @@ def _build_manager_machine() -> Callable[[Manager], ManagerEvents]:
 manager_machine = _build_manager_machine()
 
 
-@implementer(IDilator)
-class Dilator:
-    """Built with every wormhole; becomes a Manager when the application calls dilate()."""
+def __getattr__(name: str) -> Any:
+    # Stock's Boss imports ``Dilator`` from ``wormhole._dilation.manager`` (this module, once
+    # txdilation is installed). It lives in txdilation.dilator, which imports this module.
+    if name == "Dilator":
+        from .dilator import Dilator
 
-    def __init__(
-        self,
-        reactor: Any,
-        eventual_queue: Any,
-        cooperator: Cooperator | None,
-        acceptable_versions: Iterable[str] | None = None,
-    ) -> None:
-        self._reactor = reactor
-        self._eventual_queue = eventual_queue
-        self._cooperator = cooperator
-        self._acceptable_versions = list(acceptable_versions or DILATION_VERSIONS)
-        self._manager: Manager | None = None
-        self._pending_key: bytes | None = None
-        self._pending_versions: dict[str, Any] | None = None
-        self._pending_messages: deque[bytes] = deque()
-        self._stop_requested = False
-
-    def wire(self, sender: Any, terminator: Any) -> None:
-        self._S = ISend(sender)
-        self._T = ITerminator(terminator)
-        self._watch_close(terminator)
-
-    def _watch_close(self, terminator: Any) -> None:
-        """Hear the application's ``w.close()`` while the mailbox is still open.
-
-        Stock's Boss calls ``Terminator.close(mood)`` and only after the mailbox has closed
-        does the Terminator call our ``stop()``: too late to tell the peer. So the close input
-        of this wormhole's own Terminator is wrapped (on the instance) to announce the close
-        to a txdilation peer first (``Manager.announce_closing``).
-        """
-        close = getattr(terminator, "close", None)
-        if close is None or getattr(close, "_txdilation_announces", False):
-            return
-
-        def close_and_announce(*args: Any, **kwargs: Any) -> Any:
-            if self._manager is not None:
-                try:
-                    self._manager.announce_closing()
-                except Exception:
-                    _log.failure("announcing the close to the peer failed")
-            return close(*args, **kwargs)
-
-        close_and_announce._txdilation_announces = True  # type: ignore[attr-defined]
-        try:
-            terminator.close = close_and_announce
-        except AttributeError:  # a terminator that cannot be wrapped: no announcement
-            _log.warn("cannot watch {t!r} for close; the peer will not hear of it", t=terminator)
-
-    def dilate(
-        self,
-        transit_relay_location: str | None = None,
-        no_listen: bool = False,
-        wormhole_status: WormholeStatus | None = None,
-        status_update: Callable[[DilationStatus], object] | None = None,
-        ping_interval: float | int | None = None,
-        expected_subprotocols: Iterable[str] | None = None,
-    ) -> DilatedWormhole:
-        """Start dilating (once); returns the DilatedWormhole at once.
-
-        :raises CanOnlyDilateOnceError: on a second call.
-        :raises TypeError, ValueError: for a bad ``ping_interval``.
-        """
-        if self._manager is not None:
-            raise CanOnlyDilateOnceError()
-        interval = normalize_ping_interval(ping_interval)
-        tor = self._tor()
-        m = Manager(
-            self._S,
-            make_side(),
-            transit_relay_location,
-            self._reactor,
-            self._eventual_queue,
-            self._cooperator,
-            self._acceptable_versions,
-            interval,
-            expected_subprotocols,
-            no_listen,
-            status_update,
-            initial_mailbox_status=wormhole_status,
-            tor=tor,
-        )
-        self._manager = m
-        if self._pending_key is not None:
-            m.got_dilation_key(self._pending_key)
-        if self._pending_versions is not None:
-            m.got_wormhole_versions(self._pending_versions)
-        while self._pending_messages:
-            m.received_dilation_message(self._pending_messages.popleft())
-        if self._stop_requested:
-            m.stop()
-        return m._api
-
-    def _tor(self) -> Any:
-        """The wormhole's Tor manager, if it was created with ``tor=`` (stock ignores it)."""
-        boss = getattr(getattr(self, "_T", None), "_B", None)
-        return getattr(boss, "_tor", None)
-
-    def stop(self) -> None:
-        """Called by the Terminator once the mailbox is closed; fires ``T.stoppedD()``."""
-        if self._stop_requested:
-            return
-        self._stop_requested = True
-        if self._manager is None:
-            self._T.stoppedD()
-            return
-        self._manager.stop()
-        self._manager.when_stopped().addCallback(lambda _: self._T.stoppedD())
-
-    def got_key(self, key: bytes) -> None:
-        dilation_key = derive_dilation_key(key)
-        if self._manager is not None:
-            self._manager.got_dilation_key(dilation_key)
-        else:
-            self._pending_key = dilation_key
-
-    def got_wormhole_versions(self, their_wormhole_versions: dict[str, Any]) -> None:
-        if self._manager is not None:
-            self._manager.got_wormhole_versions(their_wormhole_versions)
-        else:
-            self._pending_versions = their_wormhole_versions
-
-    def received_dilate(self, plaintext: bytes) -> None:
-        if self._manager is not None:
-            self._manager.received_dilation_message(plaintext)
-        else:
-            self._pending_messages.append(plaintext)
+        return Dilator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
