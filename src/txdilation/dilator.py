@@ -23,7 +23,7 @@ from wormhole._interfaces import IDilator, ISend, ITerminator
 from wormhole._status import DilationStatus, WormholeStatus
 from zope.interface import implementer
 
-from .dilate_messages import make_side
+from . import manager as _manager_module
 from .errors import CanOnlyDilateOnceError
 from .keys import derive_dilation_key
 from .manager import DILATION_VERSIONS, DilatedWormhole, Manager, normalize_ping_interval
@@ -105,7 +105,9 @@ class Dilator:
         tor = self._tor()
         m = Manager(
             self._S,
-            make_side(),
+            # looked up at call time where stock has it (wormhole._dilation.manager.make_side),
+            # so that code patching stock's name to force a side also works with us
+            _manager_module.make_side(),
             transit_relay_location,
             self._reactor,
             self._eventual_queue,
