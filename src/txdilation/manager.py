@@ -584,9 +584,9 @@ class Manager:
         The Leader may never see this connection end by itself: the real transit relay does
         not close the surviving side when the other side dies while the relay has it paused
         (a Twisted ``loseConnection`` with a paused streaming producer never completes), and
-        on a direct path our abort may not reach a Leader that is not writing. Without this
-        the Leader would only leave the dead link by its liveness check (1.5 ping
-        intervals)."""
+        a Leader whose reading is paused (a slow application) sees no end of stream on any
+        path. Without this the Leader would only leave the dead link by its liveness check
+        (1.5 ping intervals of silence, not counted while its reading is paused)."""
         if LINK_LOST in self._peer_extensions:
             self._send_dilation_message(type="link-lost", generation=self._reconnectings)
 
