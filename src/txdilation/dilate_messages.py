@@ -90,7 +90,7 @@ class Closing:
 
 @dataclass(frozen=True, slots=True)
 class LinkLost:
-    """The Follower abandoned the connection of ``generation`` (extension ``link-lost-v1``)."""
+    """The Follower lost the connection of ``generation`` (extension ``link-lost-v1``)."""
 
     generation: int
 
