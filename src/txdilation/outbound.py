@@ -180,7 +180,9 @@ class _PullDriver:
 
     def stopProducing(self) -> None:
         self.stop_streaming()
-        self._producer.stopProducing()
+        stop = getattr(self._producer, "stopProducing", None)
+        if stop is not None:
+            stop()
 
     def stop_streaming(self) -> None:
         """Stop calling the producer (it was unregistered)."""
@@ -254,7 +256,7 @@ class ProducerSet:
         if entry.driver is not None:
             entry.driver.stop_streaming()
         if stop:
-            self._call(entry.producer.stopProducing, entry.producer)
+            self._call(entry.producer, "stopProducing")
 
     def pause_all(self) -> None:
         """Pause every running producer."""
@@ -276,17 +278,21 @@ class ProducerSet:
             entry = self._by_key[key]
             if entry.paused:
                 entry.paused = False
-                self._call(entry.producer.resumeProducing, entry.producer)
+                self._call(entry.producer, "resumeProducing")
 
     def _pause(self, entry: _Registered) -> None:
         entry.paused = True
-        self._call(entry.producer.pauseProducing, entry.producer)
+        self._call(entry.producer, "pauseProducing")
 
-    def _call(self, method: Callable[[], object], producer: object) -> None:
+    def _call(self, producer: object, method: str) -> None:
+        """Call the application's ``producer.method()``: a missing method (fowl's push
+        producers have no ``stopProducing``) or an exception is logged, never raised."""
         try:
-            method()
+            getattr(producer, method)()
         except Exception:
-            self._log.failure("producer {producer!r} raised", producer=producer)
+            self._log.failure(
+                "producer {producer!r}.{method}() failed", producer=producer, method=method
+            )
 
 
 class _OutboundInputs(TypingProtocol):
