@@ -6,6 +6,8 @@ with records in flight, like a dead TCP connection; a Clock runs the coalesced A
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.internet.defer import CancelledError, Deferred
@@ -29,6 +31,7 @@ from txdilation.inbound import ACK_DELAY
 from txdilation.multiplexer import Multiplexer, multiplexer_machine
 from txdilation.outbound import RECORD_OVERHEAD
 from txdilation.roles import FOLLOWER, LEADER
+from txdilation.semantics import STOCK, TWISTED, Semantics
 from txdilation.subchannel import SubchannelAddress
 from txdilation.telemetry import Telemetry, TrafficStats
 from txdilation.testing import missing_transitions
@@ -69,22 +72,38 @@ class FakeManager:
     _connection = None
 
 
+def synchronously(f: Any, *args: Any) -> None:
+    """An ``eventually`` that does not wait: these tests pin L4/L5 mechanics, and read
+    connect()/listen() results at once (``EventualTests`` pins the real, later-turn, order)."""
+    f(*args)
+
+
 class Pair:
-    """A Leader and a Follower Multiplexer, linked and dilated."""
+    """A Leader and a Follower Multiplexer, linked and dilated (TWISTED semantics unless
+    told otherwise: most tests here pin what those fixes do)."""
 
     def __init__(
         self,
         leader_kw: dict | None = None,
         follower_kw: dict | None = None,
         clock: Clock | None = None,
+        semantics: Semantics = TWISTED,
     ) -> None:
         self.clock = clock if clock is not None else Clock()
         self.leader_manager, self.follower_manager = FakeManager(), FakeManager()
         self.leader = Multiplexer(
-            manager=self.leader_manager, reactor=self.clock, **(leader_kw or {})
+            manager=self.leader_manager,
+            reactor=self.clock,
+            semantics=semantics,
+            eventually=synchronously,
+            **(leader_kw or {}),
         )
         self.follower = Multiplexer(
-            manager=self.follower_manager, reactor=self.clock, **(follower_kw or {})
+            manager=self.follower_manager,
+            reactor=self.clock,
+            semantics=semantics,
+            eventually=synchronously,
+            **(follower_kw or {}),
         )
         self.leader.set_role(LEADER)
         self.follower.set_role(FOLLOWER)
@@ -270,8 +289,20 @@ class EndToEndTests(SynchronousTestCase):
         self.assertEqual(len(factory.built), 1)
         self.assertEqual(received(factory.built[0]), [b"a" * 600])
 
+    def test_stop_listening_with_stock_semantics(self) -> None:
+        """STOCK semantics: listen() starts no factory and stopListening() changes nothing
+        (as stock's): later OPENs still reach the factory."""
+        pair = Pair(semantics=STOCK)
+        factory, port = listening(self, pair.follower, "x")
+        port.stopListening()
+        opened(self, pair.leader, "x")
+        pair.pump()
+        self.assertEqual(len(factory.built), 1)
+        self.assertEqual((factory.started, factory.stopped), (0, 0))
+
     def test_stop_listening_unregisters(self) -> None:
-        """After stopListening, later OPENs for the name are held until someone listens."""
+        """TWISTED semantics: listen() starts the factory; after stopListening (which stops
+        it), later OPENs for the name are held until someone listens."""
         pair = Pair()
         factory, port = listening(self, pair.follower, "x")
         self.assertEqual(factory.started, 1)
@@ -399,9 +430,14 @@ class FlowControlTests(SynchronousTestCase):
 class LifecycleTests(SynchronousTestCase):
     """Waiting for dilation, failing it, and stopping (stock defect 3)."""
 
-    def make(self) -> Multiplexer:
+    def make(self, semantics: Semantics = TWISTED) -> Multiplexer:
         self.clock = Clock()
-        mux = Multiplexer(manager=FakeManager(), reactor=self.clock)
+        mux = Multiplexer(
+            manager=FakeManager(),
+            reactor=self.clock,
+            semantics=semantics,
+            eventually=synchronously,
+        )
         mux.set_role(LEADER)
         return mux
 
@@ -433,8 +469,9 @@ class LifecycleTests(SynchronousTestCase):
         self.assertEqual(mux._outbound.next_seqnum, 0)
 
     def test_stop_closes_everything(self) -> None:
-        """stop(): every open subchannel protocol gets connectionLost, pending connect/listen
-        and when_dilated errback with WormholeClosedError; twice is harmless; later calls fail."""
+        """stop() with TWISTED semantics: every open subchannel protocol gets connectionLost,
+        pending connect/listen and when_dilated errback with WormholeClosedError; twice is
+        harmless; later calls fail."""
         pair = Pair()
         server, _ = listening(self, pair.follower, "x")
         client = opened(self, pair.leader, "x")
@@ -458,6 +495,34 @@ class LifecycleTests(SynchronousTestCase):
         self.failureResultOf(pair.leader.listener_for("y").listen(Factory()), WormholeClosedError)
         pair.leader.got_record(Data(99, 2, b"late"))
         pair.leader.connection_made(pair.link.a)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_stop_with_stock_semantics(self) -> None:
+        """stop() with STOCK semantics: open protocols hear nothing and pending Deferreds
+        never fire (as in stock, where fowl's latent connectionLost bug stays asleep), while
+        everything is still released: later records and calls are ignored or refused."""
+        pair = Pair(semantics=STOCK)
+        server, _ = listening(self, pair.follower, "x")
+        client = opened(self, pair.leader, "x")
+        pair.pump()
+        waiting = self.make(STOCK)
+        pending = [
+            waiting.connector_for("x").connect(RecordingFactory()),
+            waiting.listener_for("x").listen(RecordingFactory()),
+            waiting.when_dilated(),
+        ]
+        for mux in (pair.leader, pair.follower, waiting):
+            mux.stop("closed by the app")
+        for protocol in (client, server.built[0]):
+            self.assertEqual(protocol.events, ["made"])
+        for d in pending:
+            self.assertNoResult(d)
+            d.cancel()  # still cancellable
+            self.failureResultOf(d, CancelledError)
+        self.assertEqual((server.started, server.stopped), (0, 0))
+        self.failureResultOf(pair.leader.connector_for("x").connect(Factory()), WormholeClosedError)
+        pair.leader.got_record(Data(99, 2, b"late"))
+        self.assertEqual(client.events, ["made"])
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
     def test_fail_dilation(self) -> None:
@@ -676,3 +741,41 @@ class TelemetryTests(SynchronousTestCase):
         self.pair.leader.stop("again")
         (closed_record,) = self.events("leader", "subchannel_closed")
         self.assertEqual((closed_record["bytes_in"], closed_record["bytes_out"]), (0, 3))
+
+
+class EventualTests(SynchronousTestCase):
+    """when_dilated/connect/listen answer on a later reactor turn, as stock's do (through its
+    eventual queue), never inside the call or inside the event that decides them."""
+
+    def test_answers_come_on_a_later_turn_in_order(self) -> None:
+        """Asked before and after dilation, the answers come only once the clock turns, in
+        the order they were asked; connect() sends nothing and builds nothing until then."""
+        clock = Clock()
+        mux = Multiplexer(manager=FakeManager(), reactor=clock)
+        mux.set_role(LEADER)
+        order: list[str] = []
+        mux.when_dilated().addCallback(lambda _: order.append("before"))
+        mux.dilated()
+        self.assertEqual(order, [])
+        mux.when_dilated().addCallback(lambda _: order.append("after"))
+        factory = RecordingFactory(RecordingProtocol)
+        connecting = mux.connector_for("x").connect(factory)
+        self.assertEqual((order, factory.built), ([], []))
+        self.assertEqual(mux.unacknowledged_records, 0)
+        clock.advance(0)
+        self.assertEqual(order, ["before", "after"])
+        self.assertEqual(len(factory.built), 1)
+        self.assertIs(self.successResultOf(connecting), factory.built[0])
+
+    def test_failure_also_comes_later_and_cancel_works(self) -> None:
+        """fail_dilation errbacks on a later turn; a cancelled wait ends at once."""
+        clock = Clock()
+        mux = Multiplexer(manager=FakeManager(), reactor=clock)
+        failing = mux.when_dilated()
+        cancelled = mux.when_dilated()
+        mux.fail_dilation(Failure(OldPeerCannotDilateError()))
+        self.assertNoResult(failing)
+        cancelled.cancel()
+        self.failureResultOf(cancelled, CancelledError)
+        clock.advance(0)
+        self.failureResultOf(failing, OldPeerCannotDilateError)

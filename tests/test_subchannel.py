@@ -25,6 +25,7 @@ from txdilation.errors import (
     HalfCloseUsedOnNonHalfCloseable,
     NormalCloseUsedOnHalfCloseable,
 )
+from txdilation.semantics import STOCK, TWISTED, Semantics
 from txdilation.subchannel import (
     SubChannel,
     SubchannelAddress,
@@ -121,7 +122,16 @@ class HalfProtocol(RecordingProtocol):
 
 
 class SubchannelTestsMixin:
-    def make(self, protocol: RecordingProtocol | None = None, scid: int = 1) -> SubChannel:
+    #: the semantics ``make()`` uses unless told (test classes pinning Twisted's transport
+    #: behaviour set TWISTED; StockSemanticsTests pins stock's)
+    semantics: Semantics = TWISTED
+
+    def make(
+        self,
+        protocol: RecordingProtocol | None = None,
+        scid: int = 1,
+        semantics: Semantics | None = None,
+    ) -> SubChannel:
         self.sender = RecordingSender()
         self.receiver = RecordingReceiver()
         self.host = _WormholeAddress()
@@ -136,6 +146,7 @@ class SubchannelTestsMixin:
             receiver=self.receiver,
             manager="the manager",
             log=Logger(observer=self.log_events.append),
+            semantics=self.semantics if semantics is None else semantics,
         )
         sc.start()
         return sc
@@ -161,7 +172,8 @@ class AddressTests(SynchronousTestCase):
 
 
 class TransportTests(SubchannelTestsMixin, SynchronousTestCase):
-    """The ITransport / IPushProducer / IConsumer surface."""
+    """The ITransport / IPushProducer / IConsumer surface (TWISTED semantics where it
+    matters; StockSemanticsTests has stock's)."""
 
     def test_interfaces_and_addresses(self) -> None:
         """SubChannel provides its three interfaces; getPeer/getHost; _manager is kept."""
@@ -217,7 +229,7 @@ class TransportTests(SubchannelTestsMixin, SynchronousTestCase):
 
 
 class FullCloseTests(SubchannelTestsMixin, SynchronousTestCase):
-    """Protocols that are not half-closeable."""
+    """Protocols that are not half-closeable (TWISTED semantics)."""
 
     def test_close_by_us(self) -> None:
         """loseConnection sends CLOSE once; writes then raise; DATA is still delivered (spec);
@@ -286,7 +298,7 @@ class FullCloseTests(SubchannelTestsMixin, SynchronousTestCase):
 
 
 class HalfCloseTests(SubchannelTestsMixin, SynchronousTestCase):
-    """IHalfCloseableProtocol support."""
+    """IHalfCloseableProtocol support (TWISTED semantics)."""
 
     def test_peer_closes_first(self) -> None:
         """Peer CLOSE: readConnectionLost, we may still write; loseWriteConnection then sends
@@ -344,6 +356,7 @@ class MachineTests(SubchannelTestsMixin, SynchronousTestCase):
 
     @settings(max_examples=400, deadline=None)
     @given(
+        st.sampled_from([STOCK, TWISTED]),
         st.booleans(),
         st.lists(
             st.sampled_from(
@@ -364,12 +377,12 @@ class MachineTests(SubchannelTestsMixin, SynchronousTestCase):
             max_size=30,
         ),
     )
-    def test_random_calls(self, half: bool, ops: list[str]) -> None:
-        """Only the documented exceptions escape; connectionLost comes at most once and
-        nothing is delivered after it; at most one CLOSE is sent and no DATA after it; read
-        and write halves are each reported lost at most once."""
+    def test_random_calls(self, semantics: Semantics, half: bool, ops: list[str]) -> None:
+        """With either semantics: only the documented exceptions escape; connectionLost
+        comes at most once and nothing is delivered after it; at most one CLOSE is sent and
+        no DATA after it; read and write halves are each reported lost at most once."""
         protocol = HalfProtocol() if half else RecordingProtocol()
-        sc = self.make(protocol)
+        sc = self.make(protocol, semantics=semantics)
         documented = (
             AlreadyClosedError,
             NormalCloseUsedOnHalfCloseable,
@@ -412,3 +425,89 @@ class MachineTests(SubchannelTestsMixin, SynchronousTestCase):
         self.assertLessEqual(len(closes), 1)
         if closes:
             self.assertEqual(closes[0], len(self.sender.calls) - 1)
+
+
+class StockSemanticsTests(SubchannelTestsMixin, SynchronousTestCase):
+    """What stock shows an application (the drop-in's default, STOCK semantics), where the
+    TWISTED semantics pinned above differ. Each test names the stock behaviour it keeps."""
+
+    semantics = STOCK
+
+    def test_empty_write_sends_an_empty_record(self) -> None:
+        """write(b"") sends an empty DATA record (stock), delivered as dataReceived(b"")."""
+        sc = self.make(scid=5)
+        sc.write(b"abc")
+        sc.write(b"")
+        self.assertEqual(self.sender.calls, [("data", 5, b"abc"), ("data", 5, b"")])
+
+    def test_connection_lost_reason_is_a_bare_exception(self) -> None:
+        """connectionLost gets ConnectionDone() itself, not a Failure (fowl tests
+        isinstance(reason, ConnectionDone))."""
+        sc = self.make()
+        sc.remote_close()
+        self.assertEqual(self.protocol.events, ["made", "lost"])
+        reason = self.protocol.reasons[0]
+        self.assertIsInstance(reason, ConnectionDone)
+        self.assertEqual(str(reason), str(ConnectionDone()))
+
+    def test_repeated_close_raises_until_closed(self) -> None:
+        """A second loseConnection before the peer answered raises AlreadyClosedError;
+        once closed, loseConnection is a no-op."""
+        sc = self.make()
+        sc.loseConnection()
+        self.assertRaises(AlreadyClosedError, sc.loseConnection)
+        sc.remote_close()
+        sc.loseConnection()
+        self.assertEqual(self.sender.calls, [("close", 1)])
+
+    def test_half_close_repeated_raises_and_never_connection_lost(self) -> None:
+        """loseWriteConnection twice raises AlreadyClosedError; loseConnection always raises
+        NormalCloseUsedOnHalfCloseable; both directions closed deliver no connectionLost."""
+        sc = self.make(HalfProtocol())
+        sc.loseWriteConnection()
+        self.assertRaises(AlreadyClosedError, sc.loseWriteConnection)
+        self.assertRaises(NormalCloseUsedOnHalfCloseable, sc.loseConnection)
+        sc.remote_close()
+        self.assertEqual(self.protocol.events, ["made", "write_lost", "read_lost"])
+        self.assertRaises(NormalCloseUsedOnHalfCloseable, sc.loseConnection)
+        sc.loseWriteConnection()  # closed: a no-op
+        self.assertEqual(self.receiver.calls, [("closed", 1, False)])
+
+    def test_abandon_delivers_nothing(self) -> None:
+        """The wormhole closing delivers no connectionLost (stock), but forgets the route."""
+        sc = self.make()
+        sc.abandon(Failure(ConnectionDone("wormhole closed")))
+        self.assertEqual(self.protocol.events, ["made"])
+        self.assertEqual(self.receiver.calls, [("closed", 1, False)])
+        self.assertEqual(self.sender.calls, [])
+
+    def test_stop_producing_only_resumes(self) -> None:
+        """stopProducing un-pauses the subchannel and closes nothing (stock)."""
+        sc = self.make()
+        sc.pauseProducing()
+        sc.stopProducing()
+        self.assertEqual(self.receiver.calls, [("pause", 1), ("resume", 1)])
+        self.assertEqual(self.sender.calls, [])
+
+    def test_producer_not_stopped(self) -> None:
+        """Closing unregisters the producer without stopProducing; one registered after the
+        close is ignored (stock registers it nowhere useful and never stops it)."""
+        sc = self.make()
+        p = FakePushProducer()
+        sc.registerProducer(p, True)
+        sc.remote_close()
+        self.assertFalse(p.stopped)
+        self.assertEqual(self.sender.producers, {})
+        late = FakePushProducer()
+        sc.registerProducer(late, True)
+        self.assertFalse(late.stopped)
+        self.assertEqual(self.sender.producers, {})
+
+    def test_protocol_exception_reason_is_the_exception(self) -> None:
+        """dataReceived raising closes only this subchannel (always), and connectionLost gets
+        the exception itself."""
+        sc = self.make()
+        self.protocol.raise_in.add("data")
+        sc.remote_data(b"boom")
+        self.assertIsInstance(self.protocol.reasons[0], ZeroDivisionError)
+        self.assertEqual(self.sender.calls, [("close", 1)])

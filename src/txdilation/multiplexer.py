@@ -12,10 +12,15 @@ Invariants:
 - ``connect()`` and ``listen()`` wait for ``dilated()`` (as stock does); they errback with
   the dilation failure (e.g. ``OldPeerCannotDilateError``) or ``WormholeClosedError`` when the
   wormhole fails or closes first, and can be cancelled while they wait;
-- ``stop()`` delivers ``connectionLost`` to every open subchannel protocol, errbacks every
-  pending ``when_dilated``/``connect``/``listen``, stops every listening port; it is idempotent
-  and every later input is ignored (``connect``/``listen`` then fail with
-  ``WormholeClosedError``);
+- like stock's (which go through its eventual queue), ``when_dilated()``, ``connect()`` and
+  ``listen()`` fire on a later reactor turn than the event that decides them, even when
+  dilation happened long before: an application's callbacks never run inside ours, and what
+  it does right after asking runs before the answer (fowl's tests rely on that order);
+- ``stop()`` closes every open subchannel and stops every listening port; per the
+  :class:`~txdilation.semantics.Semantics` it also delivers ``connectionLost`` to the open
+  subchannels' protocols and errbacks every pending ``when_dilated``/``connect``/``listen``
+  (stock does neither; those Deferreds then never fire). It is idempotent and every later
+  input is ignored (``connect``/``listen`` called afterwards fail with ``WormholeClosedError``);
 - no application callback runs inside an Automat input (Deferreds fire after the machine
   moved), so an application may call back into us from any callback;
 - given the session's :class:`~txdilation.telemetry.Telemetry`, every subchannel (ours and the
@@ -30,9 +35,10 @@ Automat machine ``multiplexer_machine``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol as TypingProtocol
+from typing import TypeVar
 
 from automat import TypeMachine, TypeMachineBuilder
 from twisted.internet.defer import Deferred, fail, succeed
@@ -62,10 +68,13 @@ from .inbound import (
 )
 from .outbound import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD, Outbound
 from .roles import LEADER, Role
+from .semantics import STOCK, Semantics
 from .subchannel import SubChannel, SubchannelAddress, _WormholeAddress
 from .telemetry import Telemetry, TrafficStats
 
 _log = Logger(namespace="txdilation.multiplexer")
+
+T = TypeVar("T")
 
 #: Delay between steps of the default cooperator (Twisted's own default): a positive delay, so
 #: that a Clock's ``advance(0)`` in tests never spins on it.
@@ -122,7 +131,11 @@ def _build_multiplexer_machine() -> TypeMachine[_DilationInputs, _DilationCore]:
 
     @waiting.upon(I.wait).loop()
     def new_waiter(m: _DilationInputs, c: _DilationCore) -> Deferred[None]:
-        d: Deferred[None] = Deferred(lambda d: c.waiters.remove(d))
+        def cancel(d: Deferred[None]) -> None:
+            if d in c.waiters:
+                c.waiters.remove(d)
+
+        d: Deferred[None] = Deferred(cancel)
         c.waiters.append(d)
         return d
 
@@ -183,6 +196,9 @@ class Multiplexer:
         ``TXDILATION_MAX_RECORD_SIZE``): a subchannel ``write()`` whose record would be larger
         raises ValueError instead of making the peer drop every connection it is sent on.
     :param telemetry: the session's telemetry, told about subchannels opening and closing.
+    :param semantics: what the application sees where stock's behaviour is a defect.
+    :param eventually: ``eventually(f, *args)`` calls ``f(*args)`` on a later reactor turn, in
+        order (stock's ``EventualQueue.eventually``); default: ``reactor.callLater(0, ...)``.
     """
 
     def __init__(
@@ -198,8 +214,16 @@ class Multiplexer:
         max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
         log: Logger | None = None,
         telemetry: Telemetry | None = None,
+        semantics: Semantics = STOCK,
+        eventually: Callable[..., object] | None = None,
     ) -> None:
         self._manager = manager
+        self._semantics = semantics
+        self._eventually = (
+            eventually
+            if eventually is not None
+            else lambda f, *args: reactor.callLater(0, f, *args)
+        )
         self._telemetry = telemetry
         self._on_subchannel_closed = telemetry.subchannel_closed if telemetry else None
         self._bytes_received = 0
@@ -287,9 +311,29 @@ class Multiplexer:
         for d in self._lifecycle.dilated():
             d.callback(None)
 
+    def _later(self, d: Deferred[T]) -> Deferred[T]:
+        """``d``'s outcome, delivered through ``eventually`` (a later turn); cancelling the
+        result cancels ``d``."""
+        later: Deferred[T] = Deferred(lambda _: d.cancel())
+
+        def deliver(result: T | Failure) -> None:
+            if later.called:  # cancelled meanwhile
+                return
+            if isinstance(result, Failure):
+                later.errback(result)
+            else:
+                later.callback(result)
+
+        def relay(result: T | Failure) -> None:
+            self._eventually(deliver, result)
+
+        d.addBoth(relay)
+        return later
+
     def when_dilated(self) -> Deferred[None]:
-        """Fires when dilated; errbacks on ``fail_dilation`` or ``stop`` before that."""
-        return self._lifecycle.wait()
+        """Fires (on a later turn) when dilated; errbacks on ``fail_dilation`` or ``stop``
+        before that."""
+        return self._later(self._lifecycle.wait())
 
     def fail_dilation(self, f: Failure) -> None:
         """Dilation cannot happen (e.g. OldPeerCannotDilateError): errback every waiter."""
@@ -333,8 +377,9 @@ class Multiplexer:
             subchannel.abandon(lost)
         for port in list(self._ports):
             port.stopListening()
-        for d in waiters:
-            d.errback(WormholeClosedError(reason))
+        if self._semantics.close_fails_waiters:
+            for d in waiters:
+                d.errback(WormholeClosedError(reason))
 
     def listener_for(self, name: str) -> SubchannelListenerEndpoint:
         """IStreamServerEndpoint for incoming subchannels named ``name``."""
@@ -368,8 +413,16 @@ class Multiplexer:
             raise WormholeClosedError("the wormhole is closed")
         if self._inbound.is_listening(name):
             raise ValueError(f"already listening for subprotocol {name!r}")
-        factory.doStart()
-        port = SubchannelListeningPort(self, name, factory)
+        starts = self._semantics.factory_start_stop
+        if starts:
+            factory.doStart()
+        port = SubchannelListeningPort(
+            self,
+            name,
+            factory,
+            unlisten=self._semantics.stop_listening_stops,
+            stop_factory=starts,
+        )
         self._ports.append(port)
         self._inbound.listen(name, factory)
         return port
@@ -400,6 +453,7 @@ class Multiplexer:
             log=self._log,
             max_write_length=self._max_write_length,
             on_closed=self._on_subchannel_closed,
+            semantics=self._semantics,
         )
 
 
@@ -448,23 +502,41 @@ class SubchannelListenerEndpoint:
 
 @implementer(IListeningPort)
 class SubchannelListeningPort:
-    """What ``listen()`` returns; ``stopListening()`` really unregisters the factory."""
+    """What ``listen()`` returns.
 
-    def __init__(self, mux: Multiplexer, subprotocol: str, factory: IProtocolFactory) -> None:
+    :param unlisten: ``stopListening()`` unregisters the factory (the semantics'
+        ``stop_listening_stops``); otherwise it does nothing, as stock's.
+    :param stop_factory: call ``factory.doStop()`` in ``stopListening()`` (the semantics'
+        ``factory_start_stop``; ``listen()`` then called ``doStart()``).
+    """
+
+    def __init__(
+        self,
+        mux: Multiplexer,
+        subprotocol: str,
+        factory: IProtocolFactory,
+        *,
+        unlisten: bool = True,
+        stop_factory: bool = True,
+    ) -> None:
         self._mux = mux
         self.subprotocol = subprotocol
         self.factory = factory
+        self._unlisten = unlisten
+        self._stop_factory = stop_factory
         self._listening = True
 
     def startListening(self) -> None:
         """Nothing to do: ``listen()`` already registered us."""
 
     def stopListening(self) -> None:
-        """Unregister: later OPENs for the name are held again. Idempotent."""
-        if self._listening:
+        """Unregister: later OPENs for the name are held again (or nothing, as stock, without
+        ``unlisten``). Idempotent."""
+        if self._listening and self._unlisten:
             self._listening = False
             self._mux._unlisten(self)
-            self.factory.doStop()
+            if self._stop_factory:
+                self.factory.doStop()
 
     def getHost(self) -> _WormholeAddress:
         """The wormhole's address."""

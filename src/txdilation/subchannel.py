@@ -6,22 +6,28 @@ through the inbound half (which may hold its records while it is paused).
 
 Invariants:
 
-- one ``write()`` is one DATA record is one ``dataReceived()`` at the peer; empty writes send
-  nothing; ``write()`` after our side closed raises :class:`AlreadyClosedError`; a write whose
-  record the peer would refuse (over its ``max_record_size``, by default 64 MiB) raises
-  ``ValueError`` at once, instead of being queued and then dropping every connection it is
-  replayed on;
-- closing is idempotent for the application: a second ``loseConnection()`` (or
-  ``loseWriteConnection()``) is a no-op;
+- one ``write()`` is one DATA record is one ``dataReceived()`` at the peer (an empty write is
+  an empty record, as in stock, unless the semantics say otherwise); ``write()`` after our side
+  closed raises :class:`AlreadyClosedError`; a write whose record the peer would refuse (over
+  its ``max_record_size``, by default 64 MiB) raises ``ValueError`` at once, instead of being
+  queued and then dropping every connection it is replayed on;
+- what the application sees where stock's behaviour is a defect whose fix could break it
+  follows :class:`~txdilation.semantics.Semantics` (stock's by default): the type of the
+  ``connectionLost`` reason (a bare ``ConnectionDone()`` as in stock, or a Failure), whether a
+  repeated close raises :class:`AlreadyClosedError` (stock) or is a no-op, whether a
+  half-closeable protocol ends with ``connectionLost``, what ``stopProducing()`` does, whether
+  the registered producer is stopped on close, whether the wormhole's close delivers
+  ``connectionLost``;
 - full-close protocols: the peer's CLOSE is answered with CLOSE, then ``connectionLost``;
   after our own CLOSE (state ``closing``) DATA is still delivered until the peer's CLOSE;
 - protocols providing ``IHalfCloseableProtocol``: the peer's CLOSE delivers
   ``readConnectionLost()``; ``loseWriteConnection()`` sends CLOSE and delivers
-  ``writeConnectionLost()``; once both directions are closed, ``connectionLost`` follows (as
-  on a TCP transport). ``loseConnection()`` on them is refused with
-  :class:`NormalCloseUsedOnHalfCloseable` while our write side is open (stock's rule);
-- ``connectionLost`` is delivered exactly once; exceptions raised by the protocol are logged
+  ``writeConnectionLost()``. ``loseConnection()`` on them is refused with
+  :class:`NormalCloseUsedOnHalfCloseable` (stock's rule);
+- ``connectionLost`` is delivered at most once; exceptions raised by the protocol are logged
   and close this subchannel only (we send CLOSE if we had not), never the connection below;
+  calls on the application's producer are guarded the same way (a producer lacking an
+  optional method, or raising, is logged, never fatal);
 - ``bytes_in`` / ``bytes_out`` count the payload bytes delivered to the protocol and accepted
   from it (one int add per record); ``on_closed(scid, bytes_in, bytes_out)``, when given, is
   called exactly once, right after ``connectionLost``.
@@ -65,6 +71,7 @@ from .errors import (
 )
 from .framer import DEFAULT_MAX_RECORD_SIZE
 from .outbound import RECORD_OVERHEAD
+from .semantics import STOCK, Semantics
 
 #: The largest ``write()`` by default: its DATA record (9 bytes more) must not exceed the largest
 #: record a txdilation peer accepts by default (``TXDILATION_MAX_RECORD_SIZE``).
@@ -141,6 +148,7 @@ class _SubchannelCore:
     sender: Sender
     receiver: Receiver
     log: Logger
+    semantics: Semantics = STOCK
     readable: bool = True
     writable: bool = True
     closed: bool = False
@@ -160,21 +168,30 @@ class _SubchannelCore:
             self.log.failure("subchannel {scid} protocol raised", failure, scid=self.scid)
             m.fail(failure)
 
-    def finish(self, reason: Failure, *, expect_close: bool) -> None:
+    def done(self) -> Failure:
+        """A clean close (``ConnectionDone()``, as stock's has no message)."""
+        return Failure(ConnectionDone())  # type: ignore[no-untyped-call]
+
+    def finish(self, reason: Failure, *, expect_close: bool, deliver: bool = True) -> None:
+        """Closed: forget the producer and the route, then ``connectionLost`` (when
+        ``deliver``; the reason a Failure or its bare exception, per the semantics)."""
         self.readable = self.writable = False
         self.closed = True
-        self.sender.unregister_producer(self.scid, stop=True)
+        self.sender.unregister_producer(self.scid, stop=self.semantics.producer_stopped_on_close)
         self.receiver.subchannel_closed(self.scid, expect_close=expect_close)
-        try:
-            self.protocol.connectionLost(reason)
-        except Exception:
-            self.log.failure("subchannel {scid} connectionLost raised", scid=self.scid)
+        if deliver:
+            argument = reason if self.semantics.reason_is_failure else reason.value
+            try:
+                self.protocol.connectionLost(argument)  # type: ignore[arg-type]
+            except Exception:
+                self.log.failure("subchannel {scid} connectionLost raised", scid=self.scid)
         if self.on_closed is not None:
             self.on_closed(self.scid, self.bytes_in, self.bytes_out)
 
-
-def _done() -> Failure:
-    return Failure(ConnectionDone("subchannel closed"))  # type: ignore[no-untyped-call]
+    def finish_half(self) -> None:
+        """Both directions of a half-closeable protocol are closed."""
+        deliver = self.semantics.half_close_ends_with_connection_lost
+        self.finish(self.done(), expect_close=False, deliver=deliver)
 
 
 def _half(protocol: IProtocol) -> IHalfCloseableProtocol:
@@ -201,7 +218,7 @@ def _build_subchannel_machine() -> tuple[
     @open_.upon(I.remote_close).to(closed)
     def answer_close(m: _SubchannelInputs, c: _SubchannelCore) -> None:
         c.send_close()
-        c.finish(_done(), expect_close=False)
+        c.finish(c.done(), expect_close=False)
 
     @open_.upon(I.close).to(closing)
     def start_closing(m: _SubchannelInputs, c: _SubchannelCore) -> None:
@@ -209,7 +226,7 @@ def _build_subchannel_machine() -> tuple[
 
     @closing.upon(I.remote_close).to(closed)
     def closed_by_peer(m: _SubchannelInputs, c: _SubchannelCore) -> None:
-        c.finish(_done(), expect_close=False)
+        c.finish(c.done(), expect_close=False)
 
     # --- half-closeable protocols ---
 
@@ -227,13 +244,13 @@ def _build_subchannel_machine() -> tuple[
     def both_sides_closed(m: _SubchannelInputs, c: _SubchannelCore) -> None:
         c.send_close()
         c.call_protocol(m, _half(c.protocol).writeConnectionLost)
-        c.finish(_done(), expect_close=False)
+        c.finish_half()
 
     @write_closed.upon(I.remote_close).to(closed)
     def both_sides_closed_by_peer(m: _SubchannelInputs, c: _SubchannelCore) -> None:
         c.readable = False
         c.call_protocol(m, _half(c.protocol).readConnectionLost)
-        c.finish(_done(), expect_close=False)
+        c.finish_half()
 
     @read_closed.upon(I.remote_close).loop()
     def second_close(m: _SubchannelInputs, c: _SubchannelCore) -> None:
@@ -245,7 +262,8 @@ def _build_subchannel_machine() -> tuple[
 
         @state.upon(I.abandon).to(closed)
         def abandoned(m: _SubchannelInputs, c: _SubchannelCore, reason: Failure) -> None:
-            c.finish(reason, expect_close=False)
+            deliver = c.semantics.close_delivers_connection_lost
+            c.finish(reason, expect_close=False, deliver=deliver)
 
     @open_.upon(I.fail).to(closed)
     @open_half.upon(I.fail).to(closed)
@@ -265,8 +283,10 @@ def _build_subchannel_machine() -> tuple[
 
     # --- documented rejections and repeats (no-ops here; the facade raises where stock did) ---
     # close_write on a full-close protocol: HalfCloseUsedOnNonHalfCloseable (facade).
-    # close on a half-closeable protocol with its write side open: NormalCloseUsedOnHalfCloseable
-    # (facade). close/close_write after our CLOSE: idempotent no-op. Anything after closed: no-op.
+    # close on a half-closeable protocol: NormalCloseUsedOnHalfCloseable (facade; a no-op with
+    # idempotent_close once our write side is closed). close/close_write after our CLOSE:
+    # AlreadyClosedError (facade) or, with idempotent_close, a no-op. Anything after closed:
+    # a no-op.
     open_.upon(I.close_write).loop().returns(None)
     closing.upon(I.close).loop().returns(None)
     closing.upon(I.close_write).loop().returns(None)
@@ -298,6 +318,7 @@ class SubChannel:
         ``transport._manager._connection``).
     :param max_write_length: the largest ``write()`` accepted.
     :param on_closed: called as ``on_closed(scid, bytes_in, bytes_out)`` once it closed.
+    :param semantics: what the application sees where stock's behaviour is a defect.
     """
 
     def __init__(
@@ -313,8 +334,10 @@ class SubChannel:
         log: Logger | None = None,
         max_write_length: int = MAX_WRITE_LENGTH,
         on_closed: Callable[[int, int, int], object] | None = None,
+        semantics: Semantics = STOCK,
     ) -> None:
         self._scid = scid
+        self._semantics = semantics
         self._max_write_length = max_write_length
         self._protocol = protocol
         self._peer = peer
@@ -322,7 +345,13 @@ class SubChannel:
         self._manager = manager
         self._half_closeable = IHalfCloseableProtocol.providedBy(protocol)
         self._core = _SubchannelCore(
-            scid, protocol, sender, receiver, log if log is not None else _log, on_closed=on_closed
+            scid,
+            protocol,
+            sender,
+            receiver,
+            log if log is not None else _log,
+            semantics,
+            on_closed=on_closed,
         )
         initial = _OPEN_HALF if self._half_closeable else _OPEN
         self._machine = subchannel_machine(self._core, initial)
@@ -367,7 +396,8 @@ class SubChannel:
     # --- ITransport ---
 
     def write(self, data: bytes) -> None:
-        """Send ``data`` as one DATA record (nothing for ``b""``).
+        """Send ``data`` as one DATA record (``b""`` too, as stock does, unless the semantics
+        say ``empty_write_sends_nothing``).
 
         :raises TypeError: when ``data`` is not bytes.
         :raises ValueError: when ``data`` is longer than ``max_write_length`` (by default
@@ -380,7 +410,7 @@ class SubChannel:
             raise AlreadyClosedError("write not allowed on closed subchannel")
         if len(data) > self._max_write_length:
             raise ValueError(f"a single write is limited to {self._max_write_length} bytes")
-        if data:
+        if data or not self._semantics.empty_write_sends_nothing:
             core = self._core
             core.bytes_out += len(data)
             core.sender.send_data(self._scid, data)
@@ -390,23 +420,38 @@ class SubChannel:
         self.write(b"".join(data))
 
     def loseConnection(self) -> None:
-        """Send CLOSE; ``connectionLost`` follows the peer's CLOSE. A repeat is a no-op.
+        """Send CLOSE; ``connectionLost`` follows the peer's CLOSE.
 
-        :raises NormalCloseUsedOnHalfCloseable: for an IHalfCloseableProtocol whose write side
-            is still open (use ``loseWriteConnection``).
+        :raises NormalCloseUsedOnHalfCloseable: for an IHalfCloseableProtocol (use
+            ``loseWriteConnection``; with ``idempotent_close`` only while its write side is
+            open, a no-op afterwards).
+        :raises AlreadyClosedError: when we sent CLOSE and the peer has not answered yet
+            (stock's rule; a no-op with ``idempotent_close``). Once closed, a no-op.
         """
-        if self._half_closeable and self._core.writable:
-            raise NormalCloseUsedOnHalfCloseable()
+        core = self._core
+        if self._half_closeable:
+            if core.writable or not self._semantics.idempotent_close:
+                raise NormalCloseUsedOnHalfCloseable()
+            return
+        self._refuse_repeated_close("loseConnection")
         self._machine.close()
 
     def loseWriteConnection(self) -> None:
-        """Half-close: send CLOSE and deliver ``writeConnectionLost``. A repeat is a no-op.
+        """Half-close: send CLOSE and deliver ``writeConnectionLost``.
 
         :raises HalfCloseUsedOnNonHalfCloseable: when the protocol is not half-closeable.
+        :raises AlreadyClosedError: when our write side is closed already and the peer's is
+            not (stock's rule; a no-op with ``idempotent_close``). Once closed, a no-op.
         """
         if not self._half_closeable:
             raise HalfCloseUsedOnNonHalfCloseable()
+        self._refuse_repeated_close("loseWriteConnection")
         self._machine.close_write()
+
+    def _refuse_repeated_close(self, what: str) -> None:
+        core = self._core
+        if not core.writable and not core.closed and not self._semantics.idempotent_close:
+            raise AlreadyClosedError(f"{what} not allowed on closed subchannel")
 
     @property
     def disconnecting(self) -> bool:
@@ -433,8 +478,13 @@ class SubChannel:
         self._core.receiver.resume_subchannel(self._scid)
 
     def stopProducing(self) -> None:
-        """The protocol wants no more data: drop what is held, close our side (no errors)."""
+        """The protocol wants no more data. As stock: stop holding its data back (it is no
+        longer paused). With ``stop_producing_closes`` (as a TCP transport): drop what is held,
+        deliver nothing more and close our side (no errors)."""
         core = self._core
+        if not self._semantics.stop_producing_closes:
+            core.receiver.resume_subchannel(self._scid)
+            return
         core.receiver.discard_subchannel(self._scid)
         if core.writable:
             if self._half_closeable:
@@ -447,12 +497,17 @@ class SubChannel:
     def registerProducer(self, producer: IProducer, streaming: bool) -> None:
         """Let L4 pause/resume ``producer`` with the connection (and its own queue bound).
 
-        On a closed subchannel the producer is stopped at once (as a TCP transport does).
+        On a closed subchannel nothing is registered: the producer is ignored, as stock does, or
+        stopped at once (as a TCP transport does) with ``producer_stopped_on_close``.
 
         :raises ValueError: when a producer is already registered.
         """
         if self._core.closed:
-            producer.stopProducing()
+            if self._semantics.producer_stopped_on_close:
+                try:
+                    getattr(producer, "stopProducing")()  # noqa: B009 (it may be missing)
+                except Exception:
+                    self._core.log.failure("producer {p!r}.stopProducing() failed", p=producer)
             return
         self._core.sender.register_producer(self._scid, producer, streaming)  # type: ignore[arg-type]
 
@@ -461,10 +516,40 @@ class SubChannel:
         self._core.sender.unregister_producer(self._scid)
 
 
+#: stock's bound on one ``write()`` (2**32 less the record header and the Noise tag); ours is
+#: :data:`MAX_WRITE_LENGTH` (the largest record a peer accepts by default)
+MAX_FRAME_LENGTH = 2**32 - 1 - 9 - 16
+
+
+class IllegalSubprotocolError(Exception):
+    """A peer tried to open a subprotocol that has no listener (stock's name; unused)."""
+
+
+#: classes stock defines in this module and txdilation in ``multiplexer`` (which imports this
+#: module): applications import them from ``wormhole._dilation.subchannel`` or check
+#: ``isinstance`` against them, and get the very classes ``connector_for``/``listener_for``
+#: return
+_ENDPOINT_CLASSES = (
+    "SubchannelConnectorEndpoint",
+    "SubchannelListenerEndpoint",
+    "SubchannelListeningPort",
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _ENDPOINT_CLASSES:
+        from . import multiplexer
+
+        return getattr(multiplexer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "MAX_FRAME_LENGTH",
     "MAX_WRITE_LENGTH",
     "AlreadyClosedError",
     "HalfCloseUsedOnNonHalfCloseable",
+    "IllegalSubprotocolError",
     "NormalCloseUsedOnHalfCloseable",
     "Receiver",
     "Sender",
