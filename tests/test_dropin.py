@@ -93,6 +93,48 @@ class InstallTests(TestCase):
         """)
 
 
+class PublicSurfaceTests(TestCase):
+    """The names applications import from stock's module paths, and the objects the API
+    returns, are stock's classes' stand-ins (issue 11: fowl imports DilatedWormhole)."""
+
+    timeout = 120
+
+    def test_stock_module_paths_give_the_classes_the_api_returns(self) -> None:
+        """After install(): the endpoint, port, address and error classes importable from
+        ``wormhole._dilation.subchannel``/``.manager`` are the ones ``dilate()``,
+        ``connector_for`` and ``listener_for`` return, with stock's interfaces; ``send_ping``
+        exists on the manager."""
+        result = run_python("""
+            import txdilation
+            txdilation.install()
+            from twisted.internet import reactor
+            from twisted.internet.interfaces import IStreamClientEndpoint, IStreamServerEndpoint
+            import wormhole
+            from wormhole._dilation.manager import (
+                DilatedWormhole, CanOnlyDilateOnceError, OldPeerCannotDilateError)
+            from wormhole._dilation.subchannel import (
+                SubchannelConnectorEndpoint, SubchannelListenerEndpoint,
+                SubchannelListeningPort, SubchannelAddress, AlreadyClosedError,
+                NormalCloseUsedOnHalfCloseable, HalfCloseUsedOnNonHalfCloseable,
+                UnexpectedSubprotocol, MAX_FRAME_LENGTH)
+            w = wormhole.create("appid", "ws://127.0.0.1:1/v1", reactor, dilation=True)
+            dw = w.dilate()
+            assert isinstance(dw, DilatedWormhole)
+            c, l = dw.connector_for("x"), dw.listener_for("x")
+            assert isinstance(c, SubchannelConnectorEndpoint)
+            assert IStreamClientEndpoint.providedBy(c)
+            assert isinstance(l, SubchannelListenerEndpoint)
+            assert IStreamServerEndpoint.providedBy(l)
+            assert SubchannelListeningPort.__name__ == "SubchannelListeningPort"
+            assert wormhole.SubchannelAddress is SubchannelAddress
+            assert SubchannelAddress("x").subprotocol == "x"
+            assert callable(w._boss._D._manager.send_ping)
+            print("OK")
+        """)
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn("OK", result.stdout)
+
+
 class StockIntegrationTests(TestCase):
     timeout = 300
 

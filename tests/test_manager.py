@@ -36,6 +36,7 @@ from txdilation.manager import (
     choose_version,
     normalize_ping_interval,
 )
+from txdilation.semantics import STOCK, TWISTED, Semantics
 from txdilation.testing.fakes import FakeDilatedConnection
 
 reactor: Any = _reactor
@@ -79,14 +80,22 @@ class RecordingTerminator:
     def close(self, mood: str) -> None: ...
 
 
-def make_pair(**dilate_kwargs: Any) -> tuple[Any, ...]:
+class ImmediateQueue:
+    """An eventual queue that does not wait (stock's ``EventualQueue`` calls on a later turn):
+    for synchronous tests of what the answer is, not of when it comes."""
+
+    def eventually(self, f: Any, *args: Any) -> None:
+        f(*args)
+
+
+def make_pair(eventual_queue: Any = None) -> tuple[Any, ...]:
     """Two Dilators wired through in-memory mailboxes, with deterministic roles."""
     pipes = MailboxPipe(), MailboxPipe()
     pipes[0].peer, pipes[1].peer = pipes[1], pipes[0]
     terminators = RecordingTerminator(), RecordingTerminator()
     dilators = []
     for pipe, term in zip(pipes, terminators, strict=True):
-        d = Dilator(reactor, None, Cooperator(), ["ged"])
+        d = Dilator(reactor, eventual_queue, Cooperator(), ["ged"])
         verifyObject(ITerminator, term)
         d.wire(pipe, term)
         pipe.dilator = d
@@ -213,9 +222,9 @@ class InMemoryMailboxTests(DilatedPairBase):
             self.assertEqual(kinds[-1], ConnectedPeer)
 
     @inlineCallbacks
-    def test_close_delivers_connection_lost_and_stopped_status(self) -> Any:
-        """Stopping the Dilator (what w.close() does) delivers connectionLost to open
-        subchannel protocols on both sides and ends with StoppedPeer (stock defect 3)."""
+    def close_with_a_subchannel_open(self, semantics: Semantics) -> Any:
+        """Dilate a pair with ``semantics``, open one subchannel, stop both Dilators (what
+        w.close() does). Returns (client, server protocol, statuses)."""
         status: list[list[DilationStatus]] = [[], []]
         _pipes, terms, dilators = make_pair()
         key = os.urandom(32)
@@ -223,7 +232,7 @@ class InMemoryMailboxTests(DilatedPairBase):
         for i, d in enumerate(dilators):
             d.got_key(key)
             d.got_wormhole_versions({"can-dilate": ["ged"]})
-            apis.append(d.dilate(status_update=status[i].append))
+            apis.append(d.dilate(status_update=status[i].append, semantics=semantics))
         yield apis[0].when_dilated()
         server_protocols: list[Collector] = []
 
@@ -240,13 +249,32 @@ class InMemoryMailboxTests(DilatedPairBase):
             yield deferLater(0.01)
         dilators[1].stop()
         yield terms[1].stopped
-        yield client.lost
-        self.assertIsInstance(status[1][-1].peer_connection, StoppedPeer)
         dilators[0].stop()
         dilators[1].stop()  # twice is harmless
         yield terms[0].stopped
-        yield server_protocols[0].lost
-        self.assertIsInstance(status[0][-1].peer_connection, StoppedPeer)
+        return client, server_protocols[0], status
+
+    @inlineCallbacks
+    def test_close_delivers_connection_lost_and_stopped_status(self) -> Any:
+        """TWISTED semantics: stopping the Dilator (what w.close() does) delivers
+        connectionLost to open subchannel protocols on both sides and ends with StoppedPeer
+        (stock defect 3)."""
+        client, server, status = yield self.close_with_a_subchannel_open(TWISTED)
+        yield client.lost
+        yield server.lost
+        for statuses in status:
+            self.assertIsInstance(statuses[-1].peer_connection, StoppedPeer)
+
+    @inlineCallbacks
+    def test_close_with_stock_semantics_delivers_nothing(self) -> Any:
+        """STOCK semantics (the drop-in's default): the same close ends both sides with
+        StoppedPeer and delivers no connectionLost, as stock does."""
+        client, server, status = yield self.close_with_a_subchannel_open(STOCK)
+        yield deferLater(0.2)
+        self.assertFalse(client.lost.called)
+        self.assertFalse(server.lost.called)
+        for statuses in status:
+            self.assertIsInstance(statuses[-1].peer_connection, StoppedPeer)
 
 
 class LivenessTests(DilatedPairBase):
@@ -318,7 +346,7 @@ class VersionAndArgumentTests(SynchronousTestCase):
     def test_old_peer_cannot_dilate_and_no_please(self) -> None:
         """A peer without a shared can-dilate version: when_dilated errbacks with
         OldPeerCannotDilateError and no 'please' is sent (stock defect 8)."""
-        pipes, _terms, dilators = make_pair()
+        pipes, _terms, dilators = make_pair(ImmediateQueue())
         pipes[0].peer = None
         api = dilators[0].dilate()
         d = api.when_dilated()
@@ -329,7 +357,7 @@ class VersionAndArgumentTests(SynchronousTestCase):
 
     def test_no_can_dilate_at_all(self) -> None:
         """A peer whose versions lack can-dilate entirely is an old peer too."""
-        _pipes, _terms, dilators = make_pair()
+        _pipes, _terms, dilators = make_pair(ImmediateQueue())
         api = dilators[0].dilate()
         d = api.when_dilated()
         dilators[0].got_wormhole_versions({})

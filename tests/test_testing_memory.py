@@ -8,8 +8,11 @@ back, refusal of unexpected names, and closing.
 
 from __future__ import annotations
 
+import os
+
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IStreamClientEndpoint, IStreamServerEndpoint
 from twisted.internet.protocol import Factory
 from twisted.internet.task import Clock
@@ -19,6 +22,7 @@ from zope.interface.verify import verifyObject
 from tests.test_subchannel import HalfProtocol, RecordingProtocol
 from txdilation._interfaces import IDilatedConnection
 from txdilation.errors import WormholeClosedError
+from txdilation.semantics import STOCK, TWISTED
 from txdilation.testing.memory import MemoryDilationPair
 
 
@@ -49,8 +53,11 @@ class MemoryPairTests(SynchronousTestCase):
     def open(self, pair: MemoryDilationPair, name: str = "chat", cls: type = RecordingProtocol):
         """Listen on b, connect from a: (client protocol on a, factory on b)."""
         server = Collecting(cls)
-        self.successResultOf(pair.b.listener_for(name).listen(server))
-        client = self.successResultOf(pair.a.connector_for(name).connect(Factory.forProtocol(cls)))
+        listening = pair.b.listener_for(name).listen(server)
+        connecting = pair.a.connector_for(name).connect(Factory.forProtocol(cls))
+        pair.flush()  # (answers come on a later turn, as from a real wormhole)
+        self.successResultOf(listening)
+        client = self.successResultOf(connecting)
         pair.flush()
         return client, server
 
@@ -64,6 +71,8 @@ class MemoryPairTests(SynchronousTestCase):
         self.assertNoResult(da)
         self.assertFalse(pair.link_up)
         pair.restore_link()
+        self.assertNoResult(da)  # on a later turn, as stock's
+        pair.flush()
         self.assertIsNone(self.successResultOf(da))
         self.assertIsNone(self.successResultOf(db))
         self.assertTrue(pair.link_up)
@@ -122,8 +131,8 @@ class MemoryPairTests(SynchronousTestCase):
 
     def test_half_close_passes(self) -> None:
         """loseWriteConnection on one end is readConnectionLost on the other; once both sides
-        closed, both get connectionLost."""
-        pair = MemoryDilationPair(self.clock)
+        closed, both get connectionLost (TWISTED semantics; stock's never calls it)."""
+        pair = MemoryDilationPair(self.clock, semantics=TWISTED)
         client, server = self.open(pair, cls=HalfProtocol)
         client.transport.write(b"request")
         client.transport.loseWriteConnection()
@@ -141,30 +150,49 @@ class MemoryPairTests(SynchronousTestCase):
         at once by b; an expected name works."""
         pair = MemoryDilationPair(self.clock, expected_subprotocols={"b": ["chat"]})
         server = Collecting()
-        self.successResultOf(pair.b.listener_for("other").listen(server))
-        refused = self.successResultOf(pair.a.connector_for("other").connect(Collecting()))
+        listening = pair.b.listener_for("other").listen(server)
+        connecting = pair.a.connector_for("other").connect(Collecting())
+        pair.flush()
+        self.successResultOf(listening)
+        refused = self.successResultOf(connecting)
         pair.flush()
         self.assertEqual(refused.events, ["made", "lost"])
         self.assertEqual(server.built, [])
         _, chat = self.open(pair, "chat")
         self.assertEqual(len(chat.built), 1)
 
+    def test_default_semantics_are_stock(self) -> None:
+        """Without semantics=, a pair behaves as a drop-in wormhole by default: stock's
+        (connectionLost gets a bare ConnectionDone(); close delivers nothing); and as
+        TXDILATION_SEMANTICS says when it is set."""
+        pair = MemoryDilationPair(self.clock)
+        self.assertIs(pair.semantics, STOCK)
+        client, server = self.open(pair)
+        server.built[0].transport.loseConnection()
+        pair.flush()
+        self.assertIsInstance(client.reasons[-1], ConnectionDone)
+        self.patch(os, "environ", {**os.environ, "TXDILATION_SEMANTICS": "twisted"})
+        self.assertIs(MemoryDilationPair(self.clock, connected=False).semantics, TWISTED)
+
     def test_close(self) -> None:
-        """close() delivers connectionLost to open subchannels and fails later calls and
-        pending waits with WormholeClosedError; it is idempotent and ends reconnecting."""
-        pair = MemoryDilationPair(self.clock, reconnect_after=1.0)
+        """close() (TWISTED semantics) delivers connectionLost to open subchannels and fails
+        later calls and pending waits with WormholeClosedError; it is idempotent and ends
+        reconnecting."""
+        pair = MemoryDilationPair(self.clock, reconnect_after=1.0, semantics=TWISTED)
         client, server = self.open(pair)
         pair.drop_link()
         pair.close()
         pair.close()
         self.assertEqual(client.events[-1], "lost")
         self.assertEqual(server.built[0].events[-1], "lost")
-        self.failureResultOf(pair.a.connector_for("x").connect(Collecting()), WormholeClosedError)
+        late = pair.a.connector_for("x").connect(Collecting())
         self.clock.advance(5)
+        self.failureResultOf(late, WormholeClosedError)
         self.assertFalse(pair.link_up)
-        waiting = MemoryDilationPair(self.clock, connected=False)
+        waiting = MemoryDilationPair(self.clock, connected=False, semantics=TWISTED)
         d = waiting.b.when_dilated()
         waiting.close()
+        self.clock.advance(0)
         self.failureResultOf(d, WormholeClosedError)
 
     def test_flush_needs_a_clock(self) -> None:

@@ -2,13 +2,26 @@
 
 ``txdilation.install()`` makes every wormhole created afterwards by stock
 ``wormhole.create(..., dilation=True)`` dilate through txdilation; ``uninstall()`` restores
-stock. See docs/architecture.md for the layers.
+stock. Applications see what stock shows them (:data:`STOCK` semantics) unless they choose
+:data:`TWISTED` (``install(semantics=...)`` or ``txdilation.dilate(w, semantics=...)``). See
+docs/architecture.md for the layers.
 """
 
 from __future__ import annotations
 
+from ._api import dilate
 from ._install import install, is_installed, uninstall
+from .semantics import STOCK, TWISTED, Semantics
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["__version__", "install", "is_installed", "uninstall"]
+__all__ = [
+    "STOCK",
+    "TWISTED",
+    "Semantics",
+    "__version__",
+    "dilate",
+    "install",
+    "is_installed",
+    "uninstall",
+]

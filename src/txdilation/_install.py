@@ -20,6 +20,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from .semantics import Semantics, semantics_named, set_default
+
 _STOCK = "wormhole._dilation"
 _OURS = "txdilation"
 
@@ -71,9 +73,19 @@ def is_installed() -> bool:
     return _finder is not None
 
 
-def install() -> None:
-    """Route stock magic-wormhole's dilation through txdilation (idempotent)."""
+def install(semantics: Semantics | str | None = None) -> None:
+    """Route stock magic-wormhole's dilation through txdilation (idempotent).
+
+    :param semantics: what applications see where stock's behaviour is a defect whose fix
+        could break them: :data:`txdilation.semantics.STOCK` (stock's behaviour, the default
+        unless ``TXDILATION_SEMANTICS`` says otherwise), :data:`~txdilation.semantics.TWISTED`,
+        their names, or a :class:`~txdilation.semantics.Semantics` of your own. Given on a
+        repeated call, it replaces the earlier choice.
+    :raises ValueError: for an unknown name.
+    """
     global _finder
+    if semantics is not None:
+        set_default(semantics_named(semantics) if isinstance(semantics, str) else semantics)
     if _finder is not None:
         return
     _finder = _DilationFinder()
@@ -96,10 +108,12 @@ def install() -> None:
 
 
 def uninstall() -> None:
-    """Undo install(): stock modules and names come back (idempotent)."""
+    """Undo install(): stock modules and names come back, and the semantics chosen with
+    ``install(semantics=)`` is forgotten (idempotent)."""
     global _finder
     if _finder is None:
         return
+    set_default(None)
     sys.meta_path.remove(_finder)
     _finder = None
     for name in [n for n in sys.modules if n == _STOCK or n.startswith(_STOCK + ".")]:

@@ -13,6 +13,7 @@ Invariants: at most one Manager per Dilator (a second ``dilate()`` raises
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -27,6 +28,7 @@ from . import manager as _manager_module
 from .errors import CanOnlyDilateOnceError
 from .keys import derive_dilation_key
 from .manager import DILATION_VERSIONS, DilatedWormhole, Manager, normalize_ping_interval
+from .semantics import Semantics, default_semantics
 
 __all__ = ["Dilator"]
 
@@ -93,15 +95,21 @@ class Dilator:
         status_update: Callable[[DilationStatus], object] | None = None,
         ping_interval: float | int | None = None,
         expected_subprotocols: Iterable[str] | None = None,
+        semantics: Semantics | None = None,
     ) -> DilatedWormhole:
         """Start dilating (once); returns the DilatedWormhole at once.
 
+        :param semantics: what the application sees where stock's behaviour is a defect;
+            default: ``txdilation.install(semantics=)``, else ``TXDILATION_SEMANTICS``, else
+            stock's (:data:`txdilation.semantics.STOCK`).
         :raises CanOnlyDilateOnceError: on a second call.
-        :raises TypeError, ValueError: for a bad ``ping_interval``.
+        :raises TypeError, ValueError: for a bad ``ping_interval`` or ``TXDILATION_SEMANTICS``.
         """
         if self._manager is not None:
             raise CanOnlyDilateOnceError()
         interval = normalize_ping_interval(ping_interval)
+        if semantics is None:
+            semantics = default_semantics(os.environ)
         tor = self._tor()
         m = Manager(
             self._S,
@@ -119,6 +127,7 @@ class Dilator:
             status_update,
             initial_mailbox_status=wormhole_status,
             tor=tor,
+            semantics=semantics,
         )
         self._manager = m
         if self._pending_key is not None:

@@ -7,6 +7,8 @@ process. Application-facing errors keep stock magic-wormhole's names.
 
 from __future__ import annotations
 
+from wormhole.errors import WormholeClosed
+
 
 class DilationProtocolError(Exception):
     """The peer (or something pretending to be it) broke the wire protocol."""
@@ -75,5 +77,6 @@ class CloseForMissingSubchannelError(DilationProtocolError):
     """CLOSE arrived for a subchannel id we do not know."""
 
 
-class WormholeClosedError(Exception):
-    """The wormhole was closed before this operation could complete."""
+class WormholeClosedError(WormholeClosed):  # type: ignore[misc]
+    """The wormhole was closed before this operation could complete (a
+    ``wormhole.errors.WormholeClosed``, so handlers written for stock's errors catch it)."""

@@ -107,6 +107,7 @@ from .keepalive import Liveness, PeerAbsence
 from .l2 import DilatedConnectionProtocol
 from .multiplexer import Multiplexer
 from .roles import FOLLOWER, LEADER, Role
+from .semantics import STOCK, Semantics
 from .telemetry import Telemetry
 
 __all__ = [
@@ -236,6 +237,7 @@ class Manager:
         network: NetworkSettings | None = None,
         limits: Limits | None = None,
         policy: ReconnectPolicy | None = None,
+        semantics: Semantics = STOCK,
     ) -> None:
         self._S = sender
         self._my_side = my_side
@@ -280,6 +282,8 @@ class Manager:
         self._stall_delay = GENERATION_RETRY
         self._next_ping_id = 0
         self._pings_sent: deque[tuple[bytes, float]] = deque(maxlen=16)
+        #: the application's pings (stock's ``send_ping``): id -> (on_pong, sent at)
+        self._app_pings: dict[bytes, tuple[Callable[[float], object] | None, float]] = {}
         self.last_rtt: float | None = None
         self._debug_stall_connector: Callable[[Connector], object] | bool = False
         self._early_please: str | None = None
@@ -297,6 +301,9 @@ class Manager:
             max_buffered_inbound_bytes=self._limits.max_buffered_inbound_bytes,
             max_record_size=self._limits.max_record_size,
             telemetry=self.telemetry,
+            semantics=semantics,
+            # stock fires when_dilated/connect/listen through its eventual queue: so do we
+            eventually=getattr(eventual_queue, "eventually", None),
         )
         self.telemetry.set_traffic_source(self._mux.traffic_stats)
         self._api = DilatedWormhole(self)
@@ -596,8 +603,38 @@ class Manager:
         self._pings_sent.append((ping_id, self._reactor.seconds()))
         connection.send_record(Ping(ping_id))
 
+    def send_ping(self, ping_id: bytes, on_pong: Callable[[float], object] | None = None) -> None:
+        """Stock's API (fowl's ``ping`` command calls it): send a PING carrying ``ping_id`` on
+        the current connection, if there is one, and call ``on_pong(rtt)`` (RTT in seconds, a
+        float) when its PONG arrives. Without a connection nothing is sent and the ping stays
+        outstanding, as in stock. An exception raised by ``on_pong`` is logged.
+
+        :param ping_id: 4 bytes.
+        :raises TypeError: when ``ping_id`` is not bytes (as stock, whose record encoding
+            fails the same way: fowld passes an int, and stock reports that error to it).
+        :raises ValueError: when ``ping_id`` is not 4 bytes long.
+        :raises AssertionError: when ``ping_id`` still waits for its PONG (as stock).
+        """
+        if not isinstance(ping_id, bytes):
+            raise TypeError(f"can't concat {type(ping_id).__name__} to bytes")
+        if len(ping_id) != 4:
+            raise ValueError(f"ping_id must be 4 bytes, not {len(ping_id)}")
+        if ping_id in self._app_pings:
+            raise AssertionError("Duplicate ping_id")
+        self._app_pings[ping_id] = (on_pong, self._reactor.seconds())
+        if self._connection is not None:
+            self._connection.send_record(Ping(ping_id))
+
     def _got_pong(self, ping_id: bytes) -> None:
         now = self._reactor.seconds()
+        app_ping = self._app_pings.pop(ping_id, None)
+        if app_ping is not None:
+            on_pong, sent_at = app_ping
+            if on_pong is not None:
+                try:
+                    on_pong(now - sent_at)
+                except Exception:
+                    _log.failure("the on_pong callback given to send_ping() raised")
         for sent_id, sent_at in self._pings_sent:
             if sent_id == ping_id:
                 self.last_rtt = now - sent_at

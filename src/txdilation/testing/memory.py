@@ -13,8 +13,10 @@ happens when the link drops and comes back:
   the ends queue what is written meanwhile;
 - :meth:`MemoryDilationPair.restore_link` connects a new generation: unacknowledged records are
   replayed in order and nothing is lost or duplicated;
-- :meth:`MemoryDilationPair.close` closes both wormholes (every subchannel protocol gets
-  ``connectionLost``; pending ``connect``/``listen``/``when_dilated`` errback).
+- :meth:`MemoryDilationPair.close` closes both wormholes (what the open subchannels' protocols
+  and the pending ``connect``/``listen``/``when_dilated`` see follows the pair's
+  :class:`~txdilation.semantics.Semantics`, as for a real wormhole: stock's by default, nothing;
+  with ``TWISTED``, ``connectionLost`` and errbacks).
 
 Driven by a ``twisted.internet.task.Clock`` (call :meth:`MemoryDilationPair.flush` to deliver
 everything) or by the real reactor (deliveries happen by themselves; wait on Deferreds).
@@ -27,6 +29,7 @@ the first :meth:`~MemoryDilationPair.restore_link` (done by the constructor unle
 
 from __future__ import annotations
 
+import os
 from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -45,6 +48,7 @@ from ..connection import Record
 from ..inbound import ACK_DELAY
 from ..multiplexer import Multiplexer
 from ..roles import FOLLOWER, LEADER
+from ..semantics import Semantics, default_semantics
 
 __all__ = ["MemoryDilatedWormhole", "MemoryDilationPair"]
 
@@ -182,6 +186,9 @@ class MemoryDilationPair:
         end, subchannels the other end opens with any other name are refused with CLOSE.
     :param reconnect_after: when given, the link comes back by itself this many seconds after
         every drop (as Dilation reconnects); default: only :meth:`restore_link` restores it.
+    :param semantics: what the applications on both ends see where stock's behaviour is a
+        defect (see :mod:`txdilation.semantics`); default, as ``w.dilate()``: the one given to
+        ``txdilation.install(semantics=)``, else ``TXDILATION_SEMANTICS``, else stock's.
     :param multiplexer_options: passed to both ``Multiplexer`` s (e.g. ``max_unacked_bytes``).
     """
 
@@ -192,9 +199,11 @@ class MemoryDilationPair:
         connected: bool = True,
         expected_subprotocols: dict[str, Iterable[str]] | None = None,
         reconnect_after: float | None = None,
+        semantics: Semantics | None = None,
         **multiplexer_options: Any,
     ) -> None:
         self.clock = clock
+        self.semantics = default_semantics(os.environ) if semantics is None else semantics
         self.reconnect_after = reconnect_after
         self.a = MemoryDilatedWormhole(self, 0)
         self.b = MemoryDilatedWormhole(self, 1)
@@ -204,6 +213,7 @@ class MemoryDilationPair:
                 manager=end,
                 reactor=clock,
                 expected_subprotocols=expected.get(name),
+                semantics=self.semantics,
                 **multiplexer_options,
             )
             for name, end in (("a", self.a), ("b", self.b))
