@@ -1,0 +1,1 @@
+"""Test infrastructure shared by several test modules (harnesses, peers, scenarios)."""
