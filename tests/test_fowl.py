@@ -1,0 +1,299 @@
+"""
+fowl, the main application built on Dilation, run on txdilation: its own test suite with
+txdilation in every process, and two real ``fowld`` processes forwarding a port.
+
+- ``FowlSuiteTests``: ``python -m pytest -p txdilation.dropin --pyargs fowl.test`` (fowl 26.8,
+  including its 1 GiB iperf3 test through a forward): every test passes, none is skipped, nothing
+  is logged as an error, and every Python process the suite starts proves (``TXDILATION_DROPIN_
+  PROOF``) that it dilated through txdilation.
+- ``FowldForwardingTests``: two fowld processes (txdilation/txdilation, txdilation/stock,
+  stock/txdilation, and stock/stock for reference) forward a local port through the real
+  mailbox server and transit relay: 64 MiB each way checked with SHA-256 while the dilated link
+  is cut once, the far side closes and the near client sees EOF, a second connection works,
+  fowld's JSON ``ping`` is answered wherever stock's is, both exit cleanly, no tracebacks.
+
+Everything stays on 127.0.0.1: fowl's hard-coded public relay is replaced by the test's
+(``tests/support/site``) and stock is confined to loopback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+import tempfile
+from typing import Any
+
+from twisted.internet.defer import Deferred, DeferredList, DeferredQueue
+from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import deferLater
+from twisted.internet.utils import getProcessOutputAndValue
+from twisted.trial.unittest import TestCase
+
+from tests.harness import REPO_ROOT, RealServersMixin
+from tests.support.fowld import SITE_DIR, Fowld, cut_links
+
+TOTAL = 64 << 20
+CHUNK = 1 << 20
+SECOND_TOTAL = 1 << 20
+
+
+def stream_chunks(seed: bytes, total: int) -> list[bytes]:
+    """``total`` bytes as 1 MiB chunks, each different (a random block rotated per chunk)."""
+    block = hashlib.sha256(seed).digest() * (CHUNK // 32)
+    block = bytes(b ^ (i * 131 % 251) for i, b in enumerate(block[:4096])) + block[4096:]
+    chunks = []
+    for i in range(total // CHUNK):
+        shift = (i * 7919) % CHUNK
+        chunks.append(block[shift:] + block[:shift])
+    return chunks
+
+
+def digest(chunks: list[bytes]) -> str:
+    h = hashlib.sha256()
+    for chunk in chunks:
+        h.update(chunk)
+    return h.hexdigest()
+
+
+class Endpoint(Protocol):
+    """Sends ``outgoing`` on connect, hashes what arrives, reports EOF; may close when done."""
+
+    def __init__(self, outgoing: list[bytes], expect: int, close_when_done: bool) -> None:
+        self.outgoing = outgoing
+        self.expect = expect
+        self.close_when_done = close_when_done
+        self.received = 0
+        self.hash = hashlib.sha256()
+        self.milestones: dict[int, Deferred[None]] = {}
+        self.done: Deferred[None] = Deferred()
+        self.eof: Deferred[float] = Deferred()
+
+    def connectionMade(self) -> None:
+        for chunk in self.outgoing:
+            self.transport.write(chunk)
+
+    def dataReceived(self, data: bytes) -> None:
+        self.received += len(data)
+        self.hash.update(data)
+        for size, d in list(self.milestones.items()):
+            if self.received >= size:
+                del self.milestones[size]
+                d.callback(None)
+        if self.received >= self.expect and not self.done.called:
+            self.done.callback(None)
+            if self.close_when_done:
+                self.transport.loseConnection()
+
+    def when_received(self, size: int) -> Deferred[None]:
+        d: Deferred[None] = Deferred()
+        if self.received >= size:
+            d.callback(None)
+        else:
+            self.milestones[size] = d
+        return d
+
+    def connectionLost(self, reason: Any = None) -> None:
+        if not self.eof.called:
+            self.eof.callback(self.received)
+
+
+class _ServerFactory(Factory):
+    """The forwarded service: each connection gets the next ``plan`` entry (what to send, how
+    much to expect); ``connections`` yields them in order."""
+
+    def __init__(self, plan: list[tuple[list[bytes], int]]) -> None:
+        self.plan = list(plan)
+        self.connections: DeferredQueue[Endpoint] = DeferredQueue()
+
+    def buildProtocol(self, addr: Any) -> Endpoint:
+        outgoing, expect = self.plan.pop(0)
+        protocol = Endpoint(outgoing, expect, close_when_done=False)
+        self.connections.put(protocol)
+        return protocol
+
+
+class FowlSuiteTests(RealServersMixin, TestCase):
+    """fowl's own test suite, with txdilation installed in every process it starts."""
+
+    timeout = 900
+
+    async def test_fowl_suite_passes_with_txdilation_everywhere(self) -> None:
+        """``pytest -p txdilation.dropin --pyargs fowl.test``: every test passes (none
+        skipped, so the 1 GiB iperf3 forward runs too), no traceback or unhandled error is
+        printed, and every Python process of the run proves it dilated through txdilation
+        (the pytest process and each fowl process it spawned)."""
+        with tempfile.TemporaryDirectory() as scratch:
+            proof = os.path.join(scratch, "proof.jsonl")
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(
+                [SITE_DIR, str(REPO_ROOT / "src"), str(REPO_ROOT), env.get("PYTHONPATH", "")]
+            )
+            env["TXDILATION_TEST_TRANSIT_RELAY"] = f"tcp:127.0.0.1:{self.transit_relay.port}"
+            env["TXDILATION_DROPIN_PROOF"] = proof
+            env["PYTHONUNBUFFERED"] = "1"
+            args = ["-m", "pytest", "-p", "txdilation.dropin", "-p", "no:cacheprovider"]
+            args += ["-s", "-rA", "--pyargs", "fowl.test"]
+            out, err, code = await getProcessOutputAndValue(
+                sys.executable, args, env=env, path=scratch, reactor=self.reactor
+            )
+            output = (out + err).decode("utf-8", "replace")
+            with open(proof, encoding="utf-8") as f:
+                processes = [json.loads(line) for line in f]
+        summary = output.strip().splitlines()[-1]
+        print(f"fowl's suite with txdilation: {summary}")
+        self.assertEqual(code, 0, output[-8000:])
+        passed = re.search(r"(\d+) passed", summary)
+        self.assertIsNotNone(passed, summary)
+        self.assertNotRegex(summary, "skipped|failed|error", summary)
+        self.assertGreaterEqual(int(passed.group(1)), 18, summary)  # type: ignore[union-attr]
+        for marker in ("Traceback", "Unhandled error", "Unhandled Error"):
+            self.assertNotIn(marker, output, output[-8000:])
+        self.assertTrue(all(p["substituted"] for p in processes), processes)
+        fowl_processes = [p for p in processes if "--mailbox" in p["argv"]]
+        self.assertGreaterEqual(len(fowl_processes), 2, processes)
+
+
+class FowldForwardingTests(RealServersMixin, TestCase):
+    """Two fowld processes forward a port through the real servers (see module docstring)."""
+
+    timeout = 300
+
+    async def _forward(self, impl_a: str, impl_b: str) -> dict[str, Any]:
+        reactor = self.reactor
+        started = reactor.seconds()
+        relay = f"tcp:127.0.0.1:{self.transit_relay.port}"
+        mailbox_port = int(self.mailbox.url.rsplit(":", 1)[1].split("/")[0])
+        far_out = stream_chunks(b"far", TOTAL)
+        near_out = stream_chunks(b"near", TOTAL)
+        server = _ServerFactory(
+            [(far_out, TOTAL), (stream_chunks(b"far2", SECOND_TOTAL), SECOND_TOTAL)]
+        )
+        service = await TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1").listen(server)
+        self.addCleanup(service.stopListening)
+        service_port = service.getHost().port
+
+        a = Fowld.start(reactor, "a", impl_a, self.mailbox.url, relay)
+        b = Fowld.start(reactor, "b", impl_b, self.mailbox.url, relay)
+        procs = [a, b]
+        self.addCleanup(lambda: DeferredList([p.ended for p in procs]))
+        for p in procs:
+            self.addCleanup(p.stop)
+
+        try:
+            await a.next_message("welcome")
+            a.send(kind="allocate-code")
+            code = (await a.next_message("code-allocated"))["code"]
+            await b.next_message("welcome")
+            b.send(kind="set-code", code=code)
+            await a.next_message("peer-connected")
+            await b.next_message("peer-connected")
+            a.send(kind="local", name="svc", remote_connect_port=service_port)
+            b.send(kind="remote", name="svc")
+            listening = await a.next_message("listening")
+            near_port = int(listening["listening_port"])
+
+            # first connection: 64 MiB each way, the link cut once on the way
+            near = Endpoint(near_out, TOTAL, close_when_done=False)
+            await TCP4ClientEndpoint(reactor, "127.0.0.1", near_port).connect(
+                Factory.forProtocol(lambda: near)
+            )
+            far = await server.connections.get()
+            await far.when_received(TOTAL // 4)
+            keep = {mailbox_port, near_port, service_port}
+            cut = cut_links(a.pid or 0, keep)
+            await DeferredList([near.done, far.done])
+            self.assertEqual(far.hash.hexdigest(), digest(near_out), "near -> far corrupted")
+            self.assertEqual(near.hash.hexdigest(), digest(far_out), "far -> near corrupted")
+            far.transport.loseConnection()  # the far side closes ...
+            eof_at = await near.eof.addTimeout(30, reactor)  # ... and the near client sees EOF
+            self.assertEqual(eof_at, TOTAL)
+
+            # second connection: the near side closes this time
+            second_out = stream_chunks(b"near2", SECOND_TOTAL)
+            near2 = Endpoint(second_out, SECOND_TOTAL, close_when_done=False)
+            await TCP4ClientEndpoint(reactor, "127.0.0.1", near_port).connect(
+                Factory.forProtocol(lambda: near2)
+            )
+            far2 = await server.connections.get()
+            await DeferredList([near2.done, far2.done])
+            self.assertEqual(far2.hash.hexdigest(), digest(second_out))
+            near2.transport.loseConnection()
+            await far2.eof.addTimeout(30, reactor)
+
+            transfer_s = reactor.seconds() - started
+
+            # fowld's JSON ping: its first answer, whatever it is
+            seen = len(a.messages)
+            a.send(kind="ping", ping_id=7)
+            ping_reply = await self._first_reply(a, seen, ("pong", "error"))
+
+            # clean exit
+            for p in procs:
+                p.send(kind="session-close")
+            exits = await DeferredList([p.ended.addTimeout(30, reactor) for p in procs])
+        except BaseException:
+            for p in procs:
+                print(p.tail(), file=sys.stderr)
+            raise
+        codes = [result for ok, result in exits]
+        for p in procs:
+            errors = p.stderr.decode("utf-8", "replace")
+            self.assertNotIn("Traceback", errors, p.tail())
+            self.assertNotIn("Unhandled", errors, p.tail())
+        self.assertEqual(codes, [0, 0], [p.tail() for p in procs])
+        reply = None if ping_reply is None else (ping_reply.get("kind"), ping_reply.get("message"))
+        print(
+            f"fowld {impl_a}/{impl_b}: 64 MiB each way, 1 link cut, EOF, second connection: "
+            f"{transfer_s:.1f} s from start; ping answered with {reply}; exits {codes}"
+        )
+        return {"cut": cut, "ping": reply, "errors": {p.name: p.errors() for p in procs}}
+
+    async def _first_reply(
+        self, proc: Fowld, after: int, kinds: tuple[str, ...], timeout: float = 5.0
+    ) -> dict[str, Any] | None:
+        deadline = self.reactor.seconds() + timeout
+        while self.reactor.seconds() < deadline:
+            for message in proc.messages[after:]:
+                if message.get("kind") in kinds:
+                    return message
+            await deferLater(self.reactor, 0.05, lambda: None)
+        return None
+
+    _stock_reference: dict[str, Any] | None = None
+
+    async def stock_reference(self) -> dict[str, Any]:
+        """The stock/stock run (once per test run): what stock shows fowld."""
+        cls = type(self)
+        if cls._stock_reference is None:
+            cls._stock_reference = await self._forward("stock", "stock")
+        return cls._stock_reference
+
+    async def compare_with_stock(self, outcome: dict[str, Any]) -> None:
+        """fowld reports no error stock does not report too, and answers ping as stock's."""
+        reference = await self.stock_reference()
+        self.assertTrue(outcome["cut"], "no dilated connection was found to cut")
+        self.assertEqual(outcome["ping"], reference["ping"])
+        for side, errors in outcome["errors"].items():
+            extra = set(errors) - set(reference["errors"][side])
+            self.assertEqual(extra, set(), f"fowld {side} reported errors stock does not")
+
+    async def test_stock_both_sides(self) -> None:
+        """stock/stock, the reference: forwarding works, a dilated connection was cut."""
+        outcome = await self.stock_reference()
+        self.assertTrue(outcome["cut"])
+
+    async def test_txdilation_both_sides(self) -> None:
+        """txdilation/txdilation: all of it, and fowld's ping is answered as stock answers it."""
+        await self.compare_with_stock(await self._forward("txdilation", "txdilation"))
+
+    async def test_txdilation_allocates_stock_joins(self) -> None:
+        """txdilation (code, ``local``) with stock (``remote``)."""
+        await self.compare_with_stock(await self._forward("txdilation", "stock"))
+
+    async def test_stock_allocates_txdilation_joins(self) -> None:
+        """stock (code, ``local``) with txdilation (``remote``)."""
+        await self.compare_with_stock(await self._forward("stock", "txdilation"))
