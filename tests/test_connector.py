@@ -51,6 +51,9 @@ class FakeCandidate:
     def abort(self) -> None:
         self.aborted = True
 
+    def deliver_held(self) -> None:
+        self.delivered_held = True
+
 
 class RecordingOwner:
     def __init__(self) -> None:
@@ -79,7 +82,38 @@ def make(role: Role, **kw: Any) -> tuple[Connector, RecordingOwner, MemoryReacto
         network=NetworkSettings("127.0.0.1", ("127.0.0.1",)),
         **kw,
     )
-    return Connector(settings, owner=owner, reactor=reactor), owner, reactor
+    # candidates are considered at once here (the later turn is pinned by TimingTests)
+    connector = Connector(settings, owner=owner, reactor=reactor, eventually=_synchronously)
+    return connector, owner, reactor
+
+
+def _synchronously(f: Any, *args: Any) -> None:
+    f(*args)
+
+
+class TimingTests(SynchronousTestCase):
+    def test_candidate_taken_on_the_next_turn_unless_lost(self) -> None:
+        """By default a candidate is considered on the reactor turn after candidate_ready, as
+        stock's connector does (through its eventual queue); one lost meanwhile is not taken,
+        and the taken one hands over its held records after the owner has it."""
+        reactor = MemoryReactorClock()
+        owner = RecordingOwner()
+        settings = ConnectorSettings(
+            role=FOLLOWER,
+            dilation_key=b"k" * 32,
+            side="a" * 16,
+            network=NetworkSettings("127.0.0.1", ("127.0.0.1",)),
+        )
+        c = Connector(settings, owner=owner, reactor=reactor)
+        lost, kept = FakeCandidate("<-tcp:a:1", True), FakeCandidate("<-tcp:b:2", True)
+        c.candidate_ready(lost)
+        c.candidate_failed(lost, "gone")
+        c.candidate_ready(kept)
+        self.assertEqual(owner.made, [])
+        reactor.advance(0)
+        self.assertEqual(owner.made, [kept])
+        self.assertTrue(getattr(kept, "delivered_held", False))
+        self.assertIsNone(lost.selected_with)
 
 
 class SelectionPolicyTests(SynchronousTestCase):
@@ -282,7 +316,7 @@ def make_observed(role: Role, **kw: Any) -> tuple[Connector, RecordingOwner, Any
     """``make`` with a Telemetry: the connector, its owner, reactor and records."""
     c, owner, reactor = make(role, **kw)
     t, records = telemetry_for(reactor)
-    c = Connector(c._settings, owner=owner, reactor=reactor, telemetry=t)
+    c = Connector(c._settings, owner=owner, reactor=reactor, telemetry=t, eventually=_synchronously)
     return c, owner, reactor, records
 
 
@@ -336,7 +370,13 @@ class AttemptTelemetryTests(SynchronousTestCase):
         base, owner, _ = make(LEADER, no_listen=True)
         for generation in (1, 2):
             t.set_generation(generation)
-            c = Connector(base._settings, owner=owner, reactor=reactor, telemetry=t)
+            c = Connector(
+                base._settings,
+                owner=owner,
+                reactor=reactor,
+                telemetry=t,
+                eventually=_synchronously,
+            )
             c.got_hints([DirectTCPV1Hint("127.0.0.1", 7), DirectTCPV1Hint("127.0.0.1", 8)])
             c.events.stop()
         started = [r for r in records if r["event"] == "attempt_started"]

@@ -292,6 +292,7 @@ class _Owner:
     def candidate_ready(self, connection: DilatedConnectionProtocol) -> None:
         if self.auto_select:
             connection.events.select(self.sink)
+            connection.deliver_held()
 
     def candidate_failed(self, connection: Any, reason: str) -> None:
         self.failed.append(reason)
@@ -300,10 +301,12 @@ class _Owner:
 class _L2Model:
     """What the connection under test must deliver, given what reached it."""
 
-    def __init__(self, auto_select: bool) -> None:
+    def __init__(self, auto_select: bool, role: Role) -> None:
         self.auto_select = auto_select
+        self.role = role
         self.state = "confirming"  # handshaking, confirming, nominated, selected, failed
         self.expected: list[Record] = []
+        self.held: list[Record] = []  # (Follower) records after the KCM, before selection
 
     def frame(self, record: Record | None) -> None:
         """One frame was read: None when it cannot be decrypted or parsed."""
@@ -318,12 +321,17 @@ class _L2Model:
                 self.state = "failed"
         elif self.state == "selected":
             self.expected.append(record)
+        elif self.state == "nominated" and self.role is FOLLOWER:
+            self.held.append(record)  # the Leader may send right behind its KCM
         else:
             self.state = "failed"
 
     def select(self) -> None:
         if self.state != "failed":
             self.state = "selected" if self.state == "nominated" else "failed"
+        if self.state == "selected":
+            self.expected.extend(self.held)
+        self.held.clear()
 
     def timeout(self) -> None:
         if self.state in ("handshaking", "confirming", "nominated"):
@@ -354,7 +362,7 @@ def l2(t: SynchronousTestCase, src: Source) -> None:
     ours.makeConnection(transport)
     peer = NoiseSession(other(role), KEY if right_key else b"W" * 32)
     peer_framer = Framer(other(role))
-    model = _L2Model(auto_select)
+    model = _L2Model(auto_select, role)
 
     def first_frame_from_ours() -> bytes:
         peer_framer.receive_data(transport.value())
@@ -396,6 +404,7 @@ def l2(t: SynchronousTestCase, src: Source) -> None:
         deliver()
         if not auto_select:
             ours.events.select(sink)
+            ours.deliver_held()
             model.select()
     lost = False
     while src.left and not lost:
@@ -424,6 +433,7 @@ def l2(t: SynchronousTestCase, src: Source) -> None:
         elif kind == "select":
             deliver()
             ours.events.select(sink)
+            ours.deliver_held()
             model.select()
         elif kind == "tick":
             deliver()

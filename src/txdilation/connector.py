@@ -161,20 +161,29 @@ class Connector:
         owner: IConnectorOwner,
         reactor: Any,
         telemetry: Telemetry | None = None,
+        eventually: Callable[..., object] | None = None,
     ) -> None:
         """
         :param settings: what to do (the same for every generation).
         :param owner: where hints and the selected connection go (the Manager).
         :param reactor: IReactorTCP + IReactorTime (+ a thread pool for address discovery).
         :param telemetry: the session's telemetry; None records no attempts.
+        :param eventually: ``eventually(f, *args)`` calls ``f(*args)`` on a later reactor
+            turn, in order (stock's ``EventualQueue.eventually``; default: ``callLater(0)``):
+            a candidate is taken on the turn after its KCM exchange, as stock takes it.
         """
         self._settings = settings
+        self._eventually = (
+            eventually if eventually is not None else lambda f, *a: reactor.callLater(0, f, *a)
+        )
         self._owner = owner
         self._reactor = reactor
         self._listeners: list[IListeningPort] = []
         self._attempts: set[Deferred[Any]] = set()
         self._connections: set[DilatedConnectionProtocol] = set()
         self._held: list[DilatedConnectionProtocol] = []
+        #: candidates waiting for their turn (_consider); one lost meanwhile is dropped from it
+        self._considering: set[DilatedConnectionProtocol] = set()
         self._grace_timer: IDelayedCall | None = None
         self._relay_timer: IDelayedCall | None = None
         self._deferred_relays: list[TCPHint] = []
@@ -405,6 +414,16 @@ class Connector:
             self._attempt_log.ready(attempt)
         if not self._finished:
             self.candidates += 1
+        # Taken on the next turn, as stock's connector takes it (through its eventual queue):
+        # the Leader's KCM, and so its first records, then go out in the order and the TCP
+        # segments stock's would (applications such as fowl's tests depend on that timing).
+        self._considering.add(connection)
+        self._eventually(self._consider, connection)
+
+    def _consider(self, connection: Any) -> None:
+        if connection not in self._considering:  # lost meanwhile
+            return
+        self._considering.discard(connection)
         if self.role is LEADER and not connection.is_direct and self._direct_still_possible():
             self.events.tentative_candidate(connection)
         else:
@@ -421,6 +440,7 @@ class Connector:
         )
 
     def candidate_failed(self, connection: Any, reason: str) -> None:
+        self._considering.discard(connection)
         self._connections.discard(connection)
         attempt = self._attempt_of.pop(connection, None)
         if attempt is not None and self._attempt_log is not None:
@@ -465,6 +485,7 @@ class Connector:
         self._close_others(keep=connection)
         connection.events.select(self._owner.record_sink)
         self._owner.connector_connection_made(connection)
+        connection.deliver_held()
 
 
 def _hint_type(hint: TCPHint, via_relay: bool) -> str:

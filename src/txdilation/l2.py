@@ -16,8 +16,11 @@ Invariants:
   in ``select()``;
 - a record other than KCM before selection, or a KCM after it, is a protocol violation: the
   connection is aborted with a logged reason;
-- the Follower's owner selects synchronously inside ``candidate_ready`` so that records that
-  arrived in the same read as the Leader's KCM reach the sink in order;
+- the owner may select on a later reactor turn than ``candidate_ready`` (as stock's does, through
+  its eventual queue); meanwhile a Follower holds the records that follow the Leader's KCM (at
+  most what one read brings) and :meth:`DilatedConnectionProtocol.deliver_held` hands them to
+  the sink, in order, once the owner has taken the connection (stock's rule: records arriving
+  with the KCM are kept and delivered after selection);
 - any :class:`~txdilation.errors.DilationProtocolError` drops this connection only;
 - once aborted (by us, or by ``fail``) no record is delivered any more, not even the rest of
   the read being processed: an abandoned connection feeds the sink nothing;
@@ -168,6 +171,8 @@ class DilatedConnectionProtocol(Protocol):
         self._open = False
         self.reading_paused = False
         self._nominated = False
+        #: (Follower) records that followed the Leader's KCM before we were selected
+        self._held: list[Record] | None = None
         self._failed_reason: str | None = None
         self._reading = True  # False once failed or aborted: later bytes are not looked at
         self.events: L2Events = l2_machine(self)
@@ -243,7 +248,10 @@ class DilatedConnectionProtocol(Protocol):
     def _frame_before_selection(self, payload: memoryview) -> None:
         record = parse_record(self._noise.decrypt(payload))
         if type(record) is not KCM:
-            raise DilationProtocolError(f"{type(record).__name__} record before selection")
+            if self._held is None:
+                raise DilationProtocolError(f"{type(record).__name__} record before selection")
+            self._held.append(record)  # the Leader selected us: keep it for after select()
+            return
         self.events.kcm_received()
         if self._nominated:
             # Tell the owner only once the machine has settled: its select() must not be a
@@ -258,6 +266,17 @@ class DilatedConnectionProtocol(Protocol):
         sink = self._sink
         assert sink is not None
         sink.got_record(record)
+
+    def deliver_held(self) -> None:
+        """(Follower) hand the sink the records that followed the Leader's KCM before we were
+        selected, in order. Call once the owner has taken this connection (after ``select``)."""
+        held, self._held = self._held, None
+        sink = self._sink
+        for record in held or ():
+            if not self._reading or sink is not self._sink:
+                return  # aborted meanwhile: an abandoned connection delivers nothing
+            assert sink is not None
+            sink.got_record(record)
 
     @property
     def _tcp(self) -> Any:
@@ -393,6 +412,8 @@ def _build_l2_machine() -> Callable[[DilatedConnectionProtocol], L2Events]:
     @confirming.upon(L2Events.kcm_received).to(nominated)
     def nominate(events: L2Events, c: DilatedConnectionProtocol) -> None:
         c._nominated = True
+        if c.role is FOLLOWER:
+            c._held = []  # the Leader may send records right behind its KCM
 
     @nominated.upon(L2Events.select).to(selected)
     def become_selected(events: L2Events, c: DilatedConnectionProtocol, sink: IRecordSink) -> None:

@@ -478,7 +478,11 @@ class Manager:
             handshake_timeout=self._limits.handshake_timeout,
         )
         self._connector = Connector(
-            settings, owner=self, reactor=self._reactor, telemetry=self.telemetry
+            settings,
+            owner=self,
+            reactor=self._reactor,
+            telemetry=self.telemetry,
+            eventually=getattr(self._eventual_queue, "eventually", None),
         )
         if self._role is LEADER:
             self._watch_generation(self._stall_delay)
