@@ -100,6 +100,11 @@ def install(semantics: Semantics | str | None = None) -> None:
     else:
         _saved_parent_attr.append(wormhole.__dict__.get("_dilation"))
         wormhole._dilation = importlib.import_module(_STOCK)  # type: ignore[attr-defined]
+        # the stock submodules that had been imported are ours now too (the same names, so
+        # that `import wormhole._dilation.manager` anywhere later finds txdilation's)
+        for name in sorted(_saved_modules):
+            if name != _STOCK:
+                importlib.import_module(name)
     for module_name, attr, source, source_attr in _BOUND_NAMES:
         module = sys.modules.get(module_name)
         if module is not None and hasattr(module, attr):
