@@ -104,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--peer-timeout", type=float, default=None, help="txdilation: TXDILATION_PEER_TIMEOUT"
     )
     p.add_argument("--events", default=None, help="txdilation: TXDILATION_EVENTS (telemetry file)")
+    p.add_argument(
+        "--semantics",
+        default=None,
+        help="txdilation: TXDILATION_SEMANTICS, what the scenario sees (stock or twisted)",
+    )
     return p
 
 
@@ -112,6 +117,7 @@ _TXDILATION_SETTINGS = {
     "hint_port": "TXDILATION_HINT_PORT",
     "peer_timeout": "TXDILATION_PEER_TIMEOUT",
     "events": "TXDILATION_EVENTS",
+    "semantics": "TXDILATION_SEMANTICS",
 }
 
 

