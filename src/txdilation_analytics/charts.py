@@ -156,7 +156,7 @@ def _date_axis(ax: Any, days: Sequence[datetime.date]) -> None:
 
     mdates: Any = dates  # partly untyped
 
-    first, last = min(days), max(days)
+    first, last = (datetime.datetime.combine(d, datetime.time()) for d in (min(days), max(days)))
     span = (last - first).days + 1
     ax.xaxis.set_major_locator(mdates.DayLocator(interval=max(1, math.ceil(span / 12))))
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%b %d"))

@@ -23,13 +23,13 @@ from .report_data import ReportData
 TITLE = "txdilation analytics report"
 
 SOURCES = {
-    "events": "txdilation events (--events)",
-    "mailbox_usage_db": "mailbox server usage DB (--mailbox-usage-db)",
-    "transit_log": "transit relay log (--transit-log)",
-    "transit_usage_db": "transit relay usage DB (--transit-usage-db)",
-    "client_timing": "stock client timing (--client-timing)",
+    "events": "txdilation events",
+    "mailbox_usage_db": "mailbox server usage DB",
+    "transit_log": "transit relay log",
+    "transit_usage_db": "transit relay usage DB",
+    "client_timing": "stock client timing",
 }
-"""Input source -> how the page names it."""
+"""Input source -> how the page names it (beside its option, ``--`` + the source's name)."""
 _RANGE_OF = {"transit_log": "transit", "transit_usage_db": "transit"}
 
 OUTCOMES = (
@@ -148,26 +148,32 @@ def _ordered(counts: Mapping[str, int], known: Mapping[str, str]) -> list[dict[s
     ]
 
 
-def _covered(data: ReportData) -> tuple[str, str, int] | None:
+def span(first: str, last: str) -> str:
+    """A range of ISO days joined by an en dash, or one day alone."""
+    return first if first == last else f"{first} \N{EN DASH} {last}"
+
+
+def _covered(data: ReportData) -> dict[str, Any] | None:
     if not data.ranges:
         return None
     first = min(a for a, _ in data.ranges.values())
     last = max(b for _, b in data.ranges.values())
     days = (datetime.date.fromisoformat(last) - datetime.date.fromisoformat(first)).days + 1
-    return first, last, days
+    return {"span": span(first, last), "days": days}
 
 
 def _inputs(meta: Meta, data: ReportData) -> list[dict[str, Any]]:
     out = []
     for info in meta.inputs:
-        span = data.ranges.get(_RANGE_OF.get(info.source, info.source))
+        days = data.ranges.get(_RANGE_OF.get(info.source, info.source))
         out.append(
             {
                 "name": SOURCES.get(info.source, info.source),
+                "option": "--" + info.source.replace("_", "-"),
                 "location": info.location,
                 "rows": info.rows,
                 "bad_lines": info.bad_lines,
-                "range": f"{span[0]} \N{EN DASH} {span[1]}" if span else humanize.MISSING,
+                "days": span(*days) if days else humanize.MISSING,
             }
         )
     return out

@@ -270,16 +270,18 @@ class ReportPageTests(SynchronousTestCase):
         inputs = rows_by_first_cell(self.tables["inputs"])
         paths = self.run["paths"]
         self.assertEqual(
-            inputs["txdilation events (--events)"][1:4],
+            inputs["txdilation events / --events"][1:4],
             [paths["events"], f"{self.run['good_lines'] + 1:,}", "5"],  # + the duplicate line
         )
+        covered = f"{days[0]} \N{EN DASH} {days[-1]}"
+        self.assertEqual(inputs["txdilation events / --events"][4], covered)
         mailbox_rows = sum(MAILBOXES.values()) + sum(NAMEPLATES.values())
         self.assertEqual(
-            inputs["mailbox server usage DB (--mailbox-usage-db)"][1:4],
+            inputs["mailbox server usage DB / --mailbox-usage-db"][1:4],
             [paths["mailbox"], f"{mailbox_rows:,}", "0"],
         )
         self.assertEqual(
-            inputs["transit relay log (--transit-log)"][1:4],
+            inputs["transit relay log / --transit-log"][1:4],
             [paths["relay"], str(sum(RELAY.values())), "0"],
         )
 
