@@ -6,6 +6,8 @@ few rare results, and a relay log. ``analyze`` runs once; the tests then read th
 tables (parsed from the HTML) and ``summary.json`` and compare them with numbers computed here
 from the input files with plain ``json``/``sqlite3`` code (tests/analytics/plain.py), formatted
 by :mod:`txdilation_analytics.humanize` (whose own output is pinned in test_report_render.py).
+Finally headless Chromium opens the page: a full-page screenshot of a sensible size, not
+blank, and nothing logged as an error.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pytest
 from twisted.trial.unittest import SynchronousTestCase
 
 from . import golden
+from ._browser import find_browser, screenshot
 from ._spark import spark
 from .plain import connected_seconds, percentile, read_event_files
 
@@ -541,3 +544,50 @@ class FailureReasonTests(SynchronousTestCase):
         }
         self.assertEqual(got, {name: name for name in cases if name != "dilated"})
         self.assertEqual(got, {n: failure_reason(rs) for n, rs in cases.items() if n != "dilated"})
+
+
+class BrowserTests(SynchronousTestCase):
+    """The page in a real headless Chromium."""
+
+    def test_page_renders_without_errors(self) -> None:
+        """A full-page screenshot is wide and long enough and not blank; the page logs no
+        console error, throws nothing and loads nothing but itself."""
+        find_browser()  # before Spark: under CI=true a missing browser fails, never skips
+        run = report_run()
+        page = os.path.join(run["report"], "index.html")
+        png = os.path.abspath(self.mktemp()) + ".png"
+        started = time.monotonic()
+        visit = screenshot(page, png, width=1100)
+        sys.stdout.write(f"\nreport screenshot: {png} ({time.monotonic() - started:.1f} s)\n")
+        self.assertEqual(visit.errors(), [])
+        self.assertEqual(
+            {u.split(":", 1)[0] for u in visit.requests}, {"file"}, visit.requests
+        )  # self-contained: no network, no other file
+        from PIL import Image
+
+        with Image.open(png) as image:
+            width, height = image.size
+            self.assertEqual(width, 1100)
+            self.assertEqual(height, visit.height)
+            self.assertGreater(height, 3000)  # header, tables and ten charts
+            levels = image.convert("L").histogram()  # pixels per grey level, 0 = black
+        ink = sum(levels[:200]) / sum(levels)
+        self.assertTrue(0.01 < ink < 0.5, f"share of dark pixels {ink:.3f}: blank or garbled")
+        self.assertGreater(sum(1 for n in levels if n), 50)  # text and charts, not flat
+        self.assertGreater(os.path.getsize(png), 100_000)
+
+    def test_errors_are_caught(self) -> None:
+        """The check itself: a page that logs a console error, throws and misses an image
+        reports all three."""
+        find_browser()
+        base = os.path.abspath(self.mktemp())
+        with open(base + ".html", "w") as f:
+            f.write(
+                "<!doctype html><title>t</title><p>x</p><img src='missing.png'>"
+                "<script>console.error('logged'); null.boom;</script>"
+            )
+        errors = screenshot(base + ".html", base + ".png", width=400).errors()
+        self.assertGreaterEqual(len(errors), 3, errors)
+        self.assertIn("console error: logged", errors)
+        self.assertTrue(any(e.startswith("uncaught: ") for e in errors), errors)
+        self.assertTrue(any(e.endswith("missing.png") for e in errors), errors)
