@@ -53,19 +53,11 @@ SUMMARY_KEYS = (  # every key docs/analytics.md lists, in order
 
 def _write_mailbox_db(path: str) -> None:
     """The mailbox server's usage-v2 tables (INTEGER-declared, REAL values), rows by result."""
+    from txdilation_analytics.synth import USAGE_DDL
+
     db = sqlite3.connect(path)
     try:
-        db.executescript(
-            """
-            CREATE TABLE version (version INTEGER); INSERT INTO version VALUES (2);
-            CREATE TABLE nameplates (app_id VARCHAR, started INTEGER, waiting_time INTEGER,
-                                     total_time INTEGER, result VARCHAR);
-            CREATE TABLE mailboxes (app_id VARCHAR, for_nameplate BOOLEAN, started INTEGER,
-                                    total_time INTEGER, waiting_time INTEGER, result VARCHAR);
-            CREATE TABLE client_versions (app_id VARCHAR, side VARCHAR, connect_time INTEGER,
-                                          implementation VARCHAR, version VARCHAR);
-            """
-        )
+        db.executescript(USAGE_DDL)
         started = [golden.DAY1 + 50 + i * 80 for i in range(sum(MAILBOXES.values()))]
         results = [r for r, n in MAILBOXES.items() for _ in range(n)]
         db.executemany(
