@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from . import failures
@@ -112,7 +112,7 @@ def _curves(df: DataFrame, key: str, col: str) -> dict[str, tuple[int, list[floa
     return {r[key]: (int(r["n"]), [float(v) for v in r["q"]]) for r in rows}
 
 
-def _path(via_relay: str) -> Any:
+def _path(via_relay: str) -> Column:
     return F.when(F.col(via_relay), "relay").when(~F.col(via_relay), "direct")
 
 
