@@ -8,7 +8,7 @@ selected connections (all generations) that went through a relay.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 
@@ -95,6 +95,31 @@ def daily_attempts(attempts: DataFrame) -> DataFrame:
     )
 
 
+def daily_losses(generations: DataFrame) -> DataFrame:
+    """Per day (of the loss) and loss reason: connections lost, and how many of those were
+    followed by a reconnect (a later generation of the same session selected a connection).
+
+    A loss not followed by a reconnect ended the session's last connection (``closed`` for a
+    graceful close).
+    """
+    later = F.max(F.when(F.col("selected"), F.col("generation"))).over(
+        Window.partitionBy("session")
+    )
+    return (
+        generations.withColumn("_last_selected", later)
+        .filter(F.col("lost_ts").isNotNull())
+        .withColumn("day", _day("lost_ts"))
+        .groupBy("day", F.col("lost_reason").alias("reason"))
+        .agg(
+            F.count(F.lit(1)).alias("losses"),
+            F.count(F.when(F.col("_last_selected") > F.col("generation"), F.lit(1))).alias(
+                "reconnected"
+            ),
+        )
+        .orderBy("day", "reason")
+    )
+
+
 def daily_results(records: DataFrame, result_col: str = "result") -> DataFrame:
     """Per day and result of server rows (mailboxes, nameplates): count and time medians."""
     return (
@@ -126,6 +151,7 @@ def daily_transit(usage: DataFrame) -> DataFrame:
 
 __all__ = [
     "daily_attempts",
+    "daily_losses",
     "daily_results",
     "daily_sessions",
     "daily_transit",

@@ -5,7 +5,8 @@ Layout under ``OUT`` (every table typed Parquet, timestamps DOUBLE Unix seconds)
     bronze/events  mailbox_nameplates  mailbox_mailboxes  mailbox_client_versions
            transit_log  transit_db  client_timing      _stats/<source>.json  _stage.json
     silver/events  attempts  generations  sessions                           _stage.json
-    gold/daily_sessions  daily_attempts  daily_mailboxes  daily_nameplates  daily_transit
+    gold/daily_sessions  daily_attempts  daily_losses  daily_mailboxes  daily_nameplates
+         daily_transit
     report/summary.json  index.html                                          _stage.json
 
 Invariants: ``ingest`` replaces the bronze tables of the sources it is given and keeps the
@@ -28,7 +29,8 @@ from typing import Any, TextIO
 
 from . import bronze, gold, schemas, silver, sources, storage
 from .errors import InputError
-from .report import plot_data, render_html
+from .report import InputInfo, Meta, render_html
+from .report_data import ReportTables, collect, summary_extras
 from .summary import build_summary
 
 MAILBOX_TABLES = {
@@ -214,15 +216,17 @@ class Pipeline:
         reasons = {"malformed": bad} if bad else {}
         return {"rows": rows, "bad_lines": bad, "bad_by_reason": reasons}
 
+    def ingest_stats(self) -> dict[str, dict[str, Any]]:
+        """``bronze/_stats/<source>.json`` of every ingested source, by source."""
+        return {
+            source: self._read_json("bronze", "_stats", f"{source}.json")
+            for source in SOURCES
+            if storage.exists(self.spark, self.path("bronze", "_stats", f"{source}.json"))
+        }
+
     def corrupt_lines(self) -> dict[str, int]:
         """Bad lines per ingested source (from ``bronze/_stats``)."""
-        out: dict[str, int] = {}
-        for source in SOURCES:
-            if storage.exists(self.spark, self.path("bronze", "_stats", f"{source}.json")):
-                out[source] = int(
-                    self._read_json("bronze", "_stats", f"{source}.json")["bad_lines"]
-                )
-        return out
+        return {source: int(s["bad_lines"]) for source, s in self.ingest_stats().items()}
 
     def _require_bronze(self) -> None:
         if not storage.exists(self.spark, self.path("bronze", "_stage.json")):
@@ -282,6 +286,7 @@ class Pipeline:
                 self._silver("sessions"), self._silver("events")
             ),
             "daily_attempts": lambda: gold.daily_attempts(self._silver("attempts")),
+            "daily_losses": lambda: gold.daily_losses(self._silver("generations")),
             "daily_mailboxes": lambda: gold.daily_results(self._mailbox("mailboxes")),
             "daily_nameplates": lambda: gold.daily_results(self._mailbox("nameplates")),
             "daily_transit": lambda: gold.daily_transit(self._transit()),
@@ -299,34 +304,62 @@ class Pipeline:
         """-> report/summary.json and report/index.html; returns the summary."""
         self._require_bronze()
         started = time.monotonic()
-        sessions = self._silver("sessions")
-        events = self._silver("events")
+        for table in ("daily_sessions", "daily_attempts", "daily_losses"):
+            if not self.has("gold", table):
+                raise InputError(f"no gold/{table} under {self.output}: run aggregate first")
+        tables = ReportTables(
+            sessions=self._silver("sessions"),
+            events=self._silver("events"),
+            attempts=self._silver("attempts"),
+            generations=self._silver("generations"),
+            daily_sessions=self.spark.read.parquet(self.path("gold", "daily_sessions")),
+            daily_attempts=self.spark.read.parquet(self.path("gold", "daily_attempts")),
+            daily_losses=self.spark.read.parquet(self.path("gold", "daily_losses")),
+            mailboxes=self._mailbox("mailboxes"),
+            nameplates=self._mailbox("nameplates"),
+            transit=self._transit(),
+            timing=self.read("bronze", "client_timing", schemas.CLIENT_TIMING),
+        )
         with self.progress.step("report: summary"):
             summary = build_summary(
-                sessions,
-                events,
-                self._mailbox("mailboxes"),
-                self._mailbox("nameplates"),
-                self._transit(),
-                self.read("bronze", "client_timing", schemas.CLIENT_TIMING),
+                tables.sessions,
+                tables.events,
+                tables.mailboxes,
+                tables.nameplates,
+                tables.transit,
+                tables.timing,
                 self.corrupt_lines(),
             )
+        with self.progress.step("report: breakdowns"):
+            data = collect(tables)
+            summary.update(summary_extras(data))
             self._write_json(summary, "report", "summary.json")
-        with self.progress.step("report: plots"):
-            if not self.has("gold", "daily_sessions"):
-                raise InputError(f"no gold tables under {self.output}: run aggregate first")
-            data = plot_data(
-                sessions,
-                events,
-                self.spark.read.parquet(self.path("gold", "daily_sessions")),
-                self.spark.read.parquet(self.path("gold", "daily_attempts")),
-            )
-            storage.write_text(
-                self.spark, self.path("report", "index.html"), render_html(summary, data)
-            )
+        with self.progress.step("report: page"):
+            html = render_html(summary, data, self._meta())
+            storage.write_text(self.spark, self.path("report", "index.html"), html)
         self._stage_done("report", "report", started)
         self.progress.say(f"report written to {self.path('report', 'index.html')}")
         return summary
+
+    def _meta(self) -> Meta:
+        """The page header's facts: ingested inputs (``bronze/_stats``), versions, output."""
+        from txdilation import __version__
+
+        inputs = [
+            InputInfo(
+                source=source,
+                location=str(stats.get("input", "")),
+                rows=int(stats["rows"]),
+                bad_lines=int(stats["bad_lines"]),
+            )
+            for source, stats in self.ingest_stats().items()
+        ]
+        return Meta(
+            inputs=inputs,
+            txdilation_version=__version__,
+            spark=f"Spark {self.spark.version} ({self.spark.sparkContext.master})",
+            output=self.output,
+        )
 
     def analyze(self, inputs: Inputs) -> dict[str, Any]:
         """All four stages; returns the summary."""

@@ -3,6 +3,11 @@
 The output directory may be local or on shared storage (``hdfs://``, ``s3a://``...), so these
 go through the JVM's Hadoop ``FileSystem`` of the running SparkSession, never Python ``open``.
 Paths without a scheme are local paths.
+
+Small files are written and read through the *raw* filesystem under a checksumming one (the
+local filesystem is Hadoop's ``ChecksumFileSystem``), so no ``.<name>.crc`` file is left
+beside them: ``report/`` holds only what a reader opens. A stale checksum file of an earlier
+run is removed when the file is replaced.
 """
 
 from __future__ import annotations
@@ -35,6 +40,14 @@ def _fs(spark: Any, path: str) -> tuple[Any, Any]:
     return jpath.getFileSystem(conf), jpath
 
 
+def _raw(fs: Any) -> Any:
+    """The filesystem under a checksumming one (the local one), else ``fs`` itself."""
+    try:
+        return fs.getRawFileSystem()
+    except Exception:  # py4j: not a FilterFileSystem, no such method
+        return fs
+
+
 def exists(spark: Any, path: str) -> bool:
     """True if ``path`` exists."""
     fs, jpath = _fs(spark, path)
@@ -42,9 +55,12 @@ def exists(spark: Any, path: str) -> bool:
 
 
 def write_text(spark: Any, path: str, text: str) -> None:
-    """Create or replace the file ``path`` with UTF-8 ``text`` (parent directories made)."""
+    """Create or replace the file ``path`` with UTF-8 ``text`` (parent directories made; no
+    checksum file beside it)."""
     fs, jpath = _fs(spark, path)
-    out = fs.create(jpath, True)
+    if fs.exists(jpath):
+        fs.delete(jpath, False)  # with its checksum file, if an earlier writer left one
+    out = _raw(fs).create(jpath, True)
     try:
         data = text.encode("utf-8")
         for i in range(0, len(data), 1 << 20):
@@ -56,7 +72,7 @@ def write_text(spark: Any, path: str, text: str) -> None:
 def read_text(spark: Any, path: str) -> str:
     """Return the UTF-8 content of the file ``path``."""
     fs, jpath = _fs(spark, path)
-    stream = fs.open(jpath)
+    stream = _raw(fs).open(jpath)
     try:
         jvm = spark.sparkContext._jvm
         data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)

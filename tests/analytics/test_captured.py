@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import glob
 import json
-import math
 import os
 import sqlite3
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -37,6 +35,7 @@ from twisted.trial import unittest
 from tests.harness import PeerResult, run_peer_pair, start_mailbox_server, start_transit_relay
 
 from ._spark import have_spark, spark
+from .plain import connected_seconds, percentile, rate, read_event_files
 
 pytestmark = pytest.mark.spark
 APPID = "lothar.com/txdilation/analytics-test"
@@ -59,63 +58,6 @@ def _db_counts(path: str, table: str) -> dict[str, int]:
 
 # ---------------------------------------------------------------------------------------------
 # the session metrics, computed independently from the events files with plain json
-
-
-def percentile(values: Iterable[float], p: float) -> float | None:
-    """Exact percentile with linear interpolation between the closest ranks (None if empty)."""
-    xs = sorted(values)
-    if not xs:
-        return None
-    rank = p * (len(xs) - 1)
-    low, high = math.floor(rank), math.ceil(rank)
-    return xs[low] + (xs[high] - xs[low]) * (rank - low)
-
-
-def _rate(numerator: float, denominator: float) -> float | None:
-    return numerator / denominator if denominator else None
-
-
-def read_event_files(paths: Iterable[str]) -> tuple[dict[str, list[dict[str, Any]]], int]:
-    """Each session's records in ``seq`` order (a repeated ``seq`` kept once), and how many
-    lines were not JSON objects."""
-    by_session: dict[str, dict[int, dict[str, Any]]] = {}
-    corrupt = 0
-    for path in paths:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    corrupt += 1
-                    continue
-                if not isinstance(record, dict):
-                    corrupt += 1
-                    continue
-                by_session.setdefault(record["session"], {}).setdefault(record["seq"], record)
-    return {s: [by_seq[k] for k in sorted(by_seq)] for s, by_seq in by_session.items()}, corrupt
-
-
-def _connected_seconds(records: list[dict[str, Any]]) -> float:
-    """Summed uptime of the session's connections: the loss's ``uptime_s`` if reported, else
-    from the selection to the loss (or to the generation's last record)."""
-    by_generation: dict[int, list[dict[str, Any]]] = {}
-    generation = None
-    for r in records:
-        if r.get("generation") is not None:
-            generation = r["generation"]
-        if generation is not None:
-            by_generation.setdefault(generation, []).append(r)
-    total = 0.0
-    for rs in by_generation.values():
-        selected = [r for r in rs if r["event"] == "connection_selected"]
-        if not selected:
-            continue
-        lost = [r for r in rs if r["event"] == "connection_lost"]
-        if lost and lost[0].get("uptime_s") is not None:
-            total += lost[0]["uptime_s"]
-        else:
-            total += (lost[0]["ts"] if lost else rs[-1]["ts"]) - selected[0]["ts"]
-    return total
 
 
 def expected_session_metrics(sessions: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -143,7 +85,7 @@ def expected_session_metrics(sessions: dict[str, list[dict[str, Any]]]) -> dict[
             sent += last["bytes_sent"]
             retransmitted += last["bytes_retransmitted"]
             moved = last["bytes_sent"] + last["bytes_received"]
-            connected = _connected_seconds(records)
+            connected = connected_seconds(records)
             if connected > 0 and moved > 0:
                 throughput.append(moved / connected)
     dilated = sum(
@@ -153,12 +95,12 @@ def expected_session_metrics(sessions: dict[str, list[dict[str, Any]]]) -> dict[
     return {
         "sessions": len(sessions),
         "sessions_dilated": dilated,
-        "dilation_success_rate": _rate(dilated, len(sessions)),
+        "dilation_success_rate": rate(dilated, len(sessions)),
         "time_to_dilate_s": {f"p{round(p * 100)}": percentile(ttd, p) for p in (0.5, 0.9, 0.99)},
-        "relay_share": _rate(relayed, selections),
-        "reconnects_per_session": _rate(reconnects, dilated),
+        "relay_share": rate(relayed, selections),
+        "reconnects_per_session": rate(reconnects, dilated),
         "generations_total": generations,
-        "retransmitted_bytes_ratio": _rate(retransmitted, sent),
+        "retransmitted_bytes_ratio": rate(retransmitted, sent),
         "throughput_Bps": {f"p{round(p * 100)}": percentile(throughput, p) for p in (0.5, 0.9)},
         "rtt_s": {f"p{round(p * 100)}": percentile(rtts, p) for p in (0.5, 0.9)},
         "rtt_samples": len(rtts),
@@ -456,4 +398,6 @@ class CapturedTests(unittest.TestCase):
         self.assertNotIn("127.0.0.1", text)
         self.assertIn("pake1", text)
         with open(os.path.join(out, "report", "index.html")) as f:
-            self.assertIn("data:image/png;base64,", f.read())
+            page = f.read()
+        self.assertIn("<svg", page)  # the report's charts, inline
+        self.assertNotIn("127.0.0.1", page)

@@ -114,6 +114,10 @@ DAILY_ATTEMPTS = (
         (DATE2, R, OUT, OK, 1, 0.5),
     ],
 )
+DAILY_LOSSES = (
+    ["day", "reason", "losses", "reconnected"],
+    [(DATE2, NE, 1, 1)],  # S4's direct link, replaced by the relay
+)
 # fmt: on
 
 
@@ -223,6 +227,13 @@ class GoldenTests(SynchronousTestCase):
         from txdilation_analytics import gold
 
         self.assertTable(gold.daily_attempts(self.tables["attempts"]), *DAILY_ATTEMPTS)
+
+    def test_daily_losses(self) -> None:
+        """Gold connection losses per day (of the loss) and reason, and how many of them a
+        reconnect followed."""
+        from txdilation_analytics import gold
+
+        self.assertTable(gold.daily_losses(self.tables["generations"]), *DAILY_LOSSES)
 
     def test_summary(self) -> None:
         """summary.json's session metrics over the whole log, exact percentiles."""

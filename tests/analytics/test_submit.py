@@ -29,7 +29,7 @@ def _zip_packages(path: str) -> None:
             root = os.path.join(SRC, package)
             for dirpath, _, files in os.walk(root):
                 for name in files:
-                    if name.endswith((".py", ".json", ".typed")):
+                    if name.endswith((".py", ".json", ".typed", ".j2")):
                         full = os.path.join(dirpath, name)
                         z.write(full, os.path.relpath(full, SRC))
 
