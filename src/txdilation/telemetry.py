@@ -583,7 +583,8 @@ class _LogFields:
         self._record = record
 
     def __str__(self) -> str:
-        return " ".join(f"{k}={v}" for k, v in self._record.items() if k not in self._SKIP)
+        fields = self._record.items()
+        return " ".join(f"{k}={v}" for k, v in fields if k not in self._SKIP and v is not None)
 
 
 def record_from_log_event(event: Mapping[str, Any]) -> Record | None:

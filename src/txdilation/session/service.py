@@ -48,7 +48,7 @@ from typing import Protocol as TypingProtocol
 from automat import TypeMachine, TypeMachineBuilder
 from twisted.application.service import Service
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.logger import Logger
+from twisted.logger import ILogObserver, Logger
 from twisted.python.failure import Failure
 
 from .advice import explain, unwrap
@@ -429,12 +429,25 @@ class Session:
 
 
 class SessionService(Service):
-    """``twistd dilation``: a :class:`Session` started and stopped with the application."""
+    """``twistd dilation``: a :class:`Session` started and stopped with the application.
+
+    :param log_observer: if given, set as the application's ``ILogObserver`` component when
+        the service joins it (twistd then logs through it, unless ``--logger`` says otherwise).
+    """
 
     name = "txdilation-session"
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, log_observer: ILogObserver | None = None) -> None:
         self.session = session
+        self.log_observer = log_observer
+
+    def setServiceParent(self, parent: Any) -> None:
+        super().setServiceParent(parent)  # type: ignore[no-untyped-call]
+        get, put = getattr(parent, "getComponent", None), getattr(parent, "setComponent", None)
+        if self.log_observer is None or get is None or put is None:
+            return
+        if get(ILogObserver, None) is None:
+            put(ILogObserver, self.log_observer)
 
     def startService(self) -> None:
         super().startService()  # type: ignore[no-untyped-call]

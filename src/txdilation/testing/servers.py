@@ -2,8 +2,8 @@
 
 ``start_mailbox_server`` / ``start_transit_relay`` run the REAL ``wormhole_mailbox_server`` /
 ``wormhole_transit_relay`` code in this process on a random (or given) loopback port (install
-``magic-wormhole-mailbox-server`` and ``magic-wormhole-transit-relay``; the ``dev`` extra has
-them). ``stop()`` closes the listening port and aborts every open connection, and its Deferred
+``magic-wormhole-mailbox-server`` and ``magic-wormhole-transit-relay``: the ``demo`` extra,
+``pip install 'txdilation[demo]'``, has them, and so does ``dev``). ``stop()`` closes the listening port and aborts every open connection, and its Deferred
 fires only once all of them are gone. A mailbox server can be stopped and started again on the
 same port with the same channel database file.
 """
