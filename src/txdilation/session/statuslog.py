@@ -52,10 +52,13 @@ def _with_advice(event: StatusEvent) -> str:
     return f"{event['message']}; {advice}" if advice else str(event["message"])
 
 
-def describe_for_log(event: StatusEvent, gap_ms: float | None = None) -> tuple[LogLevel, str]:
+def describe_for_log(
+    event: StatusEvent, gap_ms: float | None = None, subject: str = "session"
+) -> tuple[LogLevel, str]:
     """The level and one-line text of ``event``.
 
     :param gap_ms: for a ``connection-selected`` after a loss: milliseconds since the loss.
+    :param subject: what starts and closes (``session``; ``wormhole`` for endpoints).
     """
     kind = event["kind"]
     info = LogLevel.info
@@ -66,7 +69,7 @@ def describe_for_log(event: StatusEvent, gap_ms: float | None = None) -> tuple[L
                 + [f"connect {n}" for n in event.get("connect", [])]
             )
             return info, (
-                f"session starting (pid {event.get('pid')}): appid {event.get('appid')}, "
+                f"{subject} starting (pid {event.get('pid')}): appid {event.get('appid')}, "
                 f"mailbox {event.get('mailbox')}" + (f", {forwards}" if forwards else "")
             )
         case "listening":
@@ -128,7 +131,7 @@ def describe_for_log(event: StatusEvent, gap_ms: float | None = None) -> tuple[L
         case "stopping":
             return info, f"stopping ({event['reason']})"
         case "closed":
-            return info, f"session closed ({event['reason']}, mood {event['mood']})"
+            return info, f"{subject} closed ({event['reason']}, mood {event['mood']})"
     return info, f"{kind}: " + ", ".join(
         f"{k}={v}" for k, v in event.items() if k not in ("kind", "ts", "seq")
     )
@@ -138,10 +141,12 @@ class StatusLog:
     """Logs every status event as one line (register with ``StatusWriter.add_observer``).
 
     :param log: the logger to emit on (namespace :data:`NAMESPACE` by default).
+    :param subject: what the ``starting`` and ``closed`` lines name.
     """
 
-    def __init__(self, log: Logger | None = None) -> None:
+    def __init__(self, log: Logger | None = None, subject: str = "session") -> None:
         self._log = log if log is not None else Logger(namespace=NAMESPACE)
+        self._subject = subject
         self._lost_at: float | None = None
 
     def __call__(self, event: StatusEvent) -> None:
@@ -153,7 +158,7 @@ class StatusLog:
         elif kind == "connection-selected" and self._lost_at is not None:
             gap_ms = max(0.0, 1000 * (float(event["ts"]) - self._lost_at))
             self._lost_at = None
-        level, text = describe_for_log(event, gap_ms)
+        level, text = describe_for_log(event, gap_ms, self._subject)
         fields: dict[str, Any] = {"text": text, "status": event}
         if gap_ms is not None:
             fields["gap_ms"] = round(gap_ms, 3)
