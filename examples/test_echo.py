@@ -1,4 +1,4 @@
-"""Trial tests of the echo protocols over a dilated wormhole held in memory.
+"""Trial tests of the echo protocols over dilated wormholes: in memory, and for real.
 
     cd examples && python -m twisted.trial test_echo      # or: python -m pytest test_echo.py
 
@@ -6,17 +6,26 @@
 real sequencing, acknowledgements, replay and flow control of Dilation, without a mailbox,
 sockets or encryption, driven by a ``Clock``, with a link that can drop and come back. So a
 protocol is tested as it will run over a real wormhole, in milliseconds.
+
+``txdilation.testing.servers`` runs the real mailbox server and transit relay in the test
+process, on 127.0.0.1, for the few tests that want everything real (``pip install
+'txdilation[demo]'``).
 """
 
 from __future__ import annotations
 
+import os
+
+from twisted.internet import reactor
 from twisted.internet.endpoints import connectProtocol
 from twisted.internet.task import Clock
-from twisted.trial.unittest import SynchronousTestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
+import txdilation
 from echo_protocol import EchoClient, server_factory
 from txdilation import TWISTED
 from txdilation.testing.memory import MemoryDilationPair
+from txdilation.testing.servers import start_mailbox_server, start_transit_relay
 
 
 class EchoOverDilationTests(SynchronousTestCase):
@@ -69,3 +78,40 @@ class EchoOverDilationTests(SynchronousTestCase):
         pair.close()  # ...when both wormholes close
         pair.flush()
         self.failureResultOf(client.done)
+
+
+class EchoOverRealServersTests(TestCase):
+    """The same protocols between two real wormholes, through the real servers on 127.0.0.1."""
+
+    timeout = 30
+
+    async def test_echo(self) -> None:
+        """Two wormholes exchange a code through the mailbox server, dilate, and echo."""
+        import wormhole
+
+        if not txdilation.is_installed():
+            txdilation.install()
+            self.addCleanup(txdilation.uninstall)
+        # keep txdilation's direct-hint listener and its hints on loopback
+        loopback = {
+            "TXDILATION_LISTEN_INTERFACE": "127.0.0.1",
+            "TXDILATION_HINT_ADDRESSES": "127.0.0.1",
+        }
+        self.patch(os, "environ", {**os.environ, **loopback})
+        mailbox = await start_mailbox_server(reactor)  # a MailboxServer: .url, .stop()
+        self.addCleanup(mailbox.stop)  # cleanups run last-added first: this one runs last
+        relay = await start_transit_relay(reactor)  # a TransitRelay: .hint, .stop()
+        self.addCleanup(relay.stop)
+
+        alice = wormhole.create("example/echo-test", mailbox.url, reactor, dilation=True)
+        bob = wormhole.create("example/echo-test", mailbox.url, reactor, dilation=True)
+        self.addCleanup(bob.close)
+        self.addCleanup(alice.close)
+        a = alice.dilate(transit_relay_location=relay.hint)
+        b = bob.dilate(transit_relay_location=relay.hint)
+        alice.allocate_code()
+        bob.set_code(await alice.get_code())
+
+        await b.listener_for("echo").listen(server_factory())
+        client = await connectProtocol(a.connector_for("echo"), EchoClient([b"real"]))
+        self.assertEqual(await client.done, [b"echo: real", b"bye"])

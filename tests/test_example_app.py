@@ -6,8 +6,8 @@ answers each with the running total. The tests run it over ``MemoryDilationPair`
 server, no sockets, a ``Clock``) and check what the application cares about: totals are right,
 and a network drop in the middle neither loses nor repeats an ``add``.
 
-(Messages are length-prefixed: Twisted's ``LineReceiver`` reads ``transport.disconnecting``,
-which subchannels, stock's and txdilation's, do not provide yet.)
+(Messages are length-prefixed here; a ``LineReceiver`` works as well: see
+examples/test_echo.py.)
 """
 
 from __future__ import annotations

@@ -167,6 +167,26 @@ class ExamplesTests(RealServersMixin, TestCase):
             len(re.findall(r'"GET /(index.html|status.txt) HTTP/1.1" 200', log)), 2, log
         )
 
+    async def test_api_doc_sample(self) -> None:
+        """The program at the top of docs/api.md runs as printed (its mailbox and relay
+        replaced by this test's servers) and echoes its line."""
+        doc = (REPO_ROOT / "docs" / "api.md").read_text()
+        sample = re.search(r"```python\n(.*?)```", doc, flags=re.S)
+        assert sample is not None
+        program = sample.group(1)
+        for name, value in (("MAILBOX", self.mailbox.url), ("RELAY", self.transit_relay.hint)):
+            program, count = re.subn(
+                rf'^{name} = "[^"]*"', f'{name} = "{value}"', program, flags=re.M
+            )
+            self.assertEqual(count, 1, name)
+        path = Path(self.mktemp()).resolve()
+        path.mkdir()
+        (path / "api_sample.py").write_text(program)
+        env_path = f"{EXAMPLES}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+        self.patch(os, "environ", {**os.environ, "PYTHONPATH": env_path})
+        out = await self.run_example(str(path / "api_sample.py"))
+        self.assertEqual(out, "[b'echo: hello', b'bye']\n")
+
     async def test_example_trial_test(self) -> None:
         """``cd examples && python -m twisted.trial test_echo``: the example's own tests over
         txdilation.testing pass."""
@@ -175,4 +195,4 @@ class ExamplesTests(RealServersMixin, TestCase):
         out = await self.run_example(
             "-m", "twisted.trial", "--temp-directory", str(temp / "_trial_temp"), "test_echo"
         )
-        self.assertIn("PASSED (successes=3)", out)
+        self.assertIn("PASSED (successes=4)", out)
