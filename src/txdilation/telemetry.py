@@ -564,7 +564,7 @@ class Telemetry:
         record.update({k: v for k, v in fields.items() if v is not None})
         self._seq += 1
         self._log.debug(
-            "telemetry {telemetry[event]} {telemetry_fields}",
+            "telemetry {telemetry[event]}{telemetry_fields}",
             telemetry=record,
             telemetry_fields=_LogFields(record),
         )
@@ -584,7 +584,7 @@ class _LogFields:
 
     def __str__(self) -> str:
         fields = self._record.items()
-        return " ".join(f"{k}={v}" for k, v in fields if k not in self._SKIP and v is not None)
+        return "".join(f" {k}={v}" for k, v in fields if k not in self._SKIP and v is not None)
 
 
 def record_from_log_event(event: Mapping[str, Any]) -> Record | None:
