@@ -184,6 +184,8 @@ class SessionCore:
         self._fail(f, where)
 
     def _fail(self, f: Failure, where: str) -> None:
+        if self.closing and isinstance(unwrap(f), CancelledError):
+            return  # the stop cancelled the startup: nothing went wrong
         explained = explain(f)
         self._inputs().failed(explained.message, where, explained.advice)
 
