@@ -6,8 +6,8 @@ answers each with the running total. The tests run it over ``MemoryDilationPair`
 server, no sockets, a ``Clock``) and check what the application cares about: totals are right,
 and a network drop in the middle neither loses nor repeats an ``add``.
 
-(Messages are length-prefixed: Twisted's ``LineReceiver`` reads ``transport.disconnecting``,
-which subchannels, stock's and txdilation's, do not provide yet.)
+(Messages are length-prefixed here; a ``LineReceiver`` works as well: see
+examples/test_echo.py.)
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from twisted.internet.task import Clock
 from twisted.protocols.basic import Int32StringReceiver
 from twisted.trial.unittest import SynchronousTestCase
 
+from txdilation import TWISTED
 from txdilation.testing.memory import MemoryDilationPair
 
 # --- the application under test -------------------------------------------------------------
@@ -60,15 +61,15 @@ class TallyOverDilationTests(SynchronousTestCase):
 
     def setUp(self) -> None:
         self.clock = Clock()
-        self.pair = MemoryDilationPair(self.clock)
+        # TWISTED semantics: closing the wormhole reaches open protocols (stock's never does)
+        self.pair = MemoryDilationPair(self.clock, semantics=TWISTED)
         self.addCleanup(self.pair.close)
         # the server side listens for "tally" subchannels; the client side opens one
-        self.successResultOf(
-            self.pair.b.listener_for("tally").listen(Factory.forProtocol(TallyServer))
-        )
-        self.client: TallyClient = self.successResultOf(
-            self.pair.a.connector_for("tally").connect(Factory.forProtocol(TallyClient))
-        )
+        listening = self.pair.b.listener_for("tally").listen(Factory.forProtocol(TallyServer))
+        connecting = self.pair.a.connector_for("tally").connect(Factory.forProtocol(TallyClient))
+        self.pair.flush()  # (both answer on a later turn, as a real wormhole's do)
+        self.successResultOf(listening)
+        self.client: TallyClient = self.successResultOf(connecting)
 
     def test_totals(self) -> None:
         """Each add is answered with the running total."""

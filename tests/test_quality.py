@@ -47,12 +47,12 @@ class QualityTests(unittest.SynchronousTestCase):
     """The whole tree passes the house linters and the strict type check."""
 
     def test_ruff_check(self) -> None:
-        """``ruff check src tests`` finds nothing."""
-        _run_tool(self, "ruff", "check", "--no-cache", "src", "tests")
+        """``ruff check src tests examples`` finds nothing."""
+        _run_tool(self, "ruff", "check", "--no-cache", "src", "tests", "examples")
 
     def test_ruff_format(self) -> None:
-        """``ruff format --check src tests``: every file is already formatted."""
-        _run_tool(self, "ruff", "format", "--check", "--no-cache", "src", "tests")
+        """``ruff format --check src tests examples``: every file is already formatted."""
+        _run_tool(self, "ruff", "format", "--check", "--no-cache", "src", "tests", "examples")
 
     def test_mypy(self) -> None:
         """``mypy`` (strict, packages and plugins from pyproject.toml) reports no errors."""

@@ -237,17 +237,25 @@ class SessionTests(SessionTestsMixin, TestCase):
         await client.eof  # the local connection was closed
 
     async def test_wrong_code_is_fatal(self) -> None:
-        """A wrong code: both sides report a fatal error and close with reason 'failed' and
-        mood 'scary'; on_failure is called for each."""
-        a, a_log = self.session("A", **{"allocate-code": True})
+        """A wrong code: both sides (the --listen one and the --connect one) report a fatal
+        error in words, 'wrong wormhole code', with advice and where 'wormhole' (never
+        'listen', nor the WormholeClosedError of a subchannel listener), and close with reason
+        'failed' and mood 'scary'; on_failure is called for each."""
+        a, a_log = self.session(
+            "A", **{"allocate-code": True, "listen": {"svc": f"tcp:0:interface={LOOPBACK}"}}
+        )
         nameplate = (await a_log.next_event("code"))["code"].split("-")[0]
-        _b, b_log = self.session("B", code=f"{nameplate}-wrong-words")
+        _b, b_log = self.session(
+            "B", code=f"{nameplate}-wrong-words", connect={"svc": f"tcp:{LOOPBACK}:9"}
+        )
         for log in (a_log, b_log):
             closed = await log.next_event("closed")
             self.assertEqual((closed["reason"], closed["mood"]), ("failed", "scary"))
-            error = log.of_kind("error")[0]
+            [error] = log.of_kind("error")
             self.assertTrue(error["fatal"])
-            self.assertIn("WrongPasswordError", error["message"])
+            self.assertEqual(error["where"], "wormhole")
+            self.assertTrue(error["message"].startswith("wrong wormhole code: "), error)
+            self.assertIn("check the code", error["advice"])
         self.assertEqual(sorted(self.ended), [("A", "failed"), ("B", "failed")])
         self.assertEqual(a.outcome, "failed")
         await a.stop()  # a stop after the end just returns
@@ -272,7 +280,13 @@ class SessionTests(SessionTestsMixin, TestCase):
         )
         closed = await a_log.next_event("closed")
         self.assertEqual(closed["reason"], "failed")
-        self.assertIn("CannotListenError", a_log.of_kind("error")[0]["message"])
+        error = a_log.of_kind("error")[0]
+        self.assertEqual(error["where"], "listen")
+        self.assertEqual(
+            error["message"],
+            f"cannot listen on a --listen endpoint: {LOOPBACK}:{port}: Address already in use",
+        )
+        self.assertIn("port is probably in use", error["advice"])
         self.assertEqual(self.ended, [("A", "failed")])
 
 

@@ -15,6 +15,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.test_subchannel import HalfProtocol
 from tests.test_testing_memory import Collecting, received
+from txdilation.semantics import TWISTED
 from txdilation.session.splice import Splice
 from txdilation.testing.memory import MemoryDilationPair
 
@@ -46,9 +47,12 @@ class SpliceTests(SynchronousTestCase):
 
     def setUp(self, **options: object) -> None:
         self.clock = Clock()
-        self.pair = MemoryDilationPair(self.clock, **options)
+        # the session's subchannels have TWISTED semantics (txdilation.session.service.SEMANTICS)
+        self.pair = MemoryDilationPair(self.clock, semantics=TWISTED, **options)
         self.peers = Collecting(HalfProtocol)
-        self.successResultOf(self.pair.b.listener_for("svc").listen(self.peers))
+        listening = self.pair.b.listener_for("svc").listen(self.peers)
+        self.pair.flush()  # (listen() answers on a later turn, as a real wormhole's does)
+        self.successResultOf(listening)
         self.splice = Splice(7, "svc", "outbound", self.clock)
         self.ended: list[Splice] = []
         self.splice.ended.addCallback(self.ended.append)
@@ -57,9 +61,9 @@ class SpliceTests(SynchronousTestCase):
         self.splice.local.makeConnection(self.local)
 
     def open_channel(self) -> HalfProtocol:
-        self.successResultOf(
-            self.pair.a.connector_for("svc").connect(Prebuilt(self.splice.channel))
-        )
+        connecting = self.pair.a.connector_for("svc").connect(Prebuilt(self.splice.channel))
+        self.pair.flush()  # (connect() answers on a later turn too)
+        self.successResultOf(connecting)
         self.pair.flush()
         return self.peers.built[0]
 

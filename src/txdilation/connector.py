@@ -503,6 +503,8 @@ def _usable_addresses(addresses: Iterable[str]) -> list[str]:
 
 
 class _OutboundFactory(ClientFactory):
+    noisy = False  # one factory per attempt: no "Starting/Stopping factory" log lines
+
     def __init__(
         self,
         connector: Connector,
@@ -526,6 +528,8 @@ class _OutboundFactory(ClientFactory):
 
 
 class _InboundFactory(ServerFactory):
+    noisy = False  # one listener per generation: no "Starting/Stopping factory" log lines
+
     def __init__(self, connector: Connector) -> None:
         self.connector = connector
 

@@ -199,7 +199,25 @@ def _bar(done: int, total: int, width: int = 30) -> str:
 def run_demo(
     *, mib: int = 64, cuts: int = 3, relay_only: bool = False, timeout: float = 120.0
 ) -> int:
-    """Run the demo (on the global reactor, which it runs); returns the exit status."""
+    """Run the demo (on the global reactor, which it runs); returns the exit status (1, with
+    what to install, when the mailbox server or transit relay package is missing)."""
+    import importlib.util
+
+    missing = [
+        name
+        for name, module in (
+            ("magic-wormhole-mailbox-server", "wormhole_mailbox_server"),
+            ("magic-wormhole-transit-relay", "wormhole_transit_relay"),
+        )
+        if importlib.util.find_spec(module) is None
+    ]
+    if missing:
+        print(
+            f"txdilation demo: needs {' and '.join(missing)} (it runs the real servers on "
+            "127.0.0.1): pip install 'txdilation[demo]'",
+            file=sys.stderr,
+        )
+        return 1
     os.environ.setdefault("TXDILATION_LISTEN_INTERFACE", "127.0.0.1")
     os.environ.setdefault("TXDILATION_HINT_ADDRESSES", "127.0.0.1")
     from twisted.internet import reactor

@@ -5,8 +5,8 @@ Layer: observability, beside the protocol (no protocol logic here). The Manager,
 records sample the Multiplexer's counters (:meth:`Telemetry.set_traffic_source`). Each call
 builds one flat JSON-ready record and hands it to
 
-- ``twisted.logger`` (namespace ``txdilation.telemetry``; the record is the event key
-  ``telemetry``), always;
+- ``twisted.logger`` (namespace ``txdilation.telemetry``, level debug; the record is the event
+  key ``telemetry`` and the text names the event and its fields), always;
 - a JSON-lines file when the environment variable ``TXDILATION_EVENTS=PATH`` is set (appended,
   one object per line, flushed after each line; one shared handle per path and process);
 - an optional extra ``sink`` callable given by the caller.
@@ -563,9 +563,28 @@ class Telemetry:
             record["pair"] = self._pair
         record.update({k: v for k, v in fields.items() if v is not None})
         self._seq += 1
-        self._log.info("telemetry {telemetry[event]}", telemetry=record)
+        self._log.debug(
+            "telemetry {telemetry[event]}{telemetry_fields}",
+            telemetry=record,
+            telemetry_fields=_LogFields(record),
+        )
         for sink in self._sinks:
             sink(record)
+
+
+class _LogFields:
+    """A record's fields as ``key=value`` words for a log line (formatted only if a log
+    observer renders the event: nothing is paid for when nobody reads debug lines)."""
+
+    __slots__ = ("_record",)
+    _SKIP: Final = frozenset({"schema", "ts", "seq", "event", "session"})
+
+    def __init__(self, record: Record) -> None:
+        self._record = record
+
+    def __str__(self) -> str:
+        fields = self._record.items()
+        return "".join(f" {k}={v}" for k, v in fields if k not in self._SKIP and v is not None)
 
 
 def record_from_log_event(event: Mapping[str, Any]) -> Record | None:

@@ -5,8 +5,14 @@ Layer: configuration (pure: no I/O except reading the TOML file in :func:`load_t
 The same settings come from the command line (``twistd dilation``, ``txdilation run``) and from
 a TOML file (``--config FILE``). Keys are the long option names: ``mailbox``, ``appid``,
 ``code``, ``allocate-code``, ``relay``, ``no-listen``, ``ping-interval``, ``status``, ``events``,
-``drain-timeout``, ``close-timeout``, and the tables ``[listen]`` / ``[connect]`` mapping a
-subprotocol name to a Twisted endpoint string. :func:`merge` lays command-line values over the
+``drain-timeout``, ``close-timeout``, ``log-level``, the Dilation settings of
+:data:`DILATION_SETTINGS` (``listen-interface``, ``max-unacked-bytes``, ...), and the tables
+``[listen]`` / ``[connect]`` mapping a subprotocol name to a Twisted endpoint string.
+
+The Dilation settings reach the library as the ``TXDILATION_*`` environment variables it reads
+(:meth:`SessionConfig.environment`, applied by ``txdilation.session.process.prepare``): a
+setting given as an option or in the file replaces the variable; one given nowhere leaves the
+variable (if set) in force. :func:`merge` lays command-line values over the
 file's: scalars given on the command line win; ``listen``/``connect`` entries are merged by name
 (the command line's endpoint wins for a name present in both); a ``--code`` or
 ``--allocate-code`` on the command line replaces both code settings of the file.
@@ -14,16 +20,21 @@ file's: scalars given on the command line win; ``listen``/``connect`` entries ar
 Invariants of a :class:`SessionConfig` (checked by :func:`build_config`): exactly one of
 ``code``/``allocate_code``; subprotocol names non-empty, printable, without ``=``, unique per
 table; every endpoint string parses; the relay is ``tcp:HOST:PORT``; the ping interval and the
-close timeout are positive, the drain timeout is not negative.
+close timeout are positive, the drain timeout is not negative; the mailbox is a ``ws://`` or
+``wss://`` URL with a host; the log level is a known one; the Dilation settings are valid for
+the library (the same checks as ``txdilation.config``'s readers make; that module is not
+imported here, since it imports ``wormhole``, which must come after ``txdilation.install()``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from ..hints import HintError, parse_hint_argv
 from .endpoints import ForwardSpec, validate_client, validate_server
@@ -32,6 +43,8 @@ from .errors import ConfigError
 __all__ = [
     "DEFAULT_APPID",
     "DEFAULT_MAILBOX",
+    "DILATION_SETTINGS",
+    "LOG_LEVELS",
     "ConfigError",
     "SessionConfig",
     "build_config",
@@ -49,6 +62,100 @@ DEFAULT_APPID: Final = "txdilation.example/session"
 DEFAULT_DRAIN_TIMEOUT: Final = 5.0
 DEFAULT_CLOSE_TIMEOUT: Final = 3.0
 
+LOG_LEVELS: Final = ("debug", "info", "warn", "error", "critical")
+"""``log-level`` values (see ``txdilation.logs``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DilationSetting:
+    """One library setting a session can set: its key, variable, kind and meaning."""
+
+    key: str
+    variable: str
+    kind: str  # "seconds", "seconds-or-0", "bytes", "port", "port-or-0", "text", "addresses"
+    help: str
+
+
+DILATION_SETTINGS: Final = (
+    DilationSetting(
+        "listen-interface",
+        "TXDILATION_LISTEN_INTERFACE",
+        "text",
+        "Interface the direct-hint listener binds [default: all].",
+    ),
+    DilationSetting(
+        "listen-port",
+        "TXDILATION_LISTEN_PORT",
+        "port-or-0",
+        "TCP port the direct-hint listener binds [default: 0, a new one each generation].",
+    ),
+    DilationSetting(
+        "hint-addresses",
+        "TXDILATION_HINT_ADDRESSES",
+        "addresses",
+        "Comma-separated addresses advertised in direct hints [default: discovered].",
+    ),
+    DilationSetting(
+        "hint-port",
+        "TXDILATION_HINT_PORT",
+        "port",
+        "Port advertised in direct hints (a port forward) [default: the listener's].",
+    ),
+    DilationSetting(
+        "handshake-timeout",
+        "TXDILATION_HANDSHAKE_TIMEOUT",
+        "seconds",
+        "Seconds a connection may take from TCP connect to selection [default: 30].",
+    ),
+    DilationSetting(
+        "peer-timeout",
+        "TXDILATION_PEER_TIMEOUT",
+        "seconds-or-0",
+        "Seconds without a sign of the peer before it is presumed gone; 0: never [default: 600].",
+    ),
+    DilationSetting(
+        "max-unacked-bytes",
+        "TXDILATION_MAX_UNACKED_BYTES",
+        "bytes",
+        "Unacknowledged outbound bytes above which senders are paused [default: 64MiB].",
+    ),
+    DilationSetting(
+        "max-buffered-inbound-bytes",
+        "TXDILATION_MAX_BUFFERED_INBOUND_BYTES",
+        "bytes",
+        "Bytes paused subchannels may hold before reading stops [default: 4MiB].",
+    ),
+    DilationSetting(
+        "max-pending-open-bytes",
+        "TXDILATION_MAX_PENDING_OPEN_BYTES",
+        "bytes",
+        "Bytes held for subchannels nobody listens on yet [default: 4MiB].",
+    ),
+    DilationSetting(
+        "max-record-size",
+        "TXDILATION_MAX_RECORD_SIZE",
+        "bytes",
+        "Largest record accepted from the peer [default: 64MiB].",
+    ),
+    DilationSetting(
+        "traffic-interval",
+        "TXDILATION_TRAFFIC_INTERVAL",
+        "seconds-or-0",
+        "Seconds between periodic traffic telemetry records; 0: none [default: 60].",
+    ),
+)
+"""The library settings a session sets through ``TXDILATION_*`` variables (docs/api.md)."""
+
+_DILATION_TYPES: Final[dict[str, tuple[type, ...]]] = {  # str: as given on the command line
+    "text": (str,),
+    "addresses": (str, list),
+    "port": (int, str),
+    "port-or-0": (int, str),
+    "seconds": (int, float, str),
+    "seconds-or-0": (int, float, str),
+    "bytes": (int, str),
+}
+
 _SCALARS: Final[dict[str, tuple[type, ...]]] = {
     "mailbox": (str,),
     "appid": (str,),
@@ -61,6 +168,8 @@ _SCALARS: Final[dict[str, tuple[type, ...]]] = {
     "events": (str,),
     "drain-timeout": (int, float),
     "close-timeout": (int, float),
+    "log-level": (str,),
+    **{d.key: _DILATION_TYPES[d.kind] for d in DILATION_SETTINGS},
 }
 _TABLES: Final = ("listen", "connect")
 
@@ -90,6 +199,17 @@ class SessionConfig:
     events: str | None = None
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     close_timeout: float = DEFAULT_CLOSE_TIMEOUT
+    log_level: str | None = None
+    dilation: tuple[tuple[str, str], ...] = ()
+    """``(key, value)`` of the Dilation settings given, values as the variables take them."""
+
+    def environment(self) -> dict[str, str]:
+        """The ``TXDILATION_*`` variables the given Dilation settings (and ``events``) set."""
+        variables = {d.key: d.variable for d in DILATION_SETTINGS}
+        env = {variables[key]: value for key, value in self.dilation}
+        if self.events:
+            env["TXDILATION_EVENTS"] = self.events
+        return env
 
     @property
     def connect_names(self) -> tuple[str, ...]:
@@ -187,9 +307,19 @@ def build_config(raw: Mapping[str, Any]) -> SessionConfig:
     for key in ("mailbox", "appid"):
         if key in raw and not raw[key]:
             raise ConfigError(f"{key} must not be empty")
+    mailbox = raw.get("mailbox", DEFAULT_MAILBOX)
+    check_mailbox_url(mailbox)
+    log_level = raw.get("log-level")
+    if log_level is not None:
+        log_level = log_level.strip().lower()
+        log_level = "warn" if log_level == "warning" else log_level
+        if log_level not in LOG_LEVELS:
+            raise ConfigError(
+                f"log-level must be one of {', '.join(LOG_LEVELS)}, not {raw['log-level']!r}"
+            )
     return SessionConfig(
         appid=raw.get("appid", DEFAULT_APPID),
-        mailbox=raw.get("mailbox", DEFAULT_MAILBOX),
+        mailbox=mailbox,
         code=code,
         allocate_code=allocate,
         relay=relay,
@@ -203,7 +333,114 @@ def build_config(raw: Mapping[str, Any]) -> SessionConfig:
             "drain-timeout", raw.get("drain-timeout", DEFAULT_DRAIN_TIMEOUT), zero_ok=True
         ),
         close_timeout=_seconds("close-timeout", raw.get("close-timeout", DEFAULT_CLOSE_TIMEOUT)),
+        log_level=log_level,
+        dilation=_dilation_settings(raw),
     )
+
+
+def check_mailbox_url(url: str) -> None:
+    """Check that ``url`` is a mailbox server URL: ``ws://HOST[:PORT]/...`` or ``wss://...``.
+
+    :raises ConfigError: naming what is wrong, with an example.
+    """
+    example = "e.g. ws://relay.magic-wormhole.io:4000/v1"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:
+        raise ConfigError(f"mailbox {url!r} is not a URL ({e}); {example}") from None
+    if parts.scheme not in ("ws", "wss"):
+        scheme = f"'{parts.scheme}://'" if parts.scheme else "no scheme"
+        raise ConfigError(
+            f"mailbox {url!r} has {scheme}: a mailbox server URL starts with ws:// or wss://; "
+            f"{example}"
+        )
+    if not parts.hostname:
+        raise ConfigError(f"mailbox {url!r} has no host; {example}")
+    if port == 0:
+        raise ConfigError(f"mailbox {url!r}: port 0 is not a port; {example}")
+
+
+_SIZE = re.compile(r"(\d+)\s*([kmg]i?b?|b)?", re.IGNORECASE)
+_UNITS: Final = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "m": 10**6,
+    "g": 10**9,
+    "ki": 2**10,
+    "mi": 2**20,
+    "gi": 2**30,
+}
+
+
+def parse_size(text: str | int) -> int:
+    """A byte count: an int, or digits with an optional unit (``64MiB``, ``4M``, ``512k``;
+    ``k``/``M``/``G`` are powers of 1000, ``KiB``/``MiB``/``GiB`` powers of 1024).
+
+    :raises ValueError: for anything else.
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    found = _SIZE.fullmatch(str(text).strip())
+    if found is None:
+        raise ValueError(f"expected a number of bytes such as 65536 or 64MiB, not {text!r}")
+    unit = (found.group(2) or "").lower().removesuffix("b")
+    return int(found.group(1)) * _UNITS[unit]
+
+
+def _dilation_settings(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The Dilation settings given in ``raw``, as variable values, checked as the library's
+    readers check them (so a value the library would refuse is refused before anything
+    starts)."""
+    given: list[tuple[str, str]] = []
+    for setting in DILATION_SETTINGS:
+        if setting.key not in raw:
+            continue
+        try:
+            text = _as_variable(setting.kind, raw[setting.key])
+        except ValueError as e:
+            raise ConfigError(f"{setting.key}: {e}") from None
+        given.append((setting.key, text))
+    return tuple(given)
+
+
+def _as_variable(kind: str, value: Any) -> str:
+    """``value`` (from TOML or an option) as the ``TXDILATION_*`` variable's text."""
+    if kind == "text":
+        if not str(value).strip():
+            raise ValueError("must not be empty")
+        return str(value).strip()
+    if kind == "addresses":
+        items = value if isinstance(value, list) else str(value).split(",")
+        if not all(isinstance(a, str) for a in items):
+            raise ValueError("expected addresses (strings)")
+        addresses = [a.strip() for a in items if a.strip()]
+        if not addresses or any("," in a for a in addresses):
+            raise ValueError("expected one or more addresses, comma-separated (or a list)")
+        return ",".join(addresses)
+    if kind in ("port", "port-or-0"):
+        lowest = 0 if kind == "port-or-0" else 1
+        try:
+            port = int(value)
+        except ValueError:
+            port = -1
+        if not lowest <= port <= 65535:
+            raise ValueError(f"expected a port number ({lowest} to 65535), not {value!r}")
+        return str(port)
+    if kind in ("seconds", "seconds-or-0"):
+        try:
+            seconds = float(value)
+        except ValueError:
+            raise ValueError(f"expected a number of seconds, not {value!r}") from None
+        if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and kind == "seconds"):
+            wanted = "a positive" if kind == "seconds" else "a non-negative"
+            raise ValueError(f"expected {wanted} number of seconds, not {value!r}")
+        return repr(seconds)
+    size = parse_size(value)
+    if size <= 0:
+        raise ValueError(f"expected a positive number of bytes, not {value!r}")
+    return str(size)
 
 
 def _seconds(key: str, value: float, *, zero_ok: bool = False) -> float:

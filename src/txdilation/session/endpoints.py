@@ -88,6 +88,13 @@ def validate_client(spec: ForwardSpec) -> ForwardSpec:
 def _check(parse: Any, option: str, kind: str, spec: ForwardSpec) -> ForwardSpec:
     try:
         parse(MemoryReactor(), spec.endpoint)  # type: ignore[no-untyped-call]
+    except IndexError:
+        # systemd:...:index=N names a socket systemd did not pass
+        message = (
+            f"{option} {spec.name}: {spec.endpoint!r}: systemd passed no such socket (is the "
+            "service started by its .socket unit, with that many ListenStream= lines?)"
+        )
+        raise ConfigError(message) from None
     except (ValueError, TypeError, KeyError) as e:
         message = f"{option} {spec.name}: bad {kind} endpoint {spec.endpoint!r}: {e}"
         raise ConfigError(message) from None

@@ -3,22 +3,26 @@
 Layer: process entry point. The options are exactly those of ``twistd dilation``
 (:class:`~txdilation.session.options.SessionOptions`); the session runs on the global reactor
 until SIGTERM/SIGINT (clean stop, exit 0), the peer closing its wormhole (exit 0) or a fatal
-error (exit 1); usage errors exit 2.
+error (exit 1); usage errors exit 2, with one line on stderr (``txdilation run: error: ...;
+see 'txdilation run --help'``).
 Notable events and, on a terminal, a live status line (generation, path, RTT, bytes) go to
-stderr; ``--status -`` puts the JSON-line events on stdout.
+stderr; ``--status -`` puts the JSON-line events on stdout. Twisted's log also goes to stderr,
+at ``--log-level`` (or ``TXDILATION_LOG_LEVEL``) if given, else from ``warn`` up, without the
+status lines (the human view shows those).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, Any
 
+from twisted.logger import LogLevel, globalLogBeginner, textFileLogObserver
 from twisted.python import usage
 
 from .options import SessionOptions
 
-__all__ = ["EXIT_USAGE", "run"]
+__all__ = ["EXIT_USAGE", "begin_logging", "run", "usage_error"]
 
 EXIT_USAGE = 2
 
@@ -36,7 +40,7 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     try:
         options.parseOptions(list(argv))  # type: ignore[no-untyped-call]
     except usage.UsageError as e:
-        print(f"{options}\ntxdilation run: {e}", file=err)
+        print(usage_error("txdilation run", str(e)), file=err)
         return EXIT_USAGE
     config = options.config
     assert config is not None
@@ -44,6 +48,7 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     from .process import EXIT_FAILED, install_signal_handlers, prepare, stop_reactor
 
     prepare(config)
+    begin_logging(err, explicit=config.log_level is not None)
     from twisted.internet import reactor
 
     from .liveline import LiveStatusLine
@@ -72,3 +77,25 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     reactor.addSystemEventTrigger("after", "shutdown", line.stop)  # type: ignore[attr-defined]
     reactor.run()  # type: ignore[attr-defined]
     return status[0]
+
+
+def usage_error(command: str, message: str) -> str:
+    """The one line a usage error prints: ``COMMAND: error: MESSAGE; see 'COMMAND --help'``."""
+    message = message.removeprefix("Parameter type enforcement failed: ").rstrip(".")
+    return f"{command}: error: {message}; see '{command} --help'"
+
+
+def begin_logging(stream: IO[str], *, explicit: bool) -> None:
+    """Send Twisted's log to ``stream``: at the configured level if ``explicit`` (or if
+    ``TXDILATION_LOG_LEVEL`` is set), else from ``warn`` up; status lines are left out."""
+    import os
+
+    from .. import logs
+
+    level = logs.current_level() if explicit or os.environ.get(logs.ENV_LEVEL) else LogLevel.warn
+
+    def is_status_line(event: Any) -> bool:
+        return "status" in event
+
+    observer = logs.filtered(textFileLogObserver(stream), level, exclude=is_status_line)
+    globalLogBeginner.beginLoggingTo([observer], redirectStandardIO=False)

@@ -46,6 +46,8 @@ def _describe_failure(f: Failure) -> str:
 class _Prebuilt(Factory):
     """A factory for exactly one already-built protocol (a splice's end)."""
 
+    noisy = False  # no "Starting/Stopping factory" line per forwarded connection
+
     def __init__(self, protocol: Protocol) -> None:
         self._protocol = protocol
 
@@ -55,6 +57,8 @@ class _Prebuilt(Factory):
 
 class _LocalListenFactory(Factory):
     """``--listen``: each accepted local connection becomes an outbound splice."""
+
+    noisy = False  # no "Starting/Stopping factory" line per forwarded connection
 
     def __init__(self, forwarder: Forwarder, spec: ForwardSpec) -> None:
         self._forwarder = forwarder
@@ -66,6 +70,8 @@ class _LocalListenFactory(Factory):
 
 class _ChannelListenFactory(Factory):
     """``--connect``: each subchannel the peer opens becomes an inbound splice."""
+
+    noisy = False  # no "Starting/Stopping factory" line per forwarded connection
 
     def __init__(self, forwarder: Forwarder, spec: ForwardSpec) -> None:
         self._forwarder = forwarder

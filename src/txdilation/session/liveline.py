@@ -18,18 +18,11 @@ from twisted.internet.task import LoopingCall
 
 from .service import Session
 from .status import StatusEvent
+from .statuslog import format_bytes
 
 __all__ = ["LiveStatusLine", "describe_event", "format_bytes"]
 
 REFRESH_SECONDS = 0.5
-
-
-def format_bytes(n: int) -> str:
-    """``n`` bytes in B, kB, MB or GB (decimal units, 3 significant digits)."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{n} B"
 
 
 def describe_event(event: StatusEvent) -> str | None:
@@ -53,7 +46,13 @@ def describe_event(event: StatusEvent) -> str | None:
         case "link-cut":
             return "link cut (debug signal)"
         case "error":
-            return f"error ({event['where']}): {event['message']}"
+            advice = f"\n  {event['advice']}" if event.get("advice") else ""
+            if event.get("fatal"):
+                return f"fatal error: {event['message']}{advice}"
+            return f"error ({event['where']}): {event['message']}{advice}"
+        case "warning":
+            advice = f"\n  {event['advice']}" if event.get("advice") else ""
+            return f"warning: {event['message']}{advice}"
         case "stopping":
             return f"stopping ({event['reason']})"
         case "closed":

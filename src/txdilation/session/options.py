@@ -4,31 +4,66 @@ Layer: session configuration (``twisted.python.usage``, no I/O except reading ``
 :class:`SessionOptions` parses the options, reads the ``--config`` TOML file if given, lays the
 command line over it (:func:`txdilation.session.config.merge`) and leaves the validated
 :class:`~txdilation.session.config.SessionConfig` in ``options.config``. Every problem is a
-``usage.UsageError`` naming the option, so ``twistd`` and ``txdilation run`` print it with the
-usage text and exit with status 1 (twistd) or 2 (``txdilation run``).
+``usage.UsageError`` naming the option: ``txdilation run`` prints it as one line and exits 2,
+``twistd`` prints it after its usage text and exits 1. ``--version`` prints the versions of
+txdilation, magic-wormhole, Twisted and Python (:func:`version_text`) and exits 0.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import platform
+import sys
+from importlib import metadata
+from typing import Any, NoReturn
 
 from twisted.python import usage
 
-from .config import DEFAULT_APPID, DEFAULT_MAILBOX, SessionConfig, build_config, load_toml, merge
+from .config import (
+    DEFAULT_APPID,
+    DEFAULT_MAILBOX,
+    DILATION_SETTINGS,
+    LOG_LEVELS,
+    SessionConfig,
+    build_config,
+    load_toml,
+    merge,
+)
 from .endpoints import parse_forward
 from .errors import ConfigError
 
-__all__ = ["SessionOptions"]
+__all__ = ["SessionOptions", "version_text"]
 
 
-def _seconds(value: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"expected a number of seconds, not {value!r}") from None
+def version_text() -> str:
+    """The versions that matter in a bug report, one per line (imports no ``wormhole``)."""
+    import twisted
+    import txdilation
+
+    def installed(distribution: str) -> str:
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (
+        f"txdilation {txdilation.__version__}\n"
+        f"magic-wormhole {installed('magic-wormhole')}\n"
+        f"Twisted {twisted.__version__}\n"
+        f"Python {platform.python_version()}"
+    )
 
 
-_seconds.coerceDoc = "(seconds)"  # type: ignore[attr-defined]
+def _seconds(option: str) -> Any:
+    """A coerce function for ``--OPTION SECONDS`` whose error names the option."""
+
+    def coerce(value: str) -> float:
+        try:
+            return float(value)
+        except ValueError:
+            raise ValueError(f"--{option}: expected a number of seconds, not {value!r}") from None
+
+    coerce.coerceDoc = "(seconds)"  # type: ignore[attr-defined]
+    return coerce
 
 
 class SessionOptions(usage.Options):
@@ -50,12 +85,37 @@ class SessionOptions(usage.Options):
         ["appid", None, None, f"Application id; both peers must agree [default: {DEFAULT_APPID}]."],
         ["code", None, None, "The wormhole code to use."],
         ["relay", None, None, "Transit relay, tcp:HOST:PORT."],
-        ["ping-interval", None, None, "Keepalive interval [default: 30]", _seconds],
+        [
+            "ping-interval",
+            None,
+            None,
+            "Keepalive interval [default: 30]",
+            _seconds("ping-interval"),
+        ],
         ["status", None, None, "Write JSON-line status events to this file ('-': stdout)."],
         ["events", None, None, "Write telemetry events to this file (TXDILATION_EVENTS)."],
         ["config", None, None, "Read settings from this TOML file (options override it)."],
-        ["drain-timeout", None, None, "On stop, wait for forwards to end [default: 5]", _seconds],
-        ["close-timeout", None, None, "On stop, wait for the close [default: 3]", _seconds],
+        [
+            "drain-timeout",
+            None,
+            None,
+            "On stop, wait for forwards to end [default: 5]",
+            _seconds("drain-timeout"),
+        ],
+        [
+            "close-timeout",
+            None,
+            None,
+            "On stop, wait for the close [default: 3]",
+            _seconds("close-timeout"),
+        ],
+        [
+            "log-level",
+            None,
+            None,
+            f"Lowest level logged: {', '.join(LOG_LEVELS)} [default: info; TXDILATION_LOG_LEVEL].",
+        ],
+        *[[d.key, None, None, f"{d.help} ({d.variable})"] for d in DILATION_SETTINGS],
     ]
 
     def __init__(self) -> None:
@@ -72,25 +132,30 @@ class SessionOptions(usage.Options):
         """NAME=CLIENT_ENDPOINT: connect each subchannel NAME the peer opens there (e.g. web=tcp:127.0.0.1:80); other names are refused. Repeatable."""  # noqa: E501
         self.connect.update(_forward(value, "--connect"))
 
+    def opt_version(self) -> NoReturn:
+        """Print the versions of txdilation, magic-wormhole, Twisted and Python, and exit."""
+        print(version_text())
+        sys.exit(0)
+
     def postOptions(self) -> None:
         file_settings: dict[str, Any] = {}
         try:
             if self["config"]:
                 file_settings = load_toml(self["config"])
-            overrides: dict[str, Any] = {
-                key: self[key]
-                for key in (
-                    "mailbox",
-                    "appid",
-                    "code",
-                    "relay",
-                    "ping-interval",
-                    "status",
-                    "events",
-                    "drain-timeout",
-                    "close-timeout",
-                )
-            }
+            keys = [
+                "mailbox",
+                "appid",
+                "code",
+                "relay",
+                "ping-interval",
+                "status",
+                "events",
+                "drain-timeout",
+                "close-timeout",
+                "log-level",
+                *(d.key for d in DILATION_SETTINGS),
+            ]
+            overrides: dict[str, Any] = {key: self[key] for key in keys}
             for flag in ("allocate-code", "no-listen"):
                 overrides[flag] = True if self[flag] else None
             overrides["listen"] = self.listen
@@ -98,6 +163,13 @@ class SessionOptions(usage.Options):
             self.config = build_config(merge(file_settings, overrides))
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
+        if self.config.log_level is None:
+            from ..logs import current_level
+
+            try:
+                current_level()  # TXDILATION_LOG_LEVEL, if set, must name a level
+            except ValueError as e:
+                raise usage.UsageError(f"TXDILATION_LOG_LEVEL: {e}") from None
 
 
 def _forward(value: str, option: str) -> dict[str, str]:

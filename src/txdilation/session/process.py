@@ -3,8 +3,11 @@
 Layer: process entry points only (library code never calls these: they touch ``os.environ``,
 signal handlers and the process's exit status).
 
-- :func:`prepare` sets ``TXDILATION_EVENTS`` from ``--events`` and installs txdilation as
-  magic-wormhole's Dilation (``txdilation.install()``) before anything imports ``wormhole``.
+- :func:`prepare` sets the ``TXDILATION_*`` variables of the settings given (``--events``,
+  ``--listen-interface``, ``--max-unacked-bytes``, ...: the library reads them when the session
+  dilates), sets the log level of ``txdilation.logs`` (``--log-level``), and installs
+  txdilation as magic-wormhole's Dilation (``txdilation.install()``) before anything imports
+  ``wormhole``.
 - :func:`install_signal_handlers` (call once the reactor runs, i.e. after Twisted installed its
   own): SIGTERM and SIGINT start a clean stop and then stop the reactor, WITHOUT Twisted's habit
   of re-raising the signal at exit, so the process exits 0 after a clean stop; once the reactor
@@ -45,9 +48,13 @@ _log = Logger(namespace="txdilation.session.process")
 
 
 def prepare(config: SessionConfig) -> None:
-    """Set ``TXDILATION_EVENTS`` (when ``--events`` is given) and install txdilation."""
-    if config.events:
-        os.environ["TXDILATION_EVENTS"] = config.events
+    """Set the ``TXDILATION_*`` variables of the given settings and the log level, and install
+    txdilation (see the module docstring)."""
+    os.environ.update(config.environment())
+    if config.log_level is not None:
+        from .. import logs
+
+        logs.configure(config.log_level)
     import txdilation
 
     txdilation.install()

@@ -26,10 +26,15 @@ Invariants:
   returns None, so Automat queues one made from inside a behaviour); every returned Deferred
   fires (with None) once the session is stopped; errors after a stop began are logged;
 - a fatal error (bad code, a peer that cannot dilate, a port that cannot listen, the wormhole
-  failing by itself) is reported once as an ``error`` event with ``fatal: true``; the peer
+  failing by itself) is reported once as an ``error`` event with ``fatal: true``, in words with
+  advice (:mod:`.advice`; a subchannel listener failing because the wormhole closed is not the
+  cause: the wormhole's own close reports the cause); the peer
   closing its wormhole (Dilation reports the peer gone) ends the session cleanly; either way
   ``on_ended(outcome)`` is called (``failed``, ``peer-closed``; ``stopped`` after a stop)
-  just before the ``closed`` event, so a process can exit with the right status.
+  just before the ``closed`` event, so a process can exit with the right status;
+- every status event is also logged as one readable line (:class:`.statuslog.StatusLog`);
+- the session chooses its application semantics explicitly (:data:`SEMANTICS`, stock's: the
+  splices are written and tested against it), whatever ``TXDILATION_SEMANTICS`` says.
 """
 
 from __future__ import annotations
@@ -37,21 +42,26 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 from typing import Protocol as TypingProtocol
 
 from automat import TypeMachine, TypeMachineBuilder
 from twisted.application.service import Service
 from twisted.internet.defer import CancelledError, Deferred
-from twisted.logger import Logger
+from twisted.logger import ILogObserver, Logger
 from twisted.python.failure import Failure
 
+from .advice import explain, unwrap
 from .config import SessionConfig
 from .forwarding import Forwarder
 from .observe import LinkObserver, LinkState
 from .status import StatusWriter
+from .statuslog import StatusLog
 
-__all__ = ["Session", "SessionService", "session_machine"]
+__all__ = ["SEMANTICS", "Session", "SessionService", "session_machine"]
+
+SEMANTICS: Final = "twisted"
+"""The application semantics the session's subchannels have (``txdilation.dilate``)."""
 
 _log = Logger(namespace="txdilation.session")
 
@@ -65,8 +75,8 @@ class SessionInputs(TypingProtocol):
     def stop(self, reason: str) -> None:
         "Stop cleanly (the facade registered a waiter that fires once stopped)."
 
-    def failed(self, message: str, where: str) -> None:
-        "Something the session cannot go on without failed."
+    def failed(self, message: str, where: str, advice: str) -> None:
+        "Something the session cannot go on without failed (``advice``: what to do)."
 
     def peer_left(self) -> None:
         "The peer closed its wormhole: the dilation is over for good."
@@ -94,6 +104,10 @@ class SessionCore:
     waiters: list[Deferred[None]] = field(default_factory=list)
     outcome: str = "stopped"
     closing: bool = False
+    close_started: bool = False
+    watching_close: bool = False
+    close_result: object = None
+    close_waiters: list[Deferred[Any]] | None = field(default_factory=list)
     inputs: SessionInputs | None = None
 
     def __post_init__(self) -> None:
@@ -111,11 +125,20 @@ class SessionCore:
             connect=list(config.connect_names),
             pid=os.getpid(),
         )
+        if config.no_listen and config.relay is None:
+            self.writer.emit(
+                "warning",
+                message="this side advertises no direct hints (--no-listen) and has no relay",
+                advice="the peer must listen and be reachable from here; otherwise give a "
+                "--relay (tcp:HOST:PORT) or drop --no-listen, or nothing will ever connect",
+            )
         self.startup = Deferred.fromCoroutine(self._startup())
         self.startup.addErrback(self._startup_failed)
 
     async def _startup(self) -> None:
         import wormhole
+
+        import txdilation
 
         config = self.config
         w = self.wormhole = wormhole.create(
@@ -125,16 +148,22 @@ class SessionCore:
             dilation=True,
             on_status_update=self.observer.wormhole_status,
         )
-        self.dilated = w.dilate(
-            transit_relay_location=config.relay,
+        self.dilated = txdilation.dilate(
+            w,
+            config.relay,
             no_listen=config.no_listen,
             on_status_update=self.observer.dilation_status,
             ping_interval=config.ping_interval,
             expected_subprotocols=list(config.connect_names),
+            semantics=SEMANTICS,
         )
         attached = self.forwarder.attach(self.dilated)
-        attached.addErrback(self._startup_failed, "listen")
-        await self.forwarder.start_listening()
+        attached.addErrback(self._startup_failed, "wormhole")
+        try:
+            await self.forwarder.start_listening()
+        except Exception as e:
+            self._startup_failed(Failure(e), "listen")  # type: ignore[no-untyped-call]
+            return
         if config.allocate_code:
             w.allocate_code()
         else:
@@ -143,15 +172,22 @@ class SessionCore:
         verifier: bytes = await w.get_verifier()
         self.writer.emit("peer-connected", verifier=verifier.hex())
         await self.dilated.when_dilated()
-        self.writer.emit("dilated")
+        link = self.observer.state
+        selected = {"generation": link.generation, "path": link.path, "hint": link.hint}
+        self.writer.emit("dilated", **(selected if link.hint is not None else {}))
 
     def _startup_failed(self, f: Failure, where: str = "startup") -> None:
-        value = f.value
-        inner = getattr(value, "subFailure", None)  # DeferredList's FirstError
-        if isinstance(inner, Failure):
-            value = inner.value
-        assert self.inputs is not None
-        self.inputs.failed(f"{type(value).__name__}: {value}", where)
+        closed = type(unwrap(f)).__name__ == "WormholeClosedError"
+        if closed and self.wormhole is not None and not self.closing:
+            self.wormhole_stopped()  # not the cause: the wormhole's close says why it closed
+            return
+        self._fail(f, where)
+
+    def _fail(self, f: Failure, where: str) -> None:
+        if self.closing and isinstance(unwrap(f), CancelledError):
+            return  # the stop cancelled the startup: nothing went wrong
+        explained = explain(f)
+        self._inputs().failed(explained.message, where, explained.advice)
 
     def rtt(self) -> float | None:
         rtt: float | None = getattr(getattr(self.dilated, "_manager", None), "last_rtt", None)
@@ -160,12 +196,12 @@ class SessionCore:
     def wormhole_stopped(self) -> None:
         """The dilation stopped without us closing: the peer left (our close then succeeds),
         or the wormhole failed (a wrong code, a server error: our close reports it)."""
-        if self.closing or self.wormhole is None:
+        if self.closing or self.wormhole is None or self.watching_close:
             return
-        d: Deferred[Any] = self.wormhole.close()
+        self.watching_close = True
+        d = self.close()
         d.addCallbacks(
-            lambda mood: self._inputs().peer_left(),
-            lambda f: self._startup_failed(f, "wormhole"),
+            lambda mood: self._inputs().peer_left(), self._fail, errbackArgs=("wormhole",)
         )
 
     # --- stop ---
@@ -189,7 +225,7 @@ class SessionCore:
         w = self.wormhole
         if w is None:
             return "none"
-        d: Deferred[Any] = w.close()
+        d = self.close()
         d.addTimeout(self.config.close_timeout, self.reactor)
         try:
             result = await d
@@ -211,9 +247,38 @@ class SessionCore:
         for d in waiters:
             d.callback(None)
 
+    def close(self) -> Deferred[Any]:
+        """Close the wormhole (``w.close()`` is called once); every call returns a new
+        Deferred with the close's result (its mood, or its failure: why the wormhole ended)."""
+        d: Deferred[Any] = Deferred()
+        if self.close_waiters is None:
+            _fire(d, self.close_result)
+            return d
+        self.close_waiters.append(d)
+        if not self.close_started:
+            self.close_started = True
+            self.wormhole.close().addBoth(self._closed_with)
+        return d
+
+    def _closed_with(self, result: object) -> None:
+        self.close_result = result
+        waiters, self.close_waiters = self.close_waiters or [], None
+        for d in waiters:
+            _fire(d, result)
+
     def _inputs(self) -> SessionInputs:
         assert self.inputs is not None
         return self.inputs
+
+
+def _fire(d: Deferred[Any], result: object) -> None:
+    """Fire ``d`` with ``result`` (a ``Failure`` errbacks) unless it was cancelled."""
+    if d.called:
+        return
+    if isinstance(result, Failure):
+        d.errback(result)
+    else:
+        d.callback(result)
 
 
 _MOODS = {"LonelyError": "lonely", "WrongPasswordError": "scary", "ServerError": "errory"}
@@ -245,8 +310,10 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
         core.wait_for_drain()
 
     @running.upon(I.failed).to(closing)
-    def fail(inputs: SessionInputs, core: SessionCore, message: str, where: str) -> None:
-        core.writer.emit("error", message=message, where=where, fatal=True)
+    def fail(
+        inputs: SessionInputs, core: SessionCore, message: str, where: str, advice: str
+    ) -> None:
+        core.writer.emit("error", message=message, where=where, fatal=True, advice=advice)
         core.outcome = "failed"
         core.stop_accepting()
         core.close_wormhole()
@@ -275,7 +342,9 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
     @draining.upon(I.failed).loop()
     @closing.upon(I.failed).loop()
     @stopped.upon(I.failed).loop()
-    def log_failure(inputs: SessionInputs, core: SessionCore, message: str, where: str) -> None:
+    def log_failure(
+        inputs: SessionInputs, core: SessionCore, message: str, where: str, advice: str
+    ) -> None:
         _log.info("after the stop began ({where}): {message}", where=where, message=message)
 
     # documented no-ops: a second start; the peer leaving or drain/close results in states
@@ -315,6 +384,7 @@ class Session:
         writer: StatusWriter,
         on_ended: Callable[[str], object] | None = None,
     ) -> None:
+        writer.add_observer(StatusLog())
         forwarder = Forwarder(reactor, config.listen, config.connect, writer)
         self._core = SessionCore(config, reactor, writer, on_ended, forwarder)
         self._machine: SessionInputs = session_machine(self._core)
@@ -361,12 +431,25 @@ class Session:
 
 
 class SessionService(Service):
-    """``twistd dilation``: a :class:`Session` started and stopped with the application."""
+    """``twistd dilation``: a :class:`Session` started and stopped with the application.
+
+    :param log_observer: if given, set as the application's ``ILogObserver`` component when
+        the service joins it (twistd then logs through it, unless ``--logger`` says otherwise).
+    """
 
     name = "txdilation-session"
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, log_observer: ILogObserver | None = None) -> None:
         self.session = session
+        self.log_observer = log_observer
+
+    def setServiceParent(self, parent: Any) -> None:
+        super().setServiceParent(parent)  # type: ignore[no-untyped-call]
+        get, put = getattr(parent, "getComponent", None), getattr(parent, "setComponent", None)
+        if self.log_observer is None or get is None or put is None:
+            return
+        if get(ILogObserver, None) is None:
+            put(ILogObserver, self.log_observer)
 
     def startService(self) -> None:
         super().startService()  # type: ignore[no-untyped-call]

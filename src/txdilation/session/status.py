@@ -34,15 +34,16 @@ KINDS: Final = frozenset(
         "peer-connected",  # verifier (hex)
         "connecting",  # generation: a generation's connection attempts started
         "connection-selected",  # generation, path (direct|relay), hint
-        "dilated",  # the first connection was selected
+        "dilated",  # the first connection was selected: generation, path, hint
         "reconnecting",  # generation: the selected connection was lost
         "rtt",  # rtt_ms, generation
         "link-cut",  # generation: the debug cut signal aborted the current connection
         "subchannel-opened",  # id, name, direction (outbound|inbound), local
         "subchannel-closed",  # id, name, bytes_to_peer, bytes_from_peer, duration_s, reason
-        "error",  # message, where, fatal
-        "stopping",  # reason (signal name or "stop")
-        "closed",  # reason (stopped|failed), mood
+        "error",  # message, where, fatal, advice
+        "warning",  # message, advice: a setting that looks wrong (nothing stops)
+        "stopping",  # reason (signal name, "stop", "shutdown" or "peer-closed")
+        "closed",  # reason (stopped|failed|peer-closed), mood
     }
 )
 """Every event ``kind`` a session writes."""

@@ -1,11 +1,14 @@
 """``twistd dilation``: the plugin's ``Options`` and ``makeService`` (loaded lazily by
 ``src/twisted/plugins/txdilation_plugin.py``).
 
-Layer: process entry point. ``makeService`` prepares the process (telemetry variable,
-``txdilation.install()``), opens the status stream, and returns a
+Layer: process entry point. ``makeService`` prepares the process (``TXDILATION_*`` variables,
+log level, ``txdilation.install()``), opens the status stream, and returns a
 :class:`~txdilation.session.service.SessionService`; once the reactor runs it installs the
 session's signal handlers (SIGTERM/SIGINT: clean stop and exit 0; SIGUSR2: cut the link).
-twistd's own options (``-n``, ``--pidfile``, ``--logfile``, ``--logger``, ...) work as usual.
+twistd's own options (``-n``, ``--pidfile``, ``--logfile``, ``--logger``, ...) work as usual;
+unless ``--logger`` or ``--syslog`` is given, the log observer is twistd's own choice (stdout
+or ``--logfile``) behind ``txdilation.logs.filtered`` (``--log-level``, default info: debug
+lines such as telemetry records and Twisted's factory and port chatter are left out).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ def makeService(options: Options) -> SessionService:
     """Build the session service from parsed options."""
     from twisted.internet import reactor
 
+    from ..logs import twistd_observer
     from .process import end_process, install_signal_handlers, prepare
 
     config = options.config
@@ -39,4 +43,6 @@ def makeService(options: Options) -> SessionService:
     writer = open_status_writer(reactor, config.status)
     session = Session(config, reactor, writer, on_ended=lambda o: end_process(reactor, o))
     reactor.callWhenRunning(install_signal_handlers, reactor, session)  # type: ignore[attr-defined]
-    return SessionService(session)
+    server_options = getattr(options, "parent", None)
+    observer = twistd_observer(server_options) if server_options is not None else None
+    return SessionService(session, log_observer=observer)

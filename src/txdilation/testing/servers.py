@@ -2,10 +2,16 @@
 
 ``start_mailbox_server`` / ``start_transit_relay`` run the REAL ``wormhole_mailbox_server`` /
 ``wormhole_transit_relay`` code in this process on a random (or given) loopback port (install
-``magic-wormhole-mailbox-server`` and ``magic-wormhole-transit-relay``; the ``dev`` extra has
-them). ``stop()`` closes the listening port and aborts every open connection, and its Deferred
-fires only once all of them are gone. A mailbox server can be stopped and started again on the
-same port with the same channel database file.
+``magic-wormhole-mailbox-server`` and ``magic-wormhole-transit-relay``: the ``demo`` extra,
+``pip install 'txdilation[demo]'``, has them, and so does ``dev``).
+
+Both are coroutine functions (``await`` them, or wrap them in ``Deferred.fromCoroutine``). They
+return a server object, not a URL: pass ``MailboxServer.url`` (``ws://127.0.0.1:PORT/v1``) to
+``wormhole.create`` and ``TransitRelay.hint`` (``tcp:127.0.0.1:PORT``) to ``w.dilate``'s
+``transit_relay_location``. ``stop()`` closes the listening port and aborts every open
+connection, and its Deferred fires only once all of them are gone (a trial test returns or
+awaits it, e.g. with ``self.addCleanup(server.stop)``). A mailbox server can be stopped and
+started again on the same port with the same channel database file.
 """
 
 from __future__ import annotations

@@ -1,0 +1,142 @@
+"""The settings of a ``dilation:`` endpoint string, checked and converted.
+
+Layer: application edge (pure: strings in, a frozen :class:`EndpointSettings` out). Keys are
+those of docs/endpoints.md; every problem is a ``ValueError`` naming the key, raised when the
+string is parsed (``serverFromString``/``clientFromString``), before anything starts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from ..hints import HintError, parse_hint_argv
+from ..session.config import DEFAULT_MAILBOX, check_mailbox_url
+from ..session.errors import ConfigError
+
+__all__ = ["DEFAULT_APPID", "DEFAULT_CLIENT_TIMEOUT", "EndpointSettings", "parse_settings"]
+
+DEFAULT_APPID: Final = "txdilation.example/endpoints"
+"""The application id when none is given (both peers must use the same one)."""
+
+DEFAULT_CLIENT_TIMEOUT: Final = 120.0
+"""Seconds a client ``connect()`` waits for the dilated wormhole by default."""
+
+_TRUE: Final = frozenset({"yes", "true", "1", "on"})
+_FALSE: Final = frozenset({"no", "false", "0", "off"})
+_COMMON: Final = frozenset(
+    {"subprotocol", "mailbox", "appid", "code", "code-file", "relay", "no-listen"}
+    | {"ping-interval", "status"}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointSettings:
+    """The settings of one ``dilation:`` endpoint (see :func:`parse_settings`)."""
+
+    subprotocol: str
+    mailbox: str = DEFAULT_MAILBOX
+    appid: str = DEFAULT_APPID
+    code: str | None = None
+    code_file: str | None = None
+    relay: str | None = None
+    no_listen: bool = False
+    ping_interval: float | None = None
+    status: str | None = None
+    timeout: float | None = DEFAULT_CLIENT_TIMEOUT
+
+    @property
+    def wormhole_key(self) -> tuple[str, str, str | None, str | None]:
+        """What names the wormhole: endpoints with equal keys share one."""
+        code_file = None if self.code is not None else _absolute(self.code_file)
+        return (self.mailbox, self.appid, self.code, code_file)
+
+    @property
+    def dilation(self) -> tuple[object, ...]:
+        """The settings the endpoints sharing a wormhole must agree on."""
+        return (self.relay, self.no_listen, self.ping_interval, _absolute(self.status))
+
+
+def _absolute(path: str | None) -> str | None:
+    return os.path.abspath(path) if path else None
+
+
+def parse_settings(
+    args: tuple[str, ...], kwargs: Mapping[str, str], *, client: bool
+) -> EndpointSettings:
+    """Check and convert an endpoint string's arguments (``key=value`` only).
+
+    :param client: also accept ``timeout`` (seconds, ``0``/``none`` for no timeout).
+    :raises ValueError: naming the argument, for an unknown or missing key, a positional
+        argument, or a bad value.
+    """
+    kind = "client" if client else "server"
+    if args:
+        raise ValueError(
+            f"dilation: {kind} endpoint arguments are key=value (e.g. subprotocol=http), not "
+            f"{args[0]!r} (a colon inside a value is escaped with a backslash, as in "
+            "mailbox=ws\\://HOST\\:PORT/v1)"
+        )
+    known = _COMMON | ({"timeout"} if client else set())
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise ValueError(
+            f"dilation: unknown {kind} endpoint argument(s) {', '.join(unknown)}; known: "
+            f"{', '.join(sorted(known))}"
+        )
+    subprotocol = kwargs.get("subprotocol", "")
+    if not subprotocol or not subprotocol.isprintable():
+        raise ValueError("dilation: subprotocol=NAME is required (the subchannel name)")
+    mailbox = kwargs.get("mailbox", DEFAULT_MAILBOX)
+    try:
+        check_mailbox_url(mailbox)
+    except ConfigError as e:
+        raise ValueError(
+            f"dilation: {e} (escape its colons: mailbox=ws\\://HOST\\:PORT/v1)"
+        ) from None
+    relay = kwargs.get("relay") or None
+    if relay is not None:
+        try:
+            parse_hint_argv(relay)
+        except HintError as e:
+            raise ValueError(
+                f"dilation: relay: {e} (escape its colons: relay=tcp\\:HOST\\:PORT)"
+            ) from None
+    timeout: float | None = DEFAULT_CLIENT_TIMEOUT
+    if "timeout" in kwargs:
+        raw = kwargs["timeout"].strip().lower()
+        timeout = None if raw in ("0", "none", "") else _seconds("timeout", raw)
+    ping = kwargs.get("ping-interval")
+    return EndpointSettings(
+        subprotocol=subprotocol,
+        mailbox=mailbox,
+        appid=kwargs.get("appid") or DEFAULT_APPID,
+        code=kwargs.get("code") or None,
+        code_file=kwargs.get("code-file") or None,
+        relay=relay,
+        no_listen=_flag("no-listen", kwargs.get("no-listen", "no")),
+        ping_interval=_seconds("ping-interval", ping) if ping is not None else None,
+        status=kwargs.get("status") or None,
+        timeout=timeout,
+    )
+
+
+def _flag(key: str, value: str) -> bool:
+    word = value.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ValueError(f"dilation: {key} must be yes or no, not {value!r}")
+
+
+def _seconds(key: str, value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"dilation: {key} must be a positive number of seconds, not {value!r}")
+    return seconds

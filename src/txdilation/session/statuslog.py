@@ -1,0 +1,165 @@
+"""Status events as log lines: what happened to a session, readable in twistd's log or a journal.
+
+Layer: session observability. A :class:`StatusLog` observes a
+:class:`~txdilation.session.status.StatusWriter` and emits every status event on
+``twisted.logger`` (namespace ``txdilation.session``) as ONE readable line, with the event
+itself under the key ``status`` (so JSON log observers keep every field)::
+
+    wormhole code: 7-guitarist-revenge
+    peer connected; verifier 08e924aaf654b83843228c27c29e1bec1a5fc5f985e576c1cc3be7b3060e0f10
+    dilated: generation 1, direct connection <-tcp:192.168.1.20:51234
+    generation 1: connection lost, reconnecting (open subchannels stay open)
+    reconnected: generation 2, direct connection ->tcp:192.168.1.20:40021, 15 ms after the loss
+    fatal error: wrong wormhole code: the two sides did not use the same code; check the code ...
+
+Levels: ``error`` for fatal errors, ``warn`` for other errors, warnings and a failed mailbox
+connection, ``debug`` for ``rtt`` samples (one per ping interval: not worth a journal line),
+``info`` for everything else.
+
+Invariants: one event is one log line (one ``emit``); the text never spans lines; the reconnect
+gap is measured between the ``reconnecting`` event and the next ``connection-selected`` (both
+stamped by the writer's clock).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from twisted.logger import Logger, LogLevel
+
+from .status import StatusEvent
+
+__all__ = ["NAMESPACE", "StatusLog", "describe_for_log", "format_bytes"]
+
+NAMESPACE: Final = "txdilation.session"
+"""The ``twisted.logger`` namespace of the lines."""
+
+
+def format_bytes(n: int) -> str:
+    """``n`` bytes in B, kB, MB or GB (decimal units, 3 significant digits)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
+def _connection(event: StatusEvent) -> str:
+    return f"{event.get('path', '?')} connection {event.get('hint', '?')}"
+
+
+def _with_advice(event: StatusEvent) -> str:
+    advice = event.get("advice")
+    return f"{event['message']}; {advice}" if advice else str(event["message"])
+
+
+def describe_for_log(
+    event: StatusEvent, gap_ms: float | None = None, subject: str = "session"
+) -> tuple[LogLevel, str]:
+    """The level and one-line text of ``event``.
+
+    :param gap_ms: for a ``connection-selected`` after a loss: milliseconds since the loss.
+    :param subject: what starts and closes (``session``; ``wormhole`` for endpoints).
+    """
+    kind = event["kind"]
+    info = LogLevel.info
+    match kind:
+        case "starting":
+            forwards = ", ".join(
+                [f"listen {n}" for n in event.get("listen", [])]
+                + [f"connect {n}" for n in event.get("connect", [])]
+            )
+            return info, (
+                f"{subject} starting (pid {event.get('pid')}): appid {event.get('appid')}, "
+                f"mailbox {event.get('mailbox')}" + (f", {forwards}" if forwards else "")
+            )
+        case "listening":
+            return info, f"listening for {event['name']} on {event['address']}"
+        case "mailbox":
+            state = event["state"]
+            text = f"mailbox {state}" + (f" {event['url']}" if "url" in event else "")
+            if state == "failed":
+                return LogLevel.warn, f"{text}: {event.get('reason', '?')}"
+            if state == "disconnected":
+                text += " (the wormhole reconnects by itself; the peer link goes on)"
+            return info, text
+        case "code":
+            return info, f"wormhole code: {event['code']}"
+        case "peer-connected":
+            return info, f"peer connected; verifier {event['verifier']}"
+        case "connecting":
+            return info, f"generation {event['generation']}: connecting to the peer"
+        case "dilated":
+            if "hint" in event:
+                return info, f"dilated: generation {event.get('generation')}, {_connection(event)}"
+            return info, "dilated"
+        case "connection-selected":
+            text = f"generation {event['generation']}: {_connection(event)}"
+            if gap_ms is not None:
+                text = (
+                    f"reconnected: generation {event['generation']}, {_connection(event)}, "
+                    f"{gap_ms:.0f} ms after the loss"
+                )
+            return info, text
+        case "reconnecting":
+            return info, (
+                f"generation {event['generation']}: connection lost, reconnecting "
+                "(open subchannels stay open)"
+            )
+        case "rtt":
+            return LogLevel.debug, f"rtt {event['rtt_ms']} ms (generation {event['generation']})"
+        case "link-cut":
+            return info, f"generation {event['generation']}: link cut (debug signal SIGUSR2)"
+        case "subchannel-opened":
+            return info, (
+                f"{event['name']} #{event['id']} opened ({event['direction']}, "
+                f"local {event.get('local', '?')})"
+            )
+        case "subchannel-closed":
+            dropped = f", {event['dropped']} bytes dropped" if event.get("dropped") else ""
+            return info, (
+                f"{event['name']} #{event['id']} closed ({event['reason']}): "
+                f"{format_bytes(event['bytes_to_peer'])} to the peer, "
+                f"{format_bytes(event['bytes_from_peer'])} from the peer in "
+                f"{event['duration_s']} s{dropped}"
+            )
+        case "error":
+            if event.get("fatal"):
+                return LogLevel.error, f"fatal error ({event['where']}): {_with_advice(event)}"
+            return LogLevel.warn, f"error ({event['where']}): {_with_advice(event)}"
+        case "warning":
+            return LogLevel.warn, f"warning: {_with_advice(event)}"
+        case "stopping":
+            return info, f"stopping ({event['reason']})"
+        case "closed":
+            return info, f"{subject} closed ({event['reason']}, mood {event['mood']})"
+    return info, f"{kind}: " + ", ".join(
+        f"{k}={v}" for k, v in event.items() if k not in ("kind", "ts", "seq")
+    )
+
+
+class StatusLog:
+    """Logs every status event as one line (register with ``StatusWriter.add_observer``).
+
+    :param log: the logger to emit on (namespace :data:`NAMESPACE` by default).
+    :param subject: what the ``starting`` and ``closed`` lines name.
+    """
+
+    def __init__(self, log: Logger | None = None, subject: str = "session") -> None:
+        self._log = log if log is not None else Logger(namespace=NAMESPACE)
+        self._subject = subject
+        self._lost_at: float | None = None
+
+    def __call__(self, event: StatusEvent) -> None:
+        """Log ``event``."""
+        gap_ms: float | None = None
+        kind = event["kind"]
+        if kind == "reconnecting" and self._lost_at is None:
+            self._lost_at = float(event["ts"])
+        elif kind == "connection-selected" and self._lost_at is not None:
+            gap_ms = max(0.0, 1000 * (float(event["ts"]) - self._lost_at))
+            self._lost_at = None
+        level, text = describe_for_log(event, gap_ms, self._subject)
+        fields: dict[str, Any] = {"text": text, "status": event}
+        if gap_ms is not None:
+            fields["gap_ms"] = round(gap_ms, 3)
+        self._log.emit(level, "{text}", **fields)

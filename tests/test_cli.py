@@ -1,0 +1,302 @@
+"""Command-line conventions of every command (``txdilation``, ``txdilation run``, ``txdilation
+demo``, ``python -m txdilation``, ``twistd dilation``) and the settings they take.
+
+- ``--version`` prints txdilation's, magic-wormhole's, Twisted's and Python's versions, exit 0;
+- a usage error is one line on stderr, ``COMMAND: error: ...; see 'COMMAND --help'``, exit 2;
+- the mailbox URL is checked before anything starts;
+- every library setting is an option and a TOML key, reaching the library as its
+  ``TXDILATION_*`` variable (variables set outside still count when the setting is not given);
+- ``--no-listen`` without ``--relay`` is a ``warning`` event.
+
+Most run in this process (``cli.main`` with captured streams); one subprocess each shows that
+``python -m txdilation`` and ``twistd dilation --version`` work as installed commands."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+from importlib import metadata
+from typing import Any
+
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+
+import twisted
+import txdilation
+from tests.harness import REPO_ROOT, RealServersMixin
+from txdilation import cli, logs
+from txdilation.session.config import (
+    DILATION_SETTINGS,
+    ConfigError,
+    build_config,
+    check_mailbox_url,
+    load_toml,
+    merge,
+    parse_size,
+)
+from txdilation.session.options import SessionOptions
+from txdilation.session.process import prepare
+from txdilation.session.status import EventLog, StatusWriter
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    """``txdilation ARGV`` in this process: (exit status, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(list(argv))
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 0
+    return code, out.getvalue(), err.getvalue()
+
+
+def expected_versions() -> list[str]:
+    import platform
+
+    return [
+        f"txdilation {txdilation.__version__}",
+        f"magic-wormhole {metadata.version('magic-wormhole')}",
+        f"Twisted {twisted.__version__}",
+        f"Python {platform.python_version()}",
+    ]
+
+
+class VersionTests(SynchronousTestCase):
+    """--version everywhere."""
+
+    def test_every_command(self) -> None:
+        """txdilation, txdilation run and txdilation demo print the four versions, one per
+        line, and exit 0."""
+        for argv in (["--version"], ["run", "--version"], ["demo", "--version"]):
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*argv)
+                self.assertEqual((code, err), (0, ""))
+                self.assertEqual(out.splitlines(), expected_versions())
+
+    def test_installed_commands(self) -> None:
+        """``python -m txdilation --version`` and ``twistd dilation --version`` (the plugin's
+        options) print the same versions."""
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        twistd = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()"]
+        for argv in (
+            [sys.executable, "-m", "txdilation", "--version"],
+            [*twistd, "dilation", "--version"],
+        ):
+            with self.subTest(argv=argv[-2:]):
+                done = subprocess.run(
+                    argv, capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=60
+                )
+                self.assertEqual(done.returncode, 0, done.stderr)
+                self.assertEqual(done.stdout.splitlines(), expected_versions())
+
+
+class UsageErrorTests(SynchronousTestCase):
+    """One line, exit 2, pointing at --help."""
+
+    def test_one_line(self) -> None:
+        """Missing or unknown commands, bad values and bad options: one line on stderr naming
+        the problem and ending with the command's --help; nothing on stdout; exit 2."""
+        cases = {
+            (): ("txdilation", "required"),
+            ("serve",): ("txdilation", "invalid choice: 'serve'"),
+            ("demo", "--mib", "x"): ("txdilation demo", "--mib: expected a positive whole"),
+            ("demo", "--cuts", "-1"): ("txdilation demo", "--cuts: expected a whole number"),
+            ("run", "--bogus"): ("txdilation run", "option --bogus not recognized"),
+            ("run",): ("txdilation run", "give a wormhole code (--code)"),
+            ("run", "--code", "1-a", "--ping-interval", "soon"): (
+                "txdilation run",
+                "--ping-interval: expected a number of seconds, not 'soon'",
+            ),
+            ("run", "--code", "1-a", "--mailbox", "http://relay.example/v1"): (
+                "txdilation run",
+                "mailbox 'http://relay.example/v1' has 'http://'",
+            ),
+            ("run", "--code", "1-a", "--listen", "web=systemd:domain=INET:index=0"): (
+                "txdilation run",
+                "systemd passed no such socket",
+            ),
+            ("run", "--code", "1-a", "--max-record-size", "big"): (
+                "txdilation run",
+                "max-record-size: expected a number of bytes",
+            ),
+        }
+        for argv, (command, words) in cases.items():
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*argv)
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(len(err.splitlines()), 1, err)
+                self.assertTrue(err.startswith(f"{command}: error: "), err)
+                self.assertIn(words, err)
+                self.assertTrue(err.rstrip().endswith(f"see '{command} --help'"), err)
+
+    def test_bad_log_level_variable(self) -> None:
+        """A TXDILATION_LOG_LEVEL naming no level is a usage error (--log-level would win)."""
+        self.patch(os, "environ", {**os.environ, "TXDILATION_LOG_LEVEL": "loud"})
+        code, _out, err = run_cli("run", "--code", "1-a")
+        self.assertEqual(code, 2)
+        self.assertIn("TXDILATION_LOG_LEVEL", err)
+        options = SessionOptions()
+        options.parseOptions(["--code", "1-a", "--log-level", "debug"])  # type: ignore[no-untyped-call]
+
+
+class MailboxUrlTests(SynchronousTestCase):
+    """The mailbox URL is checked up front."""
+
+    def test_urls(self) -> None:
+        """ws:// and wss:// URLs with a host pass; other schemes, no host, a bad port fail
+        with an example of a good URL."""
+        for good in ("ws://relay.magic-wormhole.io:4000/v1", "wss://mailbox.example/v1"):
+            check_mailbox_url(good)
+        for bad, words in (
+            ("http://relay.example:4000/v1", "'http://'"),
+            ("relay.example:4000", "starts with ws://"),
+            ("ws:///v1", "no host"),
+            ("ws://host:99999/v1", "not a URL"),
+        ):
+            with self.subTest(url=bad):
+                e = self.assertRaises(ConfigError, check_mailbox_url, bad)
+                self.assertIn(words, str(e))
+                self.assertIn("e.g. ws://", str(e))
+
+
+class SettingsTests(SynchronousTestCase):
+    """Every library setting as an option and a TOML key."""
+
+    OPTIONS = {
+        "listen-interface": ("127.0.0.1", "127.0.0.1"),
+        "listen-port": ("4001", "4001"),
+        "hint-addresses": ("192.0.2.7, 198.51.100.1", "192.0.2.7,198.51.100.1"),
+        "hint-port": ("40001", "40001"),
+        "handshake-timeout": ("12.5", "12.5"),
+        "peer-timeout": ("0", "0.0"),
+        "max-unacked-bytes": ("8MiB", str(8 * 2**20)),
+        "max-buffered-inbound-bytes": ("2M", "2000000"),
+        "max-pending-open-bytes": ("65536", "65536"),
+        "max-record-size": ("1GiB", str(2**30)),
+        "traffic-interval": ("30", "30.0"),
+    }
+
+    def test_options_reach_the_variables(self) -> None:
+        """Each option becomes its TXDILATION_* variable (sizes with units, lists joined),
+        and the library's own readers accept the result."""
+        from txdilation.config import Limits, NetworkSettings, ReconnectPolicy, TelemetrySettings
+
+        self.assertEqual(set(self.OPTIONS), {d.key for d in DILATION_SETTINGS})
+        argv = ["--code", "1-a"]
+        for key, (given, _) in self.OPTIONS.items():
+            argv += [f"--{key}", given]
+        options = SessionOptions()
+        options.parseOptions(argv)  # type: ignore[no-untyped-call]
+        assert options.config is not None
+        env = options.config.environment()
+        variables = {d.key: d.variable for d in DILATION_SETTINGS}
+        self.assertEqual(env, {variables[k]: v for k, (_, v) in self.OPTIONS.items()})
+        limits = Limits.from_environ(env)
+        self.assertEqual(limits.max_unacked_bytes, 8 * 2**20)
+        self.assertEqual(NetworkSettings.from_environ(env).hint_port, 40001)
+        self.assertIsNone(ReconnectPolicy.from_environ(env).peer_timeout)
+        self.assertEqual(TelemetrySettings.from_environ(env).traffic_interval, 30.0)
+
+    def test_toml_keys_and_precedence(self) -> None:
+        """The same keys in TOML (numbers as numbers, addresses as a list); the command line
+        wins over the file; a setting given nowhere sets no variable."""
+        path = self.mktemp()
+        with open(path, "w") as f:
+            f.write(
+                'code = "1-a"\nlog-level = "debug"\nlisten-port = 4001\n'
+                'hint-addresses = ["192.0.2.7", "198.51.100.1"]\nmax-unacked-bytes = 1048576\n'
+                "handshake-timeout = 5\n"
+            )
+        config = build_config(merge(load_toml(path), {"handshake-timeout": "7"}))
+        self.assertEqual(config.log_level, "debug")
+        self.assertEqual(
+            config.environment(),
+            {
+                "TXDILATION_LISTEN_PORT": "4001",
+                "TXDILATION_HINT_ADDRESSES": "192.0.2.7,198.51.100.1",
+                "TXDILATION_MAX_UNACKED_BYTES": "1048576",
+                "TXDILATION_HANDSHAKE_TIMEOUT": "7.0",
+            },
+        )
+
+    def test_rejected(self) -> None:
+        """Values the library would refuse are refused here, naming the setting."""
+        for key, value, words in (
+            ("hint-port", 0, "1 to 65535"),
+            ("listen-port", 70000, "0 to 65535"),
+            ("handshake-timeout", 0, "positive"),
+            ("peer-timeout", -1, "non-negative"),
+            ("max-record-size", 0, "positive number of bytes"),
+            ("hint-addresses", "", "one or more addresses"),
+            ("listen-interface", " ", "must not be empty"),
+            ("log-level", "loud", "log-level must be one of"),
+        ):
+            with self.subTest(key=key):
+                e = self.assertRaises(ConfigError, build_config, {"code": "1-a", key: value})
+                self.assertIn(key, str(e))
+                self.assertIn(words, str(e))
+
+    def test_sizes(self) -> None:
+        """Sizes: plain bytes, k/M/G (powers of 1000) and KiB/MiB/GiB (powers of 1024)."""
+        self.assertEqual(parse_size("512k"), 512_000)
+        self.assertEqual(parse_size("4 MiB"), 4 * 2**20)
+        self.assertEqual(parse_size(77), 77)
+        self.assertRaises(ValueError, parse_size, "4 parsecs")
+
+    def test_prepare_sets_variables_and_level(self) -> None:
+        """prepare() puts the given settings in os.environ (for the library to read when it
+        dilates) and sets txdilation.logs' level; a variable not given stays as it was."""
+        self.patch(os, "environ", {**os.environ, "TXDILATION_PEER_TIMEOUT": "99"})
+        previous = logs._configured
+        self.addCleanup(setattr, logs, "_configured", previous)
+        was_installed = txdilation.is_installed()
+        self.addCleanup(lambda: None if was_installed else txdilation.uninstall())
+        prepare(build_config({"code": "1-a", "max-record-size": "1MiB", "log-level": "error"}))
+        self.assertEqual(os.environ["TXDILATION_MAX_RECORD_SIZE"], str(2**20))
+        self.assertEqual(os.environ["TXDILATION_PEER_TIMEOUT"], "99")
+        self.assertEqual(logs.current_level().name, "error")
+
+    def test_documented(self) -> None:
+        """docs/plugin.md lists every option and TOML key of the session."""
+        doc = (REPO_ROOT / "docs" / "plugin.md").read_text()
+        options = SessionOptions()
+        names = [o[0] for o in options.optParameters + options.optFlags]  # type: ignore[attr-defined]
+        for name in [*names, "listen", "connect", "version"]:
+            with self.subTest(option=name):
+                self.assertIn(f"`--{name}", doc)
+
+
+class NoPathWarningTests(RealServersMixin, TestCase):
+    """A session that cannot be reached says so."""
+
+    timeout = 30
+
+    async def test_no_listen_without_relay_warns(self) -> None:
+        """--no-listen and no --relay: a 'warning' event (with advice) right after
+        'starting'; with a relay, none."""
+        from txdilation.session.service import Session
+
+        logs_by_relay: dict[str | None, EventLog] = {}
+        for relay in (None, self.transit_relay.hint):
+            writer = StatusWriter(self.reactor)
+            log = logs_by_relay[relay] = EventLog()
+            writer.add_observer(log)
+            raw: dict[str, Any] = {"mailbox": self.mailbox.url, "allocate-code": True}
+            raw["no-listen"] = True
+            if relay:
+                raw["relay"] = relay
+            if not txdilation.is_installed():
+                txdilation.install()
+                self.addCleanup(txdilation.uninstall)
+            session = Session(build_config(raw), self.reactor, writer)
+            session.start()
+            await log.next_event("code")
+            await session.stop()
+        kinds = [e["kind"] for e in logs_by_relay[None].events]
+        self.assertEqual(kinds[:2], ["starting", "warning"])
+        warning = logs_by_relay[None].of_kind("warning")[0]
+        self.assertIn("--no-listen", warning["message"])
+        self.assertIn("--relay", warning["advice"])
+        self.assertEqual(logs_by_relay[self.transit_relay.hint].of_kind("warning"), [])
