@@ -525,8 +525,9 @@ class BulkReceiver(Protocol):
         self.bytes += len(data)
         if self._read_rate > 0 and not self._holding:
             due = self._started + self._read_stall + self.bytes / self._read_rate
-            if due > self._reactor.seconds():
-                self._hold(due - self._reactor.seconds())
+            now = self._reactor.seconds()  # once: two readings could straddle ``due``
+            if due > now:
+                self._hold(due - now)
 
     def _hold(self, seconds: float) -> None:
         self._holding = True

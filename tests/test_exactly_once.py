@@ -54,6 +54,7 @@ from txdilation.connection import Ack, Data, Record
 from txdilation.connector import Connector
 from txdilation.manager import Manager
 from txdilation.roles import LEADER
+from txdilation.semantics import TWISTED
 
 LEADER_SIDE, FOLLOWER_SIDE = "f" * 16, "0" * 16
 SIDES = (0, 1)  # 0: the Leader, 1: the Follower
@@ -314,6 +315,13 @@ class Channel:
         self.writes = 0
 
 
+class _ImmediateQueue:
+    """An eventual queue that calls at once."""
+
+    def eventually(self, f: Any, *args: Any) -> None:
+        f(*args)
+
+
 class World:
     """Two Managers on one Clock, their mailbox, the current link and the applications."""
 
@@ -327,7 +335,9 @@ class World:
                 side,
                 None,
                 self.clock,
-                None,
+                # answers (connect(), listen()) at once: this models exactly-once delivery,
+                # not when the application hears (test_multiplexer pins the later turn)
+                _ImmediateQueue(),
                 Cooperator(scheduler=lambda f: self.clock.callLater(0, f)),
                 ["ged"],
                 PING_INTERVAL,
@@ -337,6 +347,8 @@ class World:
                 network=NetworkSettings("127.0.0.1", ("127.0.0.1",)),
                 limits=limits,
                 policy=ReconnectPolicy(peer_timeout=None),
+                # every protocol, half-closeable ones too, must end with one connectionLost
+                semantics=TWISTED,
             )
             for pipe, side in zip(pipes, (LEADER_SIDE, FOLLOWER_SIDE), strict=True)
         )

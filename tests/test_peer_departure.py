@@ -27,6 +27,7 @@ from txdilation.config import ReconnectPolicy
 from txdilation.dilator import Dilator
 from txdilation.errors import WormholeClosedError
 from txdilation.manager import CLOSING, EXTENSIONS, LINK_LOST, Manager
+from txdilation.semantics import TWISTED
 
 from .test_manager import (
     LOOPBACK,
@@ -57,7 +58,8 @@ class ClosingAnnouncementTests(DilatedPairBase):
     @inlineCallbacks
     def closing_pair(self, closer_role: str) -> Any:
         status: list[list[DilationStatus]] = [[], []]
-        pipes, dilators, apis = yield self.dilate_pair(status=status)
+        # TWISTED semantics: the stayer's subchannel protocol hears that the peer left
+        pipes, dilators, apis = yield self.dilate_pair(status=status, semantics=TWISTED)
         closer = role_index(dilators, closer_role)
         stayer = 1 - closer
         apis[closer].listener_for("echo").listen(Factory.forProtocol(EchoProtocol))
@@ -124,7 +126,7 @@ class ClosingAnnouncementTests(DilatedPairBase):
         self.assertIsInstance(manager._status.peer_connection, StoppedPeer)
         self.assertIsNone(manager._connector)
         d = apis[leader].connector_for("late").connect(Factory.forProtocol(Collector))
-        self.failureResultOf(d, WormholeClosedError)
+        yield self.assertFailure(d, WormholeClosedError)
 
 
 class LinkLostTests(DilatedPairBase):
@@ -171,13 +173,16 @@ class LinkLostTests(DilatedPairBase):
         self.assertEqual(got, b"beforeafter")
 
 
-def _manager(side: str, timeout: float | None = 10.0) -> tuple[Manager, MailboxPipe, Any]:
+def _manager(
+    side: str, timeout: float | None = 10.0, **kwargs: Any
+) -> tuple[Manager, MailboxPipe, Any]:
     pipe = MailboxPipe()
     m, clock = clock_manager(
         pipe,
         side,
         initial_mailbox_status=WormholeStatus(mailbox_connection=Connected("ws://x")),
         policy=ReconnectPolicy(timeout),
+        **kwargs,
     )
     m.got_dilation_key(b"k" * 32)
     m.got_wormhole_versions({"can-dilate": ["ged"]})
@@ -323,10 +328,10 @@ class PeerTimeoutTests(SynchronousTestCase):
     """A peer that cannot say it left (stock, crashed) is given up after the peer timeout."""
 
     def test_gives_up_after_timeout(self) -> None:
-        """Connecting and hearing nothing for peer_timeout: StoppedPeer, when_dilated fails,
-        the connector is stopped."""
+        """Connecting and hearing nothing for peer_timeout: StoppedPeer, the connector is
+        stopped and (TWISTED semantics; stock's never fires it) when_dilated fails."""
         statuses: list[DilationStatus] = []
-        m, _pipe, clock = _manager(LEADER_SIDE)
+        m, _pipe, clock = _manager(LEADER_SIDE, semantics=TWISTED)
         m._status_update = statuses.append
         when = m._api.when_dilated()
         m.received_dilation_message(please(FOLLOWER_SIDE))
@@ -335,6 +340,7 @@ class PeerTimeoutTests(SynchronousTestCase):
         clock.advance(0.1)
         self.assertIsInstance(statuses[-1].peer_connection, StoppedPeer)
         self.assertIsNone(m._connector)
+        clock.advance(0)  # (answers come on a later turn)
         self.failureResultOf(when)
         m.stop()
         self.successResultOf(m.when_stopped())

@@ -75,19 +75,11 @@ DEVIATIONS: tuple[Deviation, ...] = (
         "S3",
         "expected-subprotocols",
         "a",
-        [["call", "write", "ok"], ["connectionLost", "allowed#1", "ConnectionDone()"]],
-        [
-            ["call", "write", "ok"],
-            ["connectionLost", "other#1", "ConnectionDone()"],
-            ["connectionLost", "allowed#1", "ConnectionDone()"],
-        ],
-    ),
-    _d(
-        "S3",
-        "expected-subprotocols",
-        "a",
         [["fired", "other connectionLost", "no"]],
-        [["fired", "other connectionLost", "None"]],
+        [
+            ["connectionLost", "other#1", "ConnectionDone()"],
+            ["fired", "other connectionLost", "None"],
+        ],
     ),
     # S4: a factory returning None on connect() fails with NoProtocol before any OPEN is sent
     _d(

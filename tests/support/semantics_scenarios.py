@@ -398,11 +398,11 @@ class _Expected:
     async def a(ctx: Ctx) -> None:
         await dilated(ctx)
         await ctx.barrier("listening")
-        other = await ctx.connect("other", ctx.factory("other"))
         allowed = await ctx.connect("allowed", ctx.factory("allowed"))
         if allowed is not None:
             ctx.call("write", allowed.transport.write, b"hi")
             await lost(ctx, allowed)
+        other = await ctx.connect("other", ctx.factory("other"))
         if other is not None:
             await ctx.pending("other connectionLost", other.lost, 1.0)
 
