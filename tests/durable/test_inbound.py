@@ -1,4 +1,5 @@
-"""Tests for txdilation.inbound: ACKs, dedup, demultiplexing, pending OPENs, read pausing."""
+"""Tests for txdilation.durable.inbound: ACKs, dedup, demultiplexing, pending OPENs, read
+pausing."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ from twisted.internet.task import Clock
 from twisted.logger import Logger, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
-from txdilation.connection import Ack, Close, Data, Open
-from txdilation.inbound import ACK_DELAY, ACK_THRESHOLD_BYTES, Inbound, inbound_machine
-from txdilation.roles import FOLLOWER, LEADER
+from txdilation.durable.inbound import ACK_DELAY, ACK_THRESHOLD_BYTES, Inbound, inbound_machine
 from txdilation.testing import missing_transitions
 from txdilation.testing.fakes import FakeDilatedConnection
+from txdilation.wire.records import Ack, Close, Data, Open
+from txdilation.wire.roles import FOLLOWER, LEADER
 
 REFUSE = object()  # a "factory" for which the build callable returns None
 

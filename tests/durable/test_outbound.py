@@ -1,4 +1,5 @@
-"""Tests for txdilation.outbound: seqnums, the durable queue, replay, producers, memory bound."""
+"""Tests for txdilation.durable.outbound: seqnums, the durable queue, replay, producers, memory
+bound."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from twisted.internet.task import Clock, Cooperator
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
-from txdilation._interfaces import IDilatedConnection
-from txdilation.connection import Close, Data, Open
-from txdilation.outbound import RECORD_OVERHEAD, Outbound, SendQueue, outbound_machine
+from txdilation.durable.outbound import RECORD_OVERHEAD, Outbound, SendQueue, outbound_machine
 from txdilation.testing import missing_transitions
 from txdilation.testing.fakes import FakeDilatedConnection, FakePullProducer, FakePushProducer
+from txdilation.wire.contracts import IDilatedConnection
+from txdilation.wire.records import Close, Data, Open
 
 
 def seqnums(records: list) -> list[int]:

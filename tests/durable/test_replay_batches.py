@@ -1,5 +1,5 @@
 """Regression: the outbound queue is written in batches while the transport takes them, so
-ACKs and PONGs never wait behind a whole replay (txdilation.outbound.WRITE_BATCH_BYTES).
+ACKs and PONGs never wait behind a whole replay (txdilation.durable.outbound.WRITE_BATCH_BYTES).
 
 Found by tests/test_durability.py: with both peers replaying tens of MiB after each link cut,
 every ACK sat behind the replay in the transport buffer, the next cut came first, nothing was
@@ -12,9 +12,9 @@ from typing import Any
 from twisted.internet.task import Clock, Cooperator
 from twisted.trial.unittest import SynchronousTestCase
 
-from txdilation.connection import Ack, Data, Record
-from txdilation.outbound import RECORD_OVERHEAD, WRITE_BATCH_BYTES, Outbound
+from txdilation.durable.outbound import RECORD_OVERHEAD, WRITE_BATCH_BYTES, Outbound
 from txdilation.testing.fakes import FakeDilatedConnection
+from txdilation.wire.records import Ack, Data, Record
 
 PIECE = 65536
 

@@ -1,4 +1,5 @@
-"""L2 connections (txdilation.l2) over real loopback TCP, directly and through the real relay."""
+"""L2 connections (txdilation.link.connection) over real loopback TCP, directly and through the real
+relay."""
 
 from __future__ import annotations
 
@@ -19,14 +20,13 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
-from txdilation._interfaces import ICandidateOwner, IDilatedConnection, IRecordSink
-from txdilation.connection import Ack, Data, Open, Ping
-from txdilation.framer import relay_handshake_line
-from txdilation.keys import derive_relay_token
-from txdilation.l2 import TCP_BUFFER_SIZE, DilatedConnectionProtocol
-from txdilation.roles import FOLLOWER, LEADER, Role
-
-from .harness import start_transit_relay
+from tests.support.harness import start_transit_relay
+from txdilation.link.connection import TCP_BUFFER_SIZE, DilatedConnectionProtocol
+from txdilation.link.framer import relay_handshake_line
+from txdilation.wire.contracts import ICandidateOwner, IDilatedConnection, IRecordSink
+from txdilation.wire.keys import derive_relay_token
+from txdilation.wire.records import Ack, Data, Open, Ping
+from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 reactor: Any = _reactor
 

@@ -1,4 +1,4 @@
-"""Tests for txdilation.framer: relay answer, prologues, frames, limits and buffering."""
+"""Tests for txdilation.link.framer: relay answer, prologues, frames, limits and buffering."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 from wormhole._dilation import connector as stock_connector
 
-from txdilation.errors import FramingError
-from txdilation.framer import (
+from txdilation.link.framer import (
     DEFAULT_MAX_RECORD_SIZE,
     HANDSHAKE_FRAME_LIMIT,
     PROLOGUE_FOLLOWER,
@@ -24,8 +23,9 @@ from txdilation.framer import (
     max_frame_size_for_record,
     relay_handshake_line,
 )
-from txdilation.keys import derive_relay_token
-from txdilation.roles import Role
+from txdilation.wire.errors import FramingError
+from txdilation.wire.keys import derive_relay_token
+from txdilation.wire.roles import Role
 
 PAYLOADS = [b"", b"x", b"\x00\x01\x02\x03" * 12, b"frame four", bytes(range(48))]
 

@@ -1,4 +1,4 @@
-"""Tests for txdilation.noise_layer (NoiseSession) and the txdilation._noise drop-in names."""
+"""Tests for txdilation.link.noise (NoiseSession) and the txdilation._stock._noise drop-in names."""
 
 from __future__ import annotations
 
@@ -14,10 +14,9 @@ from noise.state import CipherState
 from twisted.trial.unittest import SynchronousTestCase
 from wormhole._dilation import _noise as stock_noise
 
-from txdilation import _noise
-from txdilation.errors import NoiseError
-from txdilation.framer import max_frame_size_for_record
-from txdilation.noise_layer import (
+from txdilation._stock import _noise
+from txdilation.link.framer import max_frame_size_for_record
+from txdilation.link.noise import (
     MAX_CIPHERTEXT_PIECE,
     MAX_PLAINTEXT_PIECE,
     NOISE_PROTOCOL_NAME,
@@ -25,7 +24,8 @@ from txdilation.noise_layer import (
     VIEW_THRESHOLD,
     NoiseSession,
 )
-from txdilation.roles import Role
+from txdilation.wire.errors import NoiseError
+from txdilation.wire.roles import Role
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))

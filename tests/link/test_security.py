@@ -25,7 +25,8 @@ from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.protocol import Factory, Protocol, ServerFactory
 from twisted.trial.unittest import TestCase
 
-from tests.hostile import (
+from tests.mailbox.test_manager import Collector
+from tests.support.hostile import (
     HIGHEST_SIDE,
     LOWEST_SIDE,
     Attacker,
@@ -40,10 +41,9 @@ from tests.hostile import (
     until,
     use_environment,
 )
-from tests.test_manager import Collector
-from txdilation.connection import KCM, Data, Open, encode_record
-from txdilation.framer import PROLOGUE_FOLLOWER, PROLOGUE_LEADER, Framer
-from txdilation.roles import FOLLOWER, LEADER
+from txdilation.link.framer import PROLOGUE_FOLLOWER, PROLOGUE_LEADER, Framer
+from txdilation.wire.records import KCM, Data, Open, encode_record
+from txdilation.wire.roles import FOLLOWER, LEADER
 
 SECRET_NAME = "secret-subprotocol-7f3a"
 MARKER = b"SECRET-APPLICATION-DATA-c4e1"
@@ -237,7 +237,7 @@ class RelayWithoutKeyTests(TestCase):
         self.assertNotIn(MARKER, seen)
         self.assertNotIn(SECRET_NAME.encode(), seen)
         for d in mailbox.dilators:
-            self.assertNotIn(d._manager._dilation_key, seen)
+            self.assertNotIn(d._manager._core.dilation_key, seen)
         record_figures(self, hostile_connections_handled=relay.tampered)
 
 
@@ -345,7 +345,7 @@ class ReplayTests(TestCase):
             # recorded KCM: the handshake "succeeded" only with keys nobody else holds
             self.assertIn("NoiseError: decrypting failed", reason)
         self.assertIsNone(owner_manager._connection)
-        connector = owner_manager._connector
+        connector = owner_manager.connector
         self.assertTrue(connector is None or connector.selected is None)
 
         mailbox.hint_rule = None

@@ -1,5 +1,5 @@
-"""The Manager and Dilator (txdilation.manager): DILATE-n messages, roles, generations, status,
-keepalive, stopping; two Dilators joined by an in-memory mailbox over real loopback TCP."""
+"""The Manager and Dilator (txdilation.mailbox.manager): DILATE-n messages, roles, generations,
+status, keepalive, stopping; two Dilators joined by an in-memory mailbox over real loopback TCP."""
 
 from __future__ import annotations
 
@@ -26,18 +26,15 @@ from wormhole._status import (
 from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
-from txdilation.config import NetworkSettings
-from txdilation.connection import Ping, Pong
-from txdilation.dilator import Dilator
-from txdilation.errors import CanOnlyDilateOnceError, OldPeerCannotDilateError
-from txdilation.manager import (
-    MAX_EARLY_HINTS,
-    Manager,
-    choose_version,
-    normalize_ping_interval,
-)
+from txdilation._stock.manager import Dilator
+from txdilation.mailbox.manager import Manager, normalize_ping_interval
+from txdilation.mailbox.manager_lifecycle import MAX_EARLY_HINTS
+from txdilation.mailbox.messages import choose_version
 from txdilation.semantics import STOCK, TWISTED, Semantics
+from txdilation.settings import NetworkSettings, Settings
 from txdilation.testing.fakes import FakeDilatedConnection
+from txdilation.wire.errors import CanOnlyDilateOnceError, OldPeerCannotDilateError
+from txdilation.wire.records import Ping, Pong
 
 reactor: Any = _reactor
 LOOPBACK = NetworkSettings("127.0.0.1", ("127.0.0.1",))
@@ -201,14 +198,14 @@ class InMemoryMailboxTests(DilatedPairBase):
         client.transport.write(b"one")
         yield client.wait_for(3)
         manager = dilators[1]._manager
-        first = manager._connection
+        first = manager.connection
         first.disconnect()
         client.transport.write(b"two")  # queued while the link is down, or sent then replayed
         got = yield client.wait_for(6)
         self.assertEqual(got, b"onetwo")
-        self.assertIsNot(manager._connection, first)
+        self.assertIsNot(manager.connection, first)
         self.assertFalse(client.lost.called)
-        leader = 0 if dilators[0]._manager._role.value == "LEADER" else 1
+        leader = 0 if dilators[0]._manager.role.value == "LEADER" else 1
         follower = 1 - leader
         self.assertEqual([b["type"] for _, b in pipes[leader].sent].count("reconnect"), 1)
         self.assertEqual([b["type"] for _, b in pipes[follower].sent].count("reconnecting"), 1)
@@ -301,11 +298,11 @@ class LivenessTests(DilatedPairBase):
         client = yield apis[1].connector_for("echo").connect(Factory.forProtocol(Collector))
         client.transport.write(b"before")
         yield client.wait_for(6)
-        firsts = [d._manager._connection for d in dilators]
+        firsts = [d._manager.connection for d in dilators]
         for conn in firsts:
             conn.transport.pauseProducing()  # black hole: no bytes are read any more
         started = reactor.seconds()
-        while all(d._manager._connection is firsts[i] for i, d in enumerate(dilators)):
+        while all(d._manager.connection is firsts[i] for i, d in enumerate(dilators)):
             yield deferLater(0.01)
         detected = reactor.seconds() - started
         self.assertLessEqual(detected, 2 * interval + 0.1)
@@ -313,7 +310,7 @@ class LivenessTests(DilatedPairBase):
         got = yield client.wait_for(11)
         self.assertEqual(got, b"beforeafter")
         for i, d in enumerate(dilators):
-            self.assertIsNot(d._manager._connection, firsts[i])
+            self.assertIsNot(d._manager.connection, firsts[i])
 
 
 def deferLater(seconds: float) -> Deferred[None]:
@@ -364,11 +361,17 @@ class VersionAndArgumentTests(SynchronousTestCase):
         self.failureResultOf(d, OldPeerCannotDilateError)
 
 
-def clock_manager(sender: Any, side: str, **kwargs: Any) -> tuple[Manager, MemoryReactorClock]:
-    """A Manager on a MemoryReactorClock with test defaults (30 s pings, loopback network);
-    ``kwargs`` override or add Manager keyword arguments."""
+def clock_manager(
+    sender: Any,
+    side: str,
+    *,
+    settings: Settings | None = None,
+    status_update: Any = None,
+    **kwargs: Any,
+) -> tuple[Manager, MemoryReactorClock]:
+    """A Manager on a MemoryReactorClock with test defaults (30 s pings; ``settings``, by
+    default the loopback network); ``kwargs`` add Manager keyword arguments."""
     clock = MemoryReactorClock()
-    kwargs.setdefault("network", LOOPBACK)
     m = Manager(
         sender,
         side,
@@ -380,15 +383,18 @@ def clock_manager(sender: Any, side: str, **kwargs: Any) -> tuple[Manager, Memor
         30.0,
         None,
         False,
-        None,
+        status_update,
+        settings=settings if settings is not None else Settings(network=LOOPBACK),
         **kwargs,
     )
     return m, clock
 
 
-def _manager(role_side: str) -> tuple[Manager, MailboxPipe, MemoryReactorClock]:
+def _manager(
+    role_side: str, status_update: Any = None
+) -> tuple[Manager, MailboxPipe, MemoryReactorClock]:
     pipe = MailboxPipe()
-    m, clock = clock_manager(pipe, role_side)
+    m, clock = clock_manager(pipe, role_side, status_update=status_update)
     return m, pipe, clock
 
 
@@ -445,19 +451,18 @@ class ManagerInputFuzzTests(SynchronousTestCase):
         m.stop()
         m.stop()
         self.assertTrue(self.successResultOf(m.when_stopped()) is None)
-        self.assertIsInstance(m._status.peer_connection, StoppedPeer)
+        self.assertIsInstance(m.status.peer_connection, StoppedPeer)
 
     def test_connecting_status_after_please(self) -> None:
         """After both 'please' messages the status says ConnectingPeer at generation 1."""
         statuses: list[DilationStatus] = []
-        m, _pipe, _clock = _manager("ffffffffffffffff")
-        m._status_update = statuses.append
+        m, _pipe, _clock = _manager("ffffffffffffffff", status_update=statuses.append)
         m.got_dilation_key(b"k" * 32)
         m.got_wormhole_versions({"can-dilate": ["ged"]})
         m.received_dilation_message(MESSAGES[0])
         self.assertIsInstance(statuses[-1].peer_connection, ConnectingPeer)
         self.assertEqual(statuses[-1].generation, 1)
-        self.assertEqual(m._role.value, "LEADER")
+        self.assertEqual(m.role.value, "LEADER")
         m.stop()
 
 
@@ -472,11 +477,11 @@ class LateConnectionTests(SynchronousTestCase):
             b'{"type": "please", "side": "0000000000000000", "use-version": "ged"}'
         )
         first, second = FakeDilatedConnection("first"), FakeDilatedConnection("second")
-        m.connector_connection_made(first)  # type: ignore[arg-type]
-        m.connector_connection_made(second)  # type: ignore[arg-type]
+        m.connector_connection_made(m.link_for(first), 1)
+        m.connector_connection_made(m.link_for(second), 1)
         self.assertTrue(second.aborted)
         self.assertFalse(first.closed)
-        self.assertIs(m._connection, first)
+        self.assertIs(m.connection, first)
         m.stop()
 
 
@@ -510,7 +515,7 @@ class EarlyMessageTests(SynchronousTestCase):
             m.received_dilation_message(
                 json.dumps({"type": "connection-hints", "hints": [hint] * 50}).encode()
             )
-        self.assertEqual(len(m._early_hints), MAX_EARLY_HINTS)
+        self.assertEqual(len(m._core.early_hints), MAX_EARLY_HINTS)
         m.stop()
 
 
@@ -526,14 +531,15 @@ class PingFloodTests(SynchronousTestCase):
             b'{"type": "please", "side": "0000000000000000", "use-version": "ged"}'
         )
         connection = FakeDilatedConnection()
-        m.connector_connection_made(connection)  # type: ignore[arg-type]
+        link = m.link_for(connection)
+        m.connector_connection_made(link, 1)
         assert connection.producer is not None
         connection.producer.pauseProducing()
         for i in range(10_000):
-            m.got_record(Ping(i.to_bytes(4, "big")))
+            link.got_record(Ping(i.to_bytes(4, "big")))
         self.assertEqual(len(connection.of_type(Pong)), 1)
         connection.producer.resumeProducing()
-        m.got_record(Ping(b"last"))
+        link.got_record(Ping(b"last"))
         self.assertEqual(connection.of_type(Pong)[-1], Pong(b"last"))
         m.stop()
 

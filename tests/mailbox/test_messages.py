@@ -1,4 +1,4 @@
-"""DILATE-n message codec (txdilation.dilate_messages): parsing, building, hostile bodies."""
+"""DILATE-n message codec (txdilation.mailbox.messages): parsing, building, hostile bodies."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
-from txdilation.dilate_messages import (
+from txdilation.mailbox.manager import Manager
+from txdilation.mailbox.messages import (
     EXTENSIONS,
     Closing,
     ConnectionHints,
@@ -23,7 +24,6 @@ from txdilation.dilate_messages import (
     make_side,
     parse_dilation_message,
 )
-from txdilation.manager import Manager
 
 from .test_manager import MailboxPipe, clock_manager
 

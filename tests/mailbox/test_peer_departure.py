@@ -1,7 +1,7 @@
 """Knowing when the peer is gone, and reconnecting as soon as either side notices a dead link:
 txdilation's 'closing' and 'link-lost' extensions, the peer timeout for peers that cannot say
 they left, and their wire safety. Two Managers through the in-memory mailbox of
-tests/test_manager.py over real loopback TCP, or one Manager on a MemoryReactorClock."""
+tests/mailbox/test_manager.py over real loopback TCP, or one Manager on a MemoryReactorClock."""
 
 from __future__ import annotations
 
@@ -23,11 +23,13 @@ from wormhole._status import (
     WormholeStatus,
 )
 
-from txdilation.config import ReconnectPolicy
-from txdilation.dilator import Dilator
-from txdilation.errors import WormholeClosedError
-from txdilation.manager import CLOSING, EXTENSIONS, LINK_LOST, Manager
-from txdilation.semantics import TWISTED
+from txdilation._stock import manager as stock_manager
+from txdilation._stock.manager import Dilator
+from txdilation.mailbox.manager import Manager
+from txdilation.mailbox.messages import CLOSING, EXTENSIONS, LINK_LOST
+from txdilation.semantics import STOCK, TWISTED, Semantics
+from txdilation.settings import ReconnectPolicy, Settings
+from txdilation.wire.errors import WormholeClosedError
 
 from .test_manager import (
     LOOPBACK,
@@ -49,7 +51,7 @@ def kinds(pipe: MailboxPipe) -> list[str]:
 
 
 def role_index(dilators: list[Dilator], role: str) -> int:
-    return next(i for i, d in enumerate(dilators) if d._manager._role.value == role)
+    return next(i for i, d in enumerate(dilators) if d._manager.role.value == role)
 
 
 class ClosingAnnouncementTests(DilatedPairBase):
@@ -83,7 +85,7 @@ class ClosingAnnouncementTests(DilatedPairBase):
         self.assertNotIn(ReconnectingPeer, peers[peers.index(ConnectedPeer) :])
         self.assertNotIn("reconnect", kinds(pipes[stayer]))
         self.assertNotIn("reconnecting", kinds(pipes[stayer]))
-        self.assertIsNone(dilators[stayer]._manager._connector)
+        self.assertIsNone(dilators[stayer]._manager.connector)
 
     @inlineCallbacks
     def test_leader_closes(self) -> Any:
@@ -115,7 +117,7 @@ class ClosingAnnouncementTests(DilatedPairBase):
             held.append((phase, plaintext))
 
         pipes[follower].send = hold  # type: ignore[method-assign]
-        dilators[leader]._manager._connection.abort()
+        dilators[leader]._manager.connection.abort()
         while "reconnect" not in kinds(pipes[leader]):
             yield deferLater(0.01)
         dilators[follower]._T.close("happy")
@@ -123,8 +125,8 @@ class ClosingAnnouncementTests(DilatedPairBase):
         for phase, plaintext in held:
             pipes[leader].receive(phase, plaintext)
         manager = dilators[leader]._manager
-        self.assertIsInstance(manager._status.peer_connection, StoppedPeer)
-        self.assertIsNone(manager._connector)
+        self.assertIsInstance(manager.status.peer_connection, StoppedPeer)
+        self.assertIsNone(manager.connector)
         d = apis[leader].connector_for("late").connect(Factory.forProtocol(Collector))
         yield self.assertFailure(d, WormholeClosedError)
 
@@ -144,24 +146,22 @@ class LinkLostTests(DilatedPairBase):
         for d in dilators:
             d.got_key(key)
             d.got_wormhole_versions({"can-dilate": ["ged"]})
-        # sides are random: dilate both, then give each its interval by role
-        apis = [d.dilate(ping_interval=60) for d in dilators]
+        # the sides stock's tests force through make_side: dilators[0] leads
+        self.patch(stock_manager, "make_side", iter([LEADER_SIDE, FOLLOWER_SIDE]).__next__)
+        apis = [dilators[0].dilate(ping_interval=60), dilators[1].dilate(ping_interval=0.4)]
         yield apis[0].when_dilated()
         yield apis[1].when_dilated()
-        follower = role_index(dilators, "FOLLOWER")
-        leader = 1 - follower
-        fm = dilators[follower]._manager
-        fm._ping_interval = 0.4
-        fm._start_liveness(fm._connection)
+        leader, follower = 0, 1
+        self.assertEqual(role_index(dilators, "FOLLOWER"), follower)
         apis[leader].listener_for("echo").listen(Factory.forProtocol(EchoProtocol))
         client = yield apis[follower].connector_for("echo").connect(Factory.forProtocol(Collector))
         client.transport.write(b"before")
         yield client.wait_for(6)
-        firsts = [d._manager._connection for d in dilators]
+        firsts = [d._manager.connection for d in dilators]
         for conn in firsts:
             conn.transport.pauseProducing()
         started = reactor.seconds()
-        while dilators[leader]._manager._connection is firsts[leader]:
+        while dilators[leader]._manager.connection is firsts[leader]:
             yield deferLater(0.01)
         self.assertLessEqual(reactor.seconds() - started, 2 * 0.4 + 0.2)
         sent = [body for _, body in pipes[follower].sent]
@@ -174,15 +174,18 @@ class LinkLostTests(DilatedPairBase):
 
 
 def _manager(
-    side: str, timeout: float | None = 10.0, **kwargs: Any
+    side: str,
+    timeout: float | None = 10.0,
+    semantics: Semantics = STOCK,
+    status_update: Any = None,
 ) -> tuple[Manager, MailboxPipe, Any]:
     pipe = MailboxPipe()
     m, clock = clock_manager(
         pipe,
         side,
+        status_update=status_update,
         initial_mailbox_status=WormholeStatus(mailbox_connection=Connected("ws://x")),
-        policy=ReconnectPolicy(timeout),
-        **kwargs,
+        settings=Settings(network=LOOPBACK, policy=ReconnectPolicy(timeout), semantics=semantics),
     )
     m.got_dilation_key(b"k" * 32)
     m.got_wormhole_versions({"can-dilate": ["ged"]})
@@ -263,7 +266,7 @@ class ExtensionWireTests(SynchronousTestCase):
         """Before our own 'please' went out there is nothing to announce."""
         pipe = MailboxPipe()
         m = Manager(pipe, LEADER_SIDE, None, MemoryReactorClock(), None, None, ["ged"], 30.0,
-                    None, False, None, network=LOOPBACK)  # fmt: skip
+                    None, False, None, settings=Settings(network=LOOPBACK))  # fmt: skip
         m.announce_closing()
         self.assertEqual(pipe.sent, [])
 
@@ -306,8 +309,8 @@ class ExtensionWireTests(SynchronousTestCase):
         m, _pipe, _clock = _manager(LEADER_SIDE)
         m.received_dilation_message(please(FOLLOWER_SIDE, list(EXTENSIONS)))
         conn = FakeConnection()
-        m._mux.set_role = lambda role: None  # type: ignore[method-assign]
-        m.events.connection_made(conn)  # type: ignore[arg-type]
+        m.multiplexer.set_role = lambda role: None  # type: ignore[method-assign]
+        m.events.connection_made(m.link_for(conn))
         for stale in (b'{"type": "link-lost", "generation": 3}',
                       b'{"type": "link-lost", "generation": true}',
                       b'{"type": "link-lost"}'):  # fmt: skip
@@ -318,7 +321,7 @@ class ExtensionWireTests(SynchronousTestCase):
         f, _fpipe, _fclock = _manager(FOLLOWER_SIDE)
         f.received_dilation_message(please(LEADER_SIDE, list(EXTENSIONS)))
         fconn = FakeConnection()
-        f.events.connection_made(fconn)  # type: ignore[arg-type]
+        f.events.connection_made(f.link_for(fconn))
         f.received_dilation_message(b'{"type": "link-lost", "generation": 0}')
         self.assertEqual(fconn.failed, [])
         self.assertIn(LINK_LOST, EXTENSIONS)
@@ -331,15 +334,14 @@ class PeerTimeoutTests(SynchronousTestCase):
         """Connecting and hearing nothing for peer_timeout: StoppedPeer, the connector is
         stopped and (TWISTED semantics; stock's never fires it) when_dilated fails."""
         statuses: list[DilationStatus] = []
-        m, _pipe, clock = _manager(LEADER_SIDE, semantics=TWISTED)
-        m._status_update = statuses.append
-        when = m._api.when_dilated()
+        m, _pipe, clock = _manager(LEADER_SIDE, semantics=TWISTED, status_update=statuses.append)
+        when = m.api.when_dilated()
         m.received_dilation_message(please(FOLLOWER_SIDE))
         clock.advance(9.9)
-        self.assertNotIsInstance(m._status.peer_connection, StoppedPeer)
+        self.assertNotIsInstance(m.status.peer_connection, StoppedPeer)
         clock.advance(0.1)
         self.assertIsInstance(statuses[-1].peer_connection, StoppedPeer)
-        self.assertIsNone(m._connector)
+        self.assertIsNone(m.connector)
         clock.advance(0)  # (answers come on a later turn)
         self.failureResultOf(when)
         m.stop()
@@ -352,14 +354,14 @@ class PeerTimeoutTests(SynchronousTestCase):
         clock.advance(8)
         m.received_dilation_message(b'{"type": "connection-hints", "hints": []}')
         clock.advance(8)
-        m._wormhole_status(WormholeStatus(mailbox_connection=Disconnected()))
+        m.mailbox_status(WormholeStatus(mailbox_connection=Disconnected()))
         clock.advance(100)
-        self.assertNotIsInstance(m._status.peer_connection, StoppedPeer)
-        m._wormhole_status(WormholeStatus(mailbox_connection=Connected("ws://x")))
+        self.assertNotIsInstance(m.status.peer_connection, StoppedPeer)
+        m.mailbox_status(WormholeStatus(mailbox_connection=Connected("ws://x")))
         clock.advance(9.9)
-        self.assertNotIsInstance(m._status.peer_connection, StoppedPeer)
+        self.assertNotIsInstance(m.status.peer_connection, StoppedPeer)
         clock.advance(0.2)
-        self.assertIsInstance(m._status.peer_connection, StoppedPeer)
+        self.assertIsInstance(m.status.peer_connection, StoppedPeer)
         m.stop()
 
     def test_never_while_connected(self) -> None:
@@ -368,13 +370,14 @@ class PeerTimeoutTests(SynchronousTestCase):
         m, _pipe, clock = _manager(LEADER_SIDE)
         m.received_dilation_message(please(FOLLOWER_SIDE))
         conn = FakeConnection()
-        m.events.connection_made(conn)  # type: ignore[arg-type]
-        m._stop_liveness()  # the fake never answers pings
+        link = m.link_for(conn)
+        m.events.connection_made(link)
+        link.stop()  # the fake never answers pings
         clock.advance(1000)
-        self.assertIsInstance(m._status.peer_connection, ConnectedPeer)
-        m.connection_lost(conn, "cut")  # type: ignore[arg-type]
+        self.assertIsInstance(m.status.peer_connection, ConnectedPeer)
+        link.connection_lost(conn, "cut")  # type: ignore[arg-type]
         clock.advance(10)
-        self.assertIsInstance(m._status.peer_connection, StoppedPeer)
+        self.assertIsInstance(m.status.peer_connection, StoppedPeer)
         m.stop()
 
     def test_disabled(self) -> None:
@@ -382,7 +385,7 @@ class PeerTimeoutTests(SynchronousTestCase):
         m, _pipe, clock = _manager(LEADER_SIDE, timeout=None)
         m.received_dilation_message(please(FOLLOWER_SIDE))
         clock.advance(1e6)
-        self.assertNotIsInstance(m._status.peer_connection, StoppedPeer)
+        self.assertNotIsInstance(m.status.peer_connection, StoppedPeer)
         m.stop()
 
     def test_policy_from_environment(self) -> None:

@@ -1,5 +1,5 @@
-"""One generation's connector (txdilation.connector): listening, hints, relay timing, and the
-selection policy, driven with a MemoryReactorClock and fake candidates."""
+"""One generation's connector (txdilation.selection.connector): listening, hints, relay timing, and
+the selection policy, driven with a MemoryReactorClock and fake candidates."""
 
 from __future__ import annotations
 
@@ -20,12 +20,12 @@ from twisted.test import iosim
 from twisted.trial.unittest import SynchronousTestCase
 from wormhole._interfaces import IDilationConnector
 
-from txdilation.attempts import LOST_RACE_WINDOW, AttemptLog
-from txdilation.config import NetworkSettings
-from txdilation.connector import Connector, ConnectorSettings
-from txdilation.hints import DirectTCPV1Hint, RelayV1Hint
-from txdilation.roles import FOLLOWER, LEADER, Role
+from txdilation.selection.attempts import LOST_RACE_WINDOW, AttemptLog
+from txdilation.selection.connector import Connector, ConnectorSettings
+from txdilation.selection.hints import DirectTCPV1Hint, RelayV1Hint
+from txdilation.settings import NetworkSettings
 from txdilation.telemetry import Telemetry
+from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 RELAY = RelayV1Hint((DirectTCPV1Hint("127.0.0.1", 4001),))
 
@@ -55,12 +55,20 @@ class FakeCandidate:
         self.delivered_held = True
 
 
+class SelectedStub:
+    """What ``link_for`` gives the connector for a connection (the selected link)."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+
 class RecordingOwner:
     def __init__(self) -> None:
         self.hint_messages: list[list[dict[str, Any]]] = []
         self.statuses: list[Any] = []
         self.made: list[Any] = []
-        self.record_sink = object()
+        self.candidates: list[int] = []
+        self.links: dict[Any, SelectedStub] = {}
 
     def send_hints(self, hints: list[dict[str, Any]]) -> None:
         self.hint_messages.append(hints)
@@ -68,8 +76,13 @@ class RecordingOwner:
     def hint_status(self, hints: list[Any]) -> None:
         self.statuses.extend(hints)
 
-    def connector_connection_made(self, connection: Any) -> None:
-        self.made.append(connection)
+    def link_for(self, connection: Any) -> SelectedStub:
+        link = self.links[connection] = SelectedStub(connection)
+        return link
+
+    def connector_connection_made(self, link: SelectedStub, candidates: int) -> None:
+        self.made.append(link.connection)
+        self.candidates.append(candidates)
 
 
 def make(role: Role, **kw: Any) -> tuple[Connector, RecordingOwner, MemoryReactorClock]:
@@ -137,7 +150,7 @@ class SelectionPolicyTests(SynchronousTestCase):
         clock.advance(0.1)
         c.candidate_ready(direct)
         self.assertEqual(owner.made, [direct])
-        self.assertIs(direct.selected_with, owner.record_sink)
+        self.assertIs(direct.selected_with, owner.links[direct])
         self.assertTrue(relay.aborted)
         self.assertFalse(direct.aborted)
 
@@ -298,7 +311,7 @@ class ListeningAndHintTests(SynchronousTestCase):
 def telemetry_for(reactor: Clock, generation: int = 1) -> tuple[Telemetry, list]:
     """A Telemetry on ``reactor``'s clock collecting its records (no file)."""
     records: list[dict[str, Any]] = []
-    t = Telemetry(reactor, sink=records.append, environ={})
+    t = Telemetry(reactor, sink=records.append)
     t.set_generation(generation)
     return t, records
 
@@ -574,7 +587,7 @@ class RelayEnd(Protocol):
 
 
 class AttemptLogTests(SynchronousTestCase):
-    """txdilation.attempts.AttemptLog alone, on a Clock."""
+    """txdilation.selection.attempts.AttemptLog alone, on a Clock."""
 
     def test_ready_then_closed_by_peer(self) -> None:
         """A ready candidate the peer closes while the race is on is superseded if the race

@@ -1,4 +1,5 @@
-"""Hint parsing and encoding (txdilation.hints), including malformed hints from the peer."""
+"""Hint parsing and encoding (txdilation.selection.hints), including malformed hints from the
+peer."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from hypothesis import strategies as st
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.trial.unittest import SynchronousTestCase
 
-from txdilation.hints import (
+from txdilation.selection.hints import (
     DirectTCPV1Hint,
     HintError,
     RelayV1Hint,

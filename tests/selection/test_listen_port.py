@@ -13,11 +13,11 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from txdilation.config import NetworkSettings
-from txdilation.connector import Connector, ConnectorSettings
-from txdilation.roles import LEADER
+from tests.support.faults import free_port
+from txdilation.selection.connector import Connector, ConnectorSettings
+from txdilation.settings import NetworkSettings
+from txdilation.wire.roles import LEADER
 
-from .faults import free_port
 from .test_connector import RecordingOwner, make
 
 reactor: Any = _reactor
@@ -116,7 +116,7 @@ class BusyTests(SynchronousTestCase):
         self.assertFalse(c.busy)
         c.start()  # listening (MemoryReactor) and publishing hints
         self.assertFalse(c.busy)
-        from txdilation.hints import DirectTCPV1Hint, RelayV1Hint
+        from txdilation.selection.hints import DirectTCPV1Hint, RelayV1Hint
 
         c.got_hints(
             [DirectTCPV1Hint("127.0.0.1", 1), RelayV1Hint((DirectTCPV1Hint("127.0.0.1", 2),))]

@@ -15,7 +15,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.trial.unittest import TestCase
 
-from tests.harness import LOOPBACK, RealServersMixin
+from tests.support.harness import LOOPBACK, RealServersMixin
 from txdilation.session.child import SessionProcess, spawn_session, twistd_command
 
 APPID = "txdilation.test/session-log"

@@ -1,6 +1,6 @@
 """The twistd plugin ``dilation``: discovered by twistd, loaded lazily, shipped by packaging.
 
-(What the plugin's service does is pinned by tests/test_session_processes.py, which runs it
+(What the plugin's service does is pinned by tests/session/test_processes.py, which runs it
 under ``twistd -n``.)
 """
 
@@ -14,7 +14,7 @@ from twisted.application.service import IServiceMaker
 from twisted.plugin import getPlugins
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.harness import REPO_ROOT, SRC_DIR
+from tests.support.harness import REPO_ROOT, SRC_DIR
 from txdilation.session import tap
 
 

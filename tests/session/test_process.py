@@ -67,21 +67,18 @@ class ProcessGlueTests(SynchronousTestCase):
     """prepare, the signal handlers, end_process."""
 
     def test_prepare(self) -> None:
-        """--events sets TXDILATION_EVENTS; txdilation is installed as Dilation."""
-        previous = os.environ.get("TXDILATION_EVENTS")
+        """--events reaches the library as its telemetry file (the settings the session
+        dilates with), without touching os.environ; txdilation is installed as Dilation."""
         was_installed = txdilation.is_installed()
+        self.addCleanup(lambda: None if was_installed else txdilation.uninstall())
+        environ = dict(os.environ)
+        config = build_config({"code": "1-a", "events": "/tmp/events.jsonl"})
+        prepare(config)
+        self.assertEqual(dict(os.environ), environ)
+        from txdilation.session.service import library_settings
 
-        def restore() -> None:
-            if previous is None:
-                os.environ.pop("TXDILATION_EVENTS", None)
-            else:
-                os.environ["TXDILATION_EVENTS"] = previous
-            if not was_installed:
-                txdilation.uninstall()
-
-        self.addCleanup(restore)
-        prepare(build_config({"code": "1-a", "events": "/tmp/events.jsonl"}))
-        self.assertEqual(os.environ["TXDILATION_EVENTS"], "/tmp/events.jsonl")
+        settings = library_settings(config, os.environ)
+        self.assertEqual(settings.telemetry.events_path, "/tmp/events.jsonl")
         self.assertTrue(txdilation.is_installed())
 
     def test_signals(self) -> None:

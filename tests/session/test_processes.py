@@ -3,7 +3,8 @@ a plugin session against a STOCK magic-wormhole peer, and the ``txdilation demo`
 
 Each process runs on 127.0.0.1 only (they inherit ``TXDILATION_LISTEN_INTERFACE`` /
 ``TXDILATION_HINT_ADDRESSES`` from ``RealServersMixin``; the stock peer is confined by
-``tests.peer``) and every test ends its processes by itself (SIGTERM, then SIGKILL after 10 s).
+``tests.support.peer``) and every test ends its processes by itself (SIGTERM, then SIGKILL after 10
+s).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from twisted.internet.task import deferLater
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
-from tests.harness import LOOPBACK, REPO_ROOT, RealServersMixin, _spawn_peer
-from tests.peer_scenarios import HalfCloseEchoClient, payload
-from tests.test_session_service import HalfCloseEcho
+from tests.session.test_service import HalfCloseEcho
+from tests.support.harness import LOOPBACK, REPO_ROOT, RealServersMixin, _spawn_peer
+from tests.support.peer_scenarios import HalfCloseEchoClient, payload
 from txdilation.demo import Exchange, ExchangeFactory
 from txdilation.session.child import SessionProcess, spawn_session, twistd_command
 
@@ -222,7 +223,7 @@ class TwistdSessionsSlowTests(ProcessesMixin, TestCase):
 
 @pytest.mark.slow
 class StockPeerSlowTests(ProcessesMixin, TestCase):
-    """A plugin session against a STOCK magic-wormhole peer (tests.peer --impl stock)."""
+    """A plugin session against a STOCK magic-wormhole peer (tests.support.peer --impl stock)."""
 
     timeout = 90
 

@@ -1,6 +1,6 @@
 """Tests of a whole session in this process: txdilation.session.service.Session over the real
-mailbox server (tests.harness.RealServersMixin), two sessions joined by a wormhole, with local
-TCP services on 127.0.0.1. They pin the lifecycle promises of the module docstring: forwarding
+mailbox server (tests.support.harness.RealServersMixin), two sessions joined by a wormhole, with
+local TCP services on 127.0.0.1. They pin the lifecycle promises of the module docstring: forwarding
 both ways with half-close, refusing names not given with --connect, the clean stop (drain,
 close, one final ``closed`` event), fatal errors, and link cuts.
 """
@@ -23,7 +23,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
 import txdilation
-from tests.harness import LOOPBACK, RealServersMixin
+from tests.support.harness import LOOPBACK, RealServersMixin
 from txdilation.session.config import build_config
 from txdilation.session.service import Session, session_machine
 from txdilation.session.status import EventLog, StatusWriter
@@ -310,7 +310,7 @@ class MailboxOutageSlowTests(SessionTestsMixin, TestCase):
     async def test_survives_mailbox_restart(self) -> None:
         """With the mailbox server down, forwarding goes on over the dilated link; once it is
         back (same port, same channel database) a cut link reconnects through it."""
-        from tests.harness import start_mailbox_server
+        from tests.support.harness import start_mailbox_server
 
         db = os.path.abspath(self.mktemp())
         await self.mailbox.stop()

@@ -13,8 +13,8 @@ from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.test_subchannel import HalfProtocol
-from tests.test_testing_memory import Collecting, received
+from tests.subchannels.test_subchannel import HalfProtocol
+from tests.testing.test_memory import Collecting, received
 from txdilation.semantics import TWISTED
 from txdilation.session.splice import Splice
 from txdilation.testing.memory import MemoryDilationPair

@@ -94,7 +94,7 @@ class WriterTests(SynchronousTestCase):
 
     def test_kinds_documented(self) -> None:
         """Every kind has a section in docs/status-events.md."""
-        from tests.harness import REPO_ROOT
+        from tests.support.harness import REPO_ROOT
 
         text = (REPO_ROOT / "docs" / "status-events.md").read_text()
         for kind in KINDS:

@@ -27,8 +27,8 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
 import txdilation
-from tests.harness import LOOPBACK, REPO_ROOT, RealServersMixin
-from tests.test_session_service import Client, HalfCloseEcho
+from tests.session.test_service import Client, HalfCloseEcho
+from tests.support.harness import LOOPBACK, REPO_ROOT, RealServersMixin
 from txdilation.session.child import SessionProcess
 from txdilation.session.config import build_config
 from txdilation.session.status import EventLog, StatusWriter

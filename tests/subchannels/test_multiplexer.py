@@ -1,4 +1,5 @@
-"""End-to-end tests of txdilation.multiplexer: two Multiplexers over an in-memory record link.
+"""End-to-end tests of txdilation.subchannels.multiplexer: two Multiplexers over an in-memory record
+link.
 
 The link (``txdilation.testing.fakes.RecordLink``) delivers only when pumped and can be dropped
 with records in flight, like a dead TCP connection; a Clock runs the coalesced ACKs.
@@ -23,19 +24,19 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
-from tests.test_subchannel import HalfProtocol, RecordingProtocol
-from txdilation._interfaces import IMultiplexer
-from txdilation.connection import Ack, Close, Data, Open
-from txdilation.errors import AlreadyClosedError, OldPeerCannotDilateError, WormholeClosedError
-from txdilation.inbound import ACK_DELAY
-from txdilation.multiplexer import Multiplexer, multiplexer_machine
-from txdilation.outbound import RECORD_OVERHEAD
-from txdilation.roles import FOLLOWER, LEADER
+from tests.subchannels.test_subchannel import HalfProtocol, RecordingProtocol
+from txdilation.durable.inbound import ACK_DELAY
+from txdilation.durable.outbound import RECORD_OVERHEAD
 from txdilation.semantics import STOCK, TWISTED, Semantics
-from txdilation.subchannel import SubchannelAddress
+from txdilation.subchannels.multiplexer import Multiplexer, multiplexer_machine
+from txdilation.subchannels.subchannel import SubchannelAddress
 from txdilation.telemetry import Telemetry, TrafficStats
 from txdilation.testing import missing_transitions
-from txdilation.testing.fakes import FakePushProducer, RecordLink
+from txdilation.testing.fakes import FakePushProducer, RecordLink, dispatch_by_type
+from txdilation.wire.contracts import IMultiplexer
+from txdilation.wire.errors import AlreadyClosedError, OldPeerCannotDilateError, WormholeClosedError
+from txdilation.wire.records import Ack, Close, Data, Open
+from txdilation.wire.roles import FOLLOWER, LEADER
 
 
 class RecordingFactory(Factory):
@@ -117,7 +118,11 @@ class Pair:
         return self.links[-1]
 
     def reconnect(self) -> None:
-        link = RecordLink(self.leader.got_record, self.follower.got_record, self.clock)
+        link = RecordLink(
+            dispatch_by_type(self.leader.record_handlers()),
+            dispatch_by_type(self.follower.record_handlers()),
+            self.clock,
+        )
         self.links.append(link)
         self.leader.connection_made(link.a)
         self.follower.connection_made(link.b)
@@ -493,7 +498,7 @@ class LifecycleTests(SynchronousTestCase):
         self.assertEqual(server.stopped, 1)
         self.failureResultOf(pair.leader.connector_for("x").connect(Factory()), WormholeClosedError)
         self.failureResultOf(pair.leader.listener_for("y").listen(Factory()), WormholeClosedError)
-        pair.leader.got_record(Data(99, 2, b"late"))
+        dispatch_by_type(pair.leader.record_handlers())(Data(99, 2, b"late"))
         pair.leader.connection_made(pair.link.a)
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
@@ -521,7 +526,7 @@ class LifecycleTests(SynchronousTestCase):
             self.failureResultOf(d, CancelledError)
         self.assertEqual((server.started, server.stopped), (0, 0))
         self.failureResultOf(pair.leader.connector_for("x").connect(Factory()), WormholeClosedError)
-        pair.leader.got_record(Data(99, 2, b"late"))
+        dispatch_by_type(pair.leader.record_handlers())(Data(99, 2, b"late"))
         self.assertEqual(client.events, ["made"])
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
@@ -651,7 +656,7 @@ class TelemetryTests(SynchronousTestCase):
         self.records: dict[str, list[dict]] = {"leader": [], "follower": []}
         clock = Clock()
         kw = {
-            side: {"telemetry": Telemetry(clock, sink=self.records[side].append, environ={})}
+            side: {"telemetry": Telemetry(clock, sink=self.records[side].append)}
             for side in self.records
         }
         self.pair = Pair(kw["leader"], kw["follower"], clock=clock)

@@ -1,4 +1,5 @@
-"""Tests for txdilation.subchannel: the SubChannel transport, its machine, SubchannelAddress."""
+"""Tests for txdilation.subchannels.subchannel: the SubChannel transport, its machine,
+SubchannelAddress."""
 
 from __future__ import annotations
 
@@ -20,13 +21,8 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
-from txdilation.errors import (
-    AlreadyClosedError,
-    HalfCloseUsedOnNonHalfCloseable,
-    NormalCloseUsedOnHalfCloseable,
-)
 from txdilation.semantics import STOCK, TWISTED, Semantics
-from txdilation.subchannel import (
+from txdilation.subchannels.subchannel import (
     SubChannel,
     SubchannelAddress,
     _WormholeAddress,
@@ -34,6 +30,11 @@ from txdilation.subchannel import (
 )
 from txdilation.testing import missing_transitions
 from txdilation.testing.fakes import FakePushProducer
+from txdilation.wire.errors import (
+    AlreadyClosedError,
+    HalfCloseUsedOnNonHalfCloseable,
+    NormalCloseUsedOnHalfCloseable,
+)
 
 
 class RecordingSender:

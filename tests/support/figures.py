@@ -14,7 +14,7 @@ File format (``docs/reliability-figures.json``)::
 Figures are summed over tests per pairing, except maxima (``is_max_figure``: those in
 ``MAX_FIGURES``, names with ``peak`` or starting with ``worst_``), where the largest value
 wins. Pairing keys are those of ``PAIRINGS``; a figure that is not about a pairing uses
-``"all"``. ``tests/render_figures.py`` turns the file into the table.
+``"all"``. ``tests/support/render_figures.py`` turns the file into the table.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Layer: test infrastructure (not shipped). Everything here listens on 127.0.0.1 o
   discovery and its direct-hint listener); ``loopback_env()`` is the environment that confines
   OUR implementation (``TXDILATION_LISTEN_INTERFACE`` / ``TXDILATION_HINT_ADDRESSES``).
 - ``RealServersMixin`` gives a trial TestCase a fresh mailbox server and transit relay per test.
-- ``run_peer_pair`` runs two ``tests.peer`` processes against each other and collects their
+- ``run_peer_pair`` runs two ``tests.support.peer`` processes against each other and collects their
   JSON-line reports; it always ends both processes, within the timeout, before returning.
 """
 
@@ -35,7 +35,7 @@ from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
 LOOPBACK = "127.0.0.1"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SRC_DIR = REPO_ROOT / "src"
 
 # ---------------------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ class PeerFailure(AssertionError):
 @dataclass
 class PeerResult:
     """
-    What one ``tests.peer`` process reported.
+    What one ``tests.support.peer`` process reported.
 
     ``events`` holds every JSON object it printed, in order; ``result`` is the body of its
     ``{"event": "result", ...}`` line (``{}`` if none); ``exit_code`` is ``None`` if it was
@@ -255,8 +255,8 @@ class _PeerProcess(ProcessProtocol):
 
 def peer_environment() -> dict[str, str]:
     """
-    The environment for a ``tests.peer`` child: this process's, plus ``src`` and the repo root
-    on ``PYTHONPATH``, ``loopback_env()``, and unbuffered output.
+    The environment for a ``tests.support.peer`` child: this process's, plus ``src`` and the repo
+    root on ``PYTHONPATH``, ``loopback_env()``, and unbuffered output.
     """
     env = dict(os.environ)
     paths = [str(SRC_DIR), str(REPO_ROOT)]
@@ -270,7 +270,7 @@ def peer_environment() -> dict[str, str]:
 
 def _spawn_peer(reactor: Any, name: str, argv: Sequence[str], on_event: Any) -> _PeerProcess:
     proto = _PeerProcess(PeerResult(name=name), on_event)
-    args = [sys.executable, "-m", "tests.peer", *argv]
+    args = [sys.executable, "-m", "tests.support.peer", *argv]
     reactor.spawnProcess(proto, sys.executable, args, env=peer_environment(), path=str(REPO_ROOT))
     return proto
 
@@ -285,7 +285,7 @@ async def run_peer_pair(
     appid: str = "lothar.com/txdilation/test",
 ) -> tuple[PeerResult, PeerResult]:
     """
-    Run two ``python -m tests.peer`` processes against each other through ``mailbox_url``.
+    Run two ``python -m tests.support.peer`` processes against each other through ``mailbox_url``.
 
     The left peer allocates a code (``--allocate``); once it reports ``{"event": "code"}``
     the right peer starts with ``--code``. When one peer exits, the other's stdin is closed

@@ -13,7 +13,7 @@ what it opened.
 - ``RogueMailbox``: the mailbox of ONE real Dilator whose peer is played by a test.
 - ``Attacker``: a raw TCP client that sends fixed bytes and notes when the server closed.
 - ``vm_status_kib`` reads ``/proc/PID/status``; ``record_figures`` stores a test's figures in
-  the file named by ``TXDILATION_FIGURES`` (see ``tests.figures``).
+  the file named by ``TXDILATION_FIGURES`` (see ``tests.support.figures``).
 """
 
 from __future__ import annotations
@@ -36,15 +36,15 @@ from twisted.python.failure import Failure
 from wormhole._interfaces import ISend
 from zope.interface import implementer
 
-from tests.harness import loopback_env, restore_env
-from tests.test_manager import RecordingTerminator
-from txdilation.connection import KCM, Ping, Pong, Record, encode_record, parse_record
-from txdilation.dilator import Dilator
-from txdilation.errors import DilationProtocolError
-from txdilation.framer import Frame, Framer, PrologueReceived
-from txdilation.keys import derive_dilation_key
-from txdilation.noise_layer import NoiseSession
-from txdilation.roles import FOLLOWER, LEADER, Role
+from tests.mailbox.test_manager import RecordingTerminator
+from tests.support.harness import loopback_env, restore_env
+from txdilation._stock.manager import Dilator
+from txdilation.link.framer import Frame, Framer, PrologueReceived
+from txdilation.link.noise import NoiseSession
+from txdilation.wire.errors import DilationProtocolError
+from txdilation.wire.keys import derive_dilation_key
+from txdilation.wire.records import KCM, Ping, Pong, Record, encode_record, parse_record
+from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 reactor: Any = _reactor
 
@@ -201,7 +201,7 @@ class Mailbox:
 
     def role(self, index: int) -> Role | None:
         manager = self.dilators[index]._manager
-        return None if manager is None else manager._role
+        return None if manager is None else manager.role
 
     async def stop(self) -> None:
         """Stop both Dilators and wait until both report stopped."""
@@ -445,7 +445,9 @@ class LogCapture:
         reasons = {}
         for event in self.events:
             desc = str(event.get("desc", ""))
-            if event.get("log_namespace") == "txdilation.l2" and desc.startswith("<-tcp:"):
+            if event.get("log_namespace") == "txdilation.link.connection" and desc.startswith(
+                "<-tcp:"
+            ):
                 reasons[int(desc.rsplit(":", 1)[1])] = str(event.get("reason"))
         return reasons
 
@@ -467,14 +469,15 @@ def vm_status_kib(field: str, pid: int | str = "self") -> int:
 
 
 def record_figures(test: Any, pairing: str = "all", **figures: float) -> None:
-    """Record ``figures`` for ``test`` (its id keys the record) with ``tests.figures.record``.
+    """Record ``figures`` for ``test`` (its id keys the record) with
+    ``tests.support.figures.record``.
 
     Nothing is written unless ``TXDILATION_FIGURES`` names the figures file (so an ordinary run
     never even imports the figures module).
     """
     if not os.environ.get("TXDILATION_FIGURES", "").strip():
         return
-    from tests import figures as figures_file
+    from tests.support import figures as figures_file
 
     figures_file.record(test.id(), pairing, **figures)
 

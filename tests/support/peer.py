@@ -1,5 +1,5 @@
 """
-A dilation peer in its own process, for interop tests (``python -m tests.peer --help``).
+A dilation peer in its own process, for interop tests (``python -m tests.support.peer --help``).
 
 Layer: test infrastructure. It drives magic-wormhole through the public stock API only
 (``wormhole.create(..., dilation=True)``, ``w.dilate()``, ``when_dilated()``,
@@ -7,7 +7,7 @@ Layer: test infrastructure. It drives magic-wormhole through the public stock AP
 against stock (``--impl stock``) and against txdilation installed as the drop-in
 (``--impl txdilation``).
 
-Protocol with the parent (see ``tests.harness.run_peer_pair``):
+Protocol with the parent (see ``tests.support.harness.run_peer_pair``):
 - stdout carries one JSON object per line: ``{"event": "code", "code": ...}``,
   ``{"event": "dilated"}``, ``{"event": "status", ...}`` (dilation status changes),
   ``{"event": "result", ...}`` (the scenario's findings), ``{"event": "closed"}``, and on any
@@ -15,7 +15,7 @@ Protocol with the parent (see ``tests.harness.run_peer_pair``):
 - stdin may carry JSON commands; its end (EOF) means "the other peer has finished".
 Invariants: every peer exits by itself within ``--timeout`` seconds; it only touches 127.0.0.1
 (stock is confined with ``stock_loopback()``, txdilation by the ``TXDILATION_*`` environment).
-The scenarios themselves live in ``tests.peer_scenarios``.
+The scenarios themselves live in ``tests.support.peer_scenarios``.
 """
 
 from __future__ import annotations
@@ -67,10 +67,12 @@ def _names(value: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command-line parser (scenario names come from ``tests.peer_scenarios``)."""
-    from tests.peer_scenarios import SCENARIOS
+    """The command-line parser (scenario names come from ``tests.support.peer_scenarios``)."""
+    from tests.support.peer_scenarios import SCENARIOS
 
-    p = argparse.ArgumentParser(prog="python -m tests.peer", description=__doc__.split("\n")[1])
+    p = argparse.ArgumentParser(
+        prog="python -m tests.support.peer", description=__doc__.split("\n")[1]
+    )
     p.add_argument("--mailbox", required=True, help="mailbox server URL (ws://...)")
     p.add_argument("--appid", required=True)
     code = p.add_mutually_exclusive_group(required=True)
@@ -217,12 +219,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from twisted.internet import reactor
 
-    from tests.peer_scenarios import Peer
+    from tests.support.peer_scenarios import Peer
 
     outcome: list[int] = []
     with ExitStack() as stack:
         if args.impl == "stock":
-            from tests.harness import stock_loopback
+            from tests.support.harness import stock_loopback
 
             stack.enter_context(stock_loopback())
         if args.side is not None:

@@ -1,5 +1,5 @@
 """
-Scenarios for ``tests.peer``: small, deterministic dilation exchanges over the public API.
+Scenarios for ``tests.support.peer``: small, deterministic dilation exchanges over the public API.
 
 Layer: test infrastructure, run inside a peer process. Nothing here imports ``wormhole`` at
 module level (``--impl txdilation`` must install the drop-in first).

@@ -19,11 +19,11 @@ from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface.verify import verifyObject
 
-from tests.test_subchannel import HalfProtocol, RecordingProtocol
-from txdilation._interfaces import IDilatedConnection
-from txdilation.errors import WormholeClosedError
+from tests.subchannels.test_subchannel import HalfProtocol, RecordingProtocol
 from txdilation.semantics import STOCK, TWISTED
 from txdilation.testing.memory import MemoryDilationPair
+from txdilation.wire.contracts import IDilatedConnection
+from txdilation.wire.errors import WormholeClosedError
 
 
 def received(protocol: RecordingProtocol) -> bytes:

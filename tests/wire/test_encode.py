@@ -1,4 +1,4 @@
-"""Tests for txdilation.encode: 4-byte big-endian integers."""
+"""Tests for txdilation.wire.encode: 4-byte big-endian integers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
-from txdilation.encode import from_be4, to_be4
+from txdilation.wire.encode import from_be4, to_be4
 
 u32 = st.integers(min_value=0, max_value=2**32 - 1)
 

@@ -1,4 +1,4 @@
-"""Tests for txdilation.keys: the two HKDF derivations."""
+"""Tests for txdilation.wire.keys: the two HKDF derivations."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from wormhole._key import derive_key
 from wormhole.util import HKDF
 
-from txdilation.keys import derive_dilation_key, derive_relay_token
+from txdilation.wire.keys import derive_dilation_key, derive_relay_token
 
 
 def _rfc5869_hkdf_sha256(ikm: bytes, info: bytes, length: int) -> bytes:

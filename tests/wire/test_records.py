@@ -1,4 +1,4 @@
-"""Tests for the L3 record codec in txdilation.connection (encode_record / parse_record)."""
+"""Tests for the L3 record codec in txdilation.wire.records (encode_record / parse_record)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 from wormhole._dilation import connection as stock
 
-from txdilation.connection import (
+from txdilation.wire.errors import RecordError
+from txdilation.wire.records import (
     KCM,
     Ack,
     Close,
@@ -25,7 +26,6 @@ from txdilation.connection import (
     parse_record_pieces,
     parse_record_view,
 )
-from txdilation.errors import RecordError
 
 u32 = st.integers(min_value=0, max_value=2**32 - 1)
 ping_ids = st.binary(min_size=4, max_size=4)
