@@ -88,20 +88,31 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def destroy_namespace(netns: str) -> None:
-    """Kill every process inside ``netns`` (SIGKILL), then delete it. Quiet if it is gone."""
-    for pid in namespace_pids(netns):
-        if pid != os.getpid():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 5.0
-    while namespace_pids(netns) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
-        sh(["ip", "netns", "del", netns])
-    except NetnsError:
-        if netns in list_namespaces():
-            raise
+def destroy_namespace(netns: str, attempts: int = 5) -> None:
+    """
+    Kill every process inside ``netns`` (SIGKILL), then delete it. Quiet if it is gone.
+    Tried again a few times: a process entering it at that moment (``ip netns exec``) can
+    make the deletion fail once.
+
+    :raises NetnsError: if it still exists after ``attempts`` tries.
+    """
+    for attempt in range(attempts):
+        for pid in namespace_pids(netns):
+            if pid != os.getpid():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5.0
+        while namespace_pids(netns) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        try:
+            sh(["ip", "netns", "del", netns])
+            return
+        except NetnsError:
+            if netns not in list_namespaces():
+                return
+            if attempt + 1 == attempts:
+                raise
+            time.sleep(0.1)
 
 
 def sweep_leftovers(prefix: str = PREFIX) -> list[str]:

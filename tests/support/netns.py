@@ -96,6 +96,10 @@ __all__ = [
     "require_namespaces",
 ]
 
+# run a program so that it is killed when its parent dies, and not at all if that already happened
+_DEATH_SIGNAL = ("setpriv", "--pdeathsig", "KILL", "--")
+_PARENT_GUARD = '[ "$PPID" = "$0" ] || exit 137; exec "$@"'
+
 PUBLIC4 = "203.0.113.1"
 PUBLIC6 = "2001:db8:ffff::1"
 
@@ -181,9 +185,17 @@ class Node:
 
     # --- commands inside the namespace ---
 
-    def exec_argv(self, argv: Sequence[str]) -> list[str]:
-        """The argv that runs ``argv`` inside this namespace, killed when its parent dies."""
-        return ["ip", "netns", "exec", self.netns, "setpriv", "--pdeathsig", "KILL", "--", *argv]
+    def exec_argv(self, argv: Sequence[str], *, parent: int | None = None) -> list[str]:
+        """
+        The argv that runs ``argv`` inside this namespace, killed when its parent dies.
+
+        ``setpriv`` asks for SIGKILL at the parent's death; then ``sh`` checks that the parent
+        is still ``parent`` (default: this process, the one that will start it) and exits at
+        once if not: a parent that died before the request would otherwise leave it running.
+        """
+        expected = str(os.getpid() if parent is None else parent)
+        guard = ["sh", "-c", _PARENT_GUARD, expected]
+        return ["ip", "netns", "exec", self.netns, *_DEATH_SIGNAL, *guard, *argv]
 
     def run(
         self, argv: Sequence[str], *, input: str | None = None, timeout: float = COMMAND_TIMEOUT
