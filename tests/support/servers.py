@@ -102,7 +102,7 @@ def start_servers(
     }
     for name, plugin in commands.items():
         log = (workdir / f"{name}.log").open("wb")
-        argv = [sys.executable, "-m", "twisted", *plugin]
+        argv = [sys.executable, "-m", "twisted", "--log-format=text", *plugin]
         servers.processes.append(
             node.popen(argv, env=python_environment(), stdout=log, stderr=subprocess.STDOUT)
         )
