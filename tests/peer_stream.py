@@ -20,10 +20,10 @@ arrival) and ``stream-resumed`` (first record written after the fault arrived), 
 from __future__ import annotations
 
 import struct
-from itertools import pairwise
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred, DeferredList
