@@ -113,6 +113,17 @@ class TopologyTests(NamespaceTestCase):
         for address in internet.addresses:
             self.assertEqual(replies(a, address), 1, address)
 
+    def test_unroutable_addresses_are_dropped_silently(self) -> None:
+        """The router drops packets to private addresses it has no link for (a peer's LAN
+        address) without an ICMP error: connecting hangs instead of failing at once. Routed
+        hosts still refuse at once."""
+        internet = self.net.router()
+        a, b = self.net.host("a", internet), self.net.host("b", internet)
+        for address in ("192.168.99.2", "10.200.0.2", "2001:db8:99::2"):
+            outcome = probe(a, "connect", address, "9", "--timeout", "1")
+            self.assertIn("TimeoutError", outcome["error"], address)
+        self.assertIn("ConnectionRefused", probe(a, "connect", b.address, "9")["error"])
+
     def test_port_preserving_nat(self) -> None:
         """Behind a port-preserving NAT the router sees the NAT's address and the host's own
         source port."""

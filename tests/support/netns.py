@@ -15,7 +15,9 @@ Addresses exist only inside these namespaces (nothing is connected to the machin
 network): link ``n`` from the router to a node is ``10.n.0.0/24`` and ``2001:db8:n::/64``
 (router ``.1``/``::1``, the node ``.2``/``::2``, then ``.3`` ... after address changes); the LAN
 behind a NAT on link ``n`` is ``192.168.n.0/24``; the router itself also answers on
-``203.0.113.1`` and ``2001:db8:ffff::1`` (its "public" addresses, on its loopback).
+``203.0.113.1`` and ``2001:db8:ffff::1`` (its "public" addresses, on its loopback). Packets
+to any other of those ranges are dropped at the router without an ICMP error (as on the
+internet), so a connection to a peer's LAN address hangs until its timeout.
 
 Building "two hosts behind port-preserving NATs, servers on the internet"::
 
@@ -102,6 +104,9 @@ _PARENT_GUARD = '[ "$PPID" = "$0" ] || exit 137; exec "$@"'
 
 PUBLIC4 = "203.0.113.1"
 PUBLIC6 = "2001:db8:ffff::1"
+# what the router drops silently unless a link is more specific
+UNROUTABLE4 = ("10.0.0.0/8", "192.168.0.0/16", "192.0.2.0/24", "198.51.100.0/24")
+UNROUTABLE6 = ("2001:db8::/32",)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -396,10 +401,21 @@ class Network:
         )
         return node
 
-    def router(self, name: str = "internet") -> Router:
-        """The router ("internet") namespace, answering on ``PUBLIC4`` and ``PUBLIC6``."""
+    def router(self, name: str = "internet", *, silent_unroutable: bool = True) -> Router:
+        """
+        The router ("internet") namespace, answering on ``PUBLIC4`` and ``PUBLIC6``.
+
+        :param silent_unroutable: drop packets to the private and documentation ranges it
+            has no link for (a peer's LAN address behind a NAT, an address a host left)
+            without a word, as the internet mostly does, so that a connection attempt to
+            them hangs until its timeout; ``False``: answer with ICMP unreachable (it fails
+            at once).
+        """
         router: Router = self._namespace(name, Router)
         router.ip(f"addr add {PUBLIC4}/32 dev lo", f"addr add {PUBLIC6}/128 dev lo")
+        if silent_unroutable:
+            router.ip(*[f"route add blackhole {prefix}" for prefix in UNROUTABLE4])
+            router.ip(*[f"-6 route add blackhole {prefix}" for prefix in UNROUTABLE6])
         router.addresses4, router.addresses6 = [PUBLIC4], [PUBLIC6]
         return router
 

@@ -172,7 +172,7 @@ def flood(
     selector = selectors.DefaultSelector()
     result = _Flood()
     started = time.monotonic()
-    ends = started + within + 2 * watch
+    ends = started + within + watch + 1.0
     next_index = 0
     try:
         while time.monotonic() < ends:
