@@ -187,6 +187,34 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def keep(record: dict[str, Any], module: str, path: str | None, records: list[Any]) -> None:
+    """Finish a run's record: note the command line, log it, keep it, save it."""
+    record["command"] = command_line(module)
+    log(json.dumps(record))
+    records.append(record)
+    save(path, [record])
+
+
+def script_main(
+    args: Any,
+    measure: Callable[[Any, Any], Coroutine[Any, Any, list[dict[str, Any]]]],
+    render: Callable[[list[dict[str, Any]]], str],
+) -> int:
+    """
+    A benchmark's ``main``: print the tables of ``--report`` files, or measure (``measure``
+    returns the run records) and print the tables of what it measured.
+    """
+    if args.report is not None:
+        print(render(load(args.report)))
+        return 0
+
+    async def measured(reactor: Any) -> int:
+        print(render(await measure(reactor, args)))
+        return 0
+
+    return run(measured)
+
+
 def command_line(module: str) -> str:
     """This process's command line as ``python -m module ...``, for the record."""
     return " ".join(["python", "-m", module, *sys.argv[1:]])

@@ -23,7 +23,6 @@ code and leads (sides are forced); topologies:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -35,14 +34,12 @@ from tests.support.peers import first_path
 
 from benchmarks.namespaced import (
     build_scene,
-    command_line,
-    load,
+    keep,
     log,
     markdown_table,
     median_and_worst,
     peer_args,
-    run,
-    save,
+    script_main,
     seconds_text,
     settle,
     start_pair,
@@ -142,29 +139,21 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-async def measure(reactor: Any, args: argparse.Namespace) -> int:
-    """Run every topology x pairing ``--runs`` times and print the table."""
-    records = []
+async def measure(reactor: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Run every topology x pairing ``--runs`` times; the run records."""
+    records: list[dict[str, Any]] = []
     for topology in args.topologies.split(","):
         for pairing in args.pairings.split(","):
             for index in range(args.runs):
                 log(f"{topology} {pairing} run {index + 1}/{args.runs}")
                 record = await reach_run(reactor, topology, pairing, args.cap, index)
-                record["command"] = command_line("benchmarks.reach")
-                log(json.dumps(record))
-                records.append(record)
-                save(args.json, [record])
-    print(table(records))
-    return 0
+                keep(record, "benchmarks.reach", args.json, records)
+    return records
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure, or with ``--report`` print earlier measurements."""
-    args = parse(argv)
-    if args.report is not None:
-        print(table(load(args.report)))
-        return 0
-    return run(lambda reactor: measure(reactor, args))
+    return script_main(parse(argv), measure, table)
 
 
 if __name__ == "__main__":

@@ -49,14 +49,12 @@ from twisted.internet import threads
 from benchmarks.namespaced import (
     Scene,
     build_scene,
-    command_line,
-    load,
+    keep,
     log,
     markdown_table,
     median_and_worst,
     peer_args,
-    run,
-    save,
+    script_main,
     seconds_text,
     settle,
     sleep,
@@ -470,8 +468,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-async def measure(reactor: Any, args: argparse.Namespace) -> int:
-    """Run the requested cases and print their tables."""
+async def measure(reactor: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Run the requested cases; the run records."""
     records: list[dict[str, Any]] = []
     pings = [float(p) for p in args.pings.split(",") if p]
     for case in args.cases.split(","):
@@ -494,21 +492,13 @@ async def measure(reactor: Any, args: argparse.Namespace) -> int:
                         record = await flood_run(
                             reactor, pairing, args.flood_count, args.flood_within, index
                         )
-                    record["command"] = command_line("benchmarks.recovery")
-                    log(json.dumps(record))
-                    records.append(record)
-                    save(args.json, [record])
-    print(report(records))
-    return 0
+                    keep(record, "benchmarks.recovery", args.json, records)
+    return records
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Measure, or with ``--report`` print earlier measurements."""
-    args = parse(argv)
-    if args.report is not None:
-        print(report(load(args.report)))
-        return 0
-    return run(lambda reactor: measure(reactor, args))
+    return script_main(parse(argv), measure, report)
 
 
 if __name__ == "__main__":
