@@ -11,6 +11,7 @@ created the tests are skipped with the reason printed; under ``CI=true`` they fa
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ from typing import Any
 from twisted.trial import unittest
 
 from tests.harness import PeerPair, run_peer_pair
+from tests.support.linkdelay import Direction, take_lines
 from tests.support.namespaces import (
     PREFIX,
     list_namespaces,
@@ -335,6 +337,43 @@ def _running(pid: int) -> bool:
             return stat.read().split(") ", 1)[1][0] != "Z"
     except FileNotFoundError:
         return False
+
+
+class LinkDelayTests(unittest.SynchronousTestCase):
+    """The userspace delayer's schedule (no namespaces needed)."""
+
+    def test_jitter_never_reorders(self) -> None:
+        """With jitter, a packet never goes out before one read earlier, and each waits at
+        least the delay minus the jitter."""
+        direction = Direction(fd=-1)
+        direction.configure({"delay": 0.5, "jitter": 0.4})
+        rng = random.Random(7)
+        dues = [direction.due(t * 0.01, rng) for t in range(500)]
+        self.assertEqual(dues, sorted(dues))
+        self.assertTrue(all(d is not None and d >= t * 0.01 + 0.1 for t, d in enumerate(dues)))
+
+    def test_loss(self) -> None:
+        """Loss drops about that share of packets (and none without loss)."""
+        direction, rng = Direction(fd=-1), random.Random(3)
+        direction.configure({"delay": 0.1})
+        self.assertTrue(all(direction.due(0.0, rng) is not None for _ in range(1000)))
+        direction.configure({"delay": 0.1, "loss": 0.3})
+        lost = sum(direction.due(0.0, rng) is None for _ in range(10000))
+        self.assertTrue(2500 < lost < 3500, lost)
+
+    def test_shape_validation(self) -> None:
+        """Jitter larger than the delay, negative values and certain loss are refused."""
+        for bad in ({"delay": 0.1, "jitter": 0.2}, {"delay": -1.0}, {"loss": 1.0}):
+            with self.assertRaises(ValueError):
+                Shape(**bad)
+
+    def test_commands_are_read_by_line(self) -> None:
+        """Shape updates arrive as JSON lines, possibly split across reads."""
+        seen: list[str] = []
+        rest = take_lines(b'{"up": 1}\n{"do', seen.append)
+        self.assertEqual((seen, rest), (['{"up": 1}'], b'{"do'))
+        self.assertEqual(take_lines(rest + b'wn": 2}\n\n', seen.append), b"")
+        self.assertEqual(seen, ['{"up": 1}', '{"down": 2}'])
 
 
 class PolicyTests(unittest.SynchronousTestCase):
