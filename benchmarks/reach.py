@@ -84,9 +84,11 @@ async def reach_run(
         pair = start_pair(reactor, scene, left, right, timeout=cap + 60)
         try:
             joined = await within(reactor, pair.when("right", "code"), 60)
-            dilated = [
-                await within(reactor, pair.when(side, "dilated"), cap) for side in ("left", "right")
-            ]
+            ends = time.monotonic() + cap  # one deadline for both peers
+            dilated = []
+            for side in ("left", "right"):
+                left_over = max(0.0, ends - time.monotonic())
+                dilated.append(await within(reactor, pair.when(side, "dilated"), left_over))
             if all(dilated):
                 await within(reactor, pair.when("right", "result"), 20)
         finally:
@@ -100,9 +102,9 @@ async def reach_run(
 
 
 def table(records: list[dict[str, Any]]) -> str:
-    """Topology x pairing -> path counts and time to dilate."""
+    """Topology x pairing -> path counts and time to dilate (other records are ignored)."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in records:
+    for r in (r for r in records if "topology" in r):
         groups.setdefault((r["topology"], r["pairing"]), []).append(r)
     rows = []
     for (topology, pairing), runs in groups.items():
