@@ -15,6 +15,8 @@ Layer: test infrastructure (not shipped). Everything here listens on 127.0.0.1 o
 - ``RealServersMixin`` gives a trial TestCase a fresh mailbox server and transit relay per test.
 - ``run_peer_pair`` runs two ``tests.support.peer`` processes against each other and collects their
   JSON-line reports; it always ends both processes, within the timeout, before returning.
+  ``PeerPair`` is the same with events and stdin commands while they run; a ``Placement``
+  puts a peer elsewhere (inside a network namespace: ``tests.support.peers``).
 """
 
 from __future__ import annotations
@@ -238,6 +240,10 @@ class _PeerProcess(ProcessProtocol):
         if self.running and self.transport is not None:
             self.transport.closeStdin()
 
+    def write_stdin(self, data: bytes) -> None:
+        if self.running and self.transport is not None:
+            self.transport.write(data)
+
     def kill(self) -> None:
         if self.running and self.transport is not None:
             with suppress(ProcessExitedAlready):  # gone between the check and the signal
@@ -268,11 +274,191 @@ def peer_environment() -> dict[str, str]:
     return env
 
 
-def _spawn_peer(reactor: Any, name: str, argv: Sequence[str], on_event: Any) -> _PeerProcess:
+@dataclass(frozen=True)
+class Placement:
+    """
+    Where a peer process runs. The default is here, confined to loopback.
+
+    ``prefix`` goes before the Python command line (``tests.support.netns.Node.exec_argv([])``
+    runs it inside a network namespace), ``env`` replaces ``peer_environment()``, and
+    ``extra_args`` are added to the peer's arguments (``--no-loopback`` in a namespace).
+    """
+
+    prefix: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    extra_args: tuple[str, ...] = ()
+
+
+HERE = Placement()
+
+
+def _spawn_peer(
+    reactor: Any, name: str, argv: Sequence[str], on_event: Any, placement: Placement = HERE
+) -> _PeerProcess:
     proto = _PeerProcess(PeerResult(name=name), on_event)
-    args = [sys.executable, "-m", "tests.support.peer", *argv]
-    reactor.spawnProcess(proto, sys.executable, args, env=peer_environment(), path=str(REPO_ROOT))
+    args = [
+        *placement.prefix,
+        sys.executable,
+        "-m",
+        "tests.support.peer",
+        *argv,
+        *placement.extra_args,
+    ]
+    env = dict(placement.env) if placement.env is not None else peer_environment()
+    reactor.spawnProcess(proto, args[0], args, env=env, path=str(REPO_ROOT))
     return proto
+
+
+class PeerPair:
+    """
+    Two ``python -m tests.support.peer`` processes run against each other through a mailbox server.
+
+    The left peer allocates a code (``--allocate``); once it reports ``{"event": "code"}`` the
+    right peer starts with ``--code``. When one peer exits, the other's stdin is closed
+    (scenarios may treat EOF as "the other peer has finished"). Each peer also gets
+    ``--timeout`` (``timeout`` minus a margin) unless its args already have one; both are
+    killed at ``timeout``. While they run, ``when()`` waits for an event and ``send()`` writes a
+    command to a peer's stdin; ``finish()`` waits for both to end and checks them.
+
+    :param reactor: a reactor providing ``IReactorProcess`` and ``IReactorTime``.
+    :param mailbox_url: the mailbox server's websocket URL.
+    :param left_args: the left peer's other arguments (``--impl``, ``--scenario``, ...).
+    :param right_args: the right peer's other arguments.
+    :param timeout: seconds after which both peers are killed.
+    :param appid: the wormhole application id both peers use.
+    :param left: where the left peer runs (``Placement``); ``right`` likewise.
+    """
+
+    def __init__(
+        self,
+        reactor: Any,
+        mailbox_url: str,
+        left_args: Sequence[str],
+        right_args: Sequence[str],
+        timeout: float = 30.0,
+        *,
+        appid: str = "lothar.com/txdilation/test",
+        left: Placement = HERE,
+        right: Placement = HERE,
+    ) -> None:
+        self._reactor = reactor
+        self.timeout = timeout
+        peer_timeout = f"{max(timeout - 5.0, timeout * 0.8):.1f}"
+        common = ["--mailbox", mailbox_url, "--appid", appid]
+
+        def argv(args: Sequence[str], *code: str) -> list[str]:
+            bounded = [*args] if "--timeout" in args else [*args, "--timeout", peer_timeout]
+            return [*common, *code, *bounded]
+
+        self._argv = {"left": argv(left_args, "--allocate"), "right": argv(right_args)}
+        self._placement = {"left": left, "right": right}
+        self.procs: dict[str, _PeerProcess] = {}
+        self.problems: list[str] = []
+        self._waiters: list[tuple[str, str, Any, Deferred[dict[str, Any]]]] = []
+        self._timer: Any = None
+
+    def start(self) -> PeerPair:
+        """Start the left peer (the right one follows its code) and the kill timer."""
+        self._spawn("left", self._argv["left"])
+        self.procs["left"].ended.addCallback(lambda _: self._close_stdin("right"))
+        self._timer = self._reactor.callLater(self.timeout, self._timed_out)
+        return self
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        self.procs[name] = _spawn_peer(
+            self._reactor, name, argv, self._on_event, self._placement[name]
+        )
+
+    def _close_stdin(self, name: str) -> None:
+        if name in self.procs:
+            self.procs[name].close_stdin()
+
+    def _on_event(self, proc: _PeerProcess, event: dict[str, Any]) -> None:
+        name = proc.result.name
+        if event.get("event") == "code" and name == "left" and "right" not in self.procs:
+            self._spawn("right", [*self._argv["right"], "--code", str(event.get("code"))])
+            self.procs["right"].ended.addCallback(lambda _: self._close_stdin("left"))
+        for waiter in list(self._waiters):
+            side, kind, predicate, d = waiter
+            if side == name and event.get("event") == kind and predicate(event):
+                self._waiters.remove(waiter)
+                d.callback(event)
+
+    def when(self, side: str, kind: str, predicate: Any = None) -> Deferred[dict[str, Any]]:
+        """
+        The first event of ``kind`` from peer ``side`` (``"left"``/``"right"``) for which
+        ``predicate(event)`` is true, whether it came already or comes later. Never fires if
+        it never comes: bound it (``addTimeout``) or race it with ``ended()``.
+        """
+        test = predicate or (lambda event: True)
+        d: Deferred[dict[str, Any]] = Deferred()
+        if side in self.procs:
+            for event in self.procs[side].result.events:
+                if event.get("event") == kind and test(event):
+                    d.callback(event)
+                    return d
+        self._waiters.append((side, kind, test, d))
+        return d
+
+    def send(self, side: str, command: Mapping[str, Any]) -> None:
+        """Write one JSON command line to a running peer's stdin (ignored once it ended)."""
+        proc = self.procs.get(side)
+        if proc is not None:
+            proc.write_stdin(json.dumps(dict(command)).encode() + b"\n")
+
+    def kill(self) -> None:
+        """SIGKILL both peers (if still running)."""
+        for proc in list(self.procs.values()):
+            proc.kill()
+
+    def _timed_out(self) -> None:
+        self.problems.append(f"timed out after {self.timeout} s")
+        self.kill()
+
+    async def ended(self) -> None:
+        """Wait until every peer that was started has exited (the kill timer bounds it)."""
+        try:
+            await self.procs["left"].ended
+            if "right" in self.procs:
+                await self.procs["right"].ended
+        finally:
+            if self._timer is not None and self._timer.active():
+                self._timer.cancel()
+            self.kill()  # only reached early if cancelled
+            await DeferredList([p.ended for p in self.procs.values()])
+
+    @property
+    def results(self) -> tuple[PeerResult, PeerResult]:
+        """What each peer reported so far (the right one empty if it never started)."""
+        right = self.procs["right"].result if "right" in self.procs else PeerResult(name="right")
+        return self.procs["left"].result, right
+
+    async def finish(self) -> tuple[PeerResult, PeerResult]:
+        """
+        Wait for both peers to end.
+
+        :returns: ``(left, right)`` results, both peers having exited with status 0.
+        :raises PeerFailure: on timeout, a non-zero exit, or an ``error`` event, with both
+            peers' stderr tails and last events in the message.
+        """
+        await self.ended()
+        left_result, right_result = self.results
+        problems = list(self.problems)
+        if "right" not in self.procs:
+            problems.append("the left peer never reported a code, so the right peer never started")
+        for peer in (left_result, right_result):
+            if peer is right_result and "right" not in self.procs:
+                continue
+            if peer.exit_code != 0:
+                problems.append(f"{peer.name} exited with {peer.exit_code}")
+            error = peer.event("error")
+            if error is not None:
+                problems.append(f"{peer.name} reported an error: {error.get('error')}")
+        if problems:
+            raise PeerFailure(
+                "; ".join(problems) + "\n" + left_result.tail() + "\n" + right_result.tail()
+            )
+        return left_result, right_result
 
 
 async def run_peer_pair(
@@ -283,84 +469,18 @@ async def run_peer_pair(
     timeout: float = 30.0,
     *,
     appid: str = "lothar.com/txdilation/test",
+    left: Placement = HERE,
+    right: Placement = HERE,
 ) -> tuple[PeerResult, PeerResult]:
     """
-    Run two ``python -m tests.support.peer`` processes against each other through ``mailbox_url``.
+    Run two ``python -m tests.support.peer`` processes against each other through ``mailbox_url``
+    until both end (``PeerPair``, which documents the parameters).
 
-    The left peer allocates a code (``--allocate``); once it reports ``{"event": "code"}``
-    the right peer starts with ``--code``. When one peer exits, the other's stdin is closed
-    (scenarios may treat EOF as "the other peer has finished"). Each peer also gets
-    ``--timeout`` (``timeout`` minus a margin) unless its args already have one.
-
-    :param reactor: a reactor providing ``IReactorProcess`` and ``IReactorTime``.
-    :param mailbox_url: the mailbox server's websocket URL.
-    :param left_args: the left peer's other arguments (``--impl``, ``--scenario``, ...).
-    :param right_args: the right peer's other arguments.
-    :param timeout: seconds after which both peers are killed.
-    :param appid: the wormhole application id both peers use.
     :returns: ``(left, right)`` results, both peers having exited with status 0.
     :raises PeerFailure: on timeout, a non-zero exit, or an ``error`` event, with both peers'
         stderr tails and last events in the message.
     """
-    peer_timeout = f"{max(timeout - 5.0, timeout * 0.8):.1f}"
-    common = ["--mailbox", mailbox_url, "--appid", appid]
-
-    def with_timeout(args: Sequence[str]) -> list[str]:
-        return [*args] if "--timeout" in args else [*args, "--timeout", peer_timeout]
-
-    procs: dict[str, _PeerProcess] = {}
-    problems: list[str] = []
-    right_result = PeerResult(name="right")
-
-    def on_event(proc: _PeerProcess, event: dict[str, Any]) -> None:
-        if event.get("event") == "code" and proc is procs["left"] and "right" not in procs:
-            code = str(event.get("code"))
-            right_argv = [*common, "--code", code, *with_timeout(right_args)]
-            procs["right"] = _spawn_peer(reactor, "right", right_argv, on_event)
-            procs["right"].ended.addCallback(lambda _: procs["left"].close_stdin())
-
-    procs["left"] = _spawn_peer(
-        reactor, "left", [*common, "--allocate", *with_timeout(left_args)], on_event
+    pair = PeerPair(
+        reactor, mailbox_url, left_args, right_args, timeout, appid=appid, left=left, right=right
     )
-
-    def left_ended(_: None) -> None:
-        if "right" in procs:
-            procs["right"].close_stdin()
-
-    procs["left"].ended.addCallback(left_ended)
-
-    def on_timeout() -> None:
-        problems.append(f"timed out after {timeout} s")
-        for proc in list(procs.values()):
-            proc.kill()
-
-    timer = reactor.callLater(timeout, on_timeout)
-    try:
-        await procs["left"].ended
-        if "right" in procs:
-            await procs["right"].ended
-    finally:
-        if timer.active():
-            timer.cancel()
-        for proc in list(procs.values()):  # only reached early if cancelled
-            proc.kill()
-        await DeferredList([p.ended for p in procs.values()])
-
-    left_result = procs["left"].result
-    if "right" in procs:
-        right_result = procs["right"].result
-    else:
-        problems.append("the left peer never reported a code, so the right peer never started")
-    for peer in (left_result, right_result):
-        if "right" not in procs and peer is right_result:
-            continue
-        if peer.exit_code != 0:
-            problems.append(f"{peer.name} exited with {peer.exit_code}")
-        error = peer.event("error")
-        if error is not None:
-            problems.append(f"{peer.name} reported an error: {error.get('error')}")
-    if problems:
-        raise PeerFailure(
-            "; ".join(problems) + "\n" + left_result.tail() + "\n" + right_result.tail()
-        )
-    return left_result, right_result
+    return await pair.start().finish()

@@ -14,7 +14,10 @@ Protocol with the parent (see ``tests.support.harness.run_peer_pair``):
   failure ``{"event": "error", "error": ..., "phase": ...}`` followed by a non-zero exit;
 - stdin may carry JSON commands; its end (EOF) means "the other peer has finished".
 Invariants: every peer exits by itself within ``--timeout`` seconds; it only touches 127.0.0.1
-(stock is confined with ``stock_loopback()``, txdilation by the ``TXDILATION_*`` environment).
+(stock is confined with ``stock_loopback()``, txdilation by the ``TXDILATION_*`` environment),
+unless ``--no-loopback`` says it runs in a network namespace of its own
+(``tests.support.netns``): then neither is confined, and both discover and advertise that
+namespace's addresses, which exist only there.
 The scenarios themselves live in ``tests.support.peer_scenarios``.
 """
 
@@ -110,6 +113,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--semantics",
         default=None,
         help="txdilation: TXDILATION_SEMANTICS, what the scenario sees (stock or twisted)",
+    )
+    # recovery measurements (tests/support/peer_stream.py, in network namespaces)
+    p.add_argument(
+        "--record-interval", type=float, default=0.01, help="stream-send: seconds between records"
+    )
+    p.add_argument(
+        "--no-loopback",
+        action="store_true",
+        help="in a network namespace of its own: do not confine either implementation to "
+        "127.0.0.1 (the TXDILATION_LISTEN_INTERFACE/TXDILATION_HINT_ADDRESSES variables are "
+        "dropped)",
     )
     return p
 
@@ -213,6 +227,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         log_file = open(f"{log_path}.{os.getpid()}", "a")  # noqa: SIM115 (lives as long as the process)
         globalLogBeginner.beginLoggingTo([textFileLogObserver(log_file)], redirectStandardIO=False)
+    if args.no_loopback:
+        for variable in ("TXDILATION_LISTEN_INTERFACE", "TXDILATION_HINT_ADDRESSES"):
+            os.environ.pop(variable, None)
     _apply_txdilation_settings(args)
     if args.impl == "txdilation":
         _install_txdilation()  # before anything imports wormhole
@@ -223,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     outcome: list[int] = []
     with ExitStack() as stack:
-        if args.impl == "stock":
+        if args.impl == "stock" and not args.no_loopback:
             from tests.support.harness import stock_loopback
 
             stack.enter_context(stock_loopback())

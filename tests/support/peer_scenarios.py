@@ -38,6 +38,10 @@ For fault injection (tests/test_durability.py drives a proxy between the peers):
 - ``close-first`` + ``await-peer-close``: the second peer keeps its wormhole open and waits for
   its dilation status to reach ``StoppedPeer`` after the first closed its wormhole.
 
+For recovery measurements (tests/support/peer_stream.py): ``stream-send`` + ``stream-recv``, a 1 KiB
+record every 10 ms with its sequence number and send time, the receiver reporting exactly-once
+delivery and the delivery gaps around the moment the parent broke the network.
+
 Status events carry ``t`` (``time.time()``) so the test can time reconnections.
 """
 
@@ -56,6 +60,8 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 from zope.interface import implementer
+
+from tests.support.peer_stream import stream_recv, stream_send
 
 SETTLE_SECONDS = 0.2
 
@@ -108,11 +114,11 @@ class Peer:
             w.allocate_code()
         else:
             w.set_code(args.code)
-        self.emit("code", code=await w.get_code())
+        self.emit("code", code=await w.get_code(), t=time.time())
         if self.scenario.dilate_first:
             self.phase = "when_dilated"
             await self.dilate().when_dilated()
-            self.emit("dilated")
+            self.emit("dilated", t=time.time())
         self.phase = f"scenario {args.scenario}"
         result = await self.scenario.run(self)
         self.emit("result", **result)
@@ -918,4 +924,6 @@ SCENARIOS: dict[str, Scenario] = {
     "open-while-down": Scenario(open_while_down, subprotocols=("collect",)),
     "collect": Scenario(collect, subprotocols=("collect",)),
     "await-peer-close": Scenario(await_peer_close, subprotocols=("close",)),
+    "stream-send": Scenario(stream_send, subprotocols=("stream",)),
+    "stream-recv": Scenario(stream_recv, subprotocols=("stream",)),
 }

@@ -1,0 +1,162 @@
+"""
+Which path two peers dilate over, and how fast, in NAT topologies built in Linux network
+namespaces (issue 13's "before"): ``python -m benchmarks.reach [--runs N] [--json PATH]`` (root).
+
+Layer: benchmark infrastructure; prints figures, asserts nothing. Every run builds its own
+topology (``benchmarks.namespaced.Scene``: the real mailbox server and transit relay on a
+network of their own behind the router, hosts ``a`` and ``b`` each behind its own NAT, or
+routed directly as a control) and removes it afterwards. The peers dilate and echo two
+messages; the path is read from both peers' ``ConnectedPeer`` status (``direct``, ``relay``),
+or ``failed`` if they had not dilated within ``--cap`` seconds. The time to dilate runs from
+the joining peer's having the code to both peers having dilated. Host ``a`` allocates the
+code and leads (sides are forced); topologies:
+
+- ``routed``: no NAT (control), relay offered;
+- ``preserving+relay`` / ``preserving``: both behind address-and-port-preserving NATs
+  (nftables ``masquerade persistent``), relay offered or not;
+- ``randomizing+relay`` / ``randomizing``: both behind port-randomizing NATs
+  (``masquerade fully-random``), relay offered or not.
+
+``--report FILE...`` prints the table of earlier ``--json`` files instead of running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import ExitStack
+from typing import Any
+
+from tests.support.netns import NatKind
+from tests.support.peers import first_path
+
+from benchmarks.namespaced import (
+    build_scene,
+    keep,
+    log,
+    markdown_table,
+    median_and_worst,
+    peer_args,
+    script_main,
+    seconds_text,
+    settle,
+    start_pair,
+    within,
+)
+
+TOPOLOGIES: dict[str, tuple[NatKind | None, bool]] = {
+    "routed": (None, True),
+    "preserving+relay": (NatKind.PORT_PRESERVING, True),
+    "preserving": (NatKind.PORT_PRESERVING, False),
+    "randomizing+relay": (NatKind.PORT_RANDOMIZING, True),
+    "randomizing": (NatKind.PORT_RANDOMIZING, False),
+}
+# (Leader on host a, Follower on host b)
+PAIRINGS = {
+    "tx-tx": ("txdilation", "txdilation"),
+    "tx-leads-stock": ("txdilation", "stock"),
+    "stock-leads-tx": ("stock", "txdilation"),
+    "stock-stock": ("stock", "stock"),
+}
+LABELS = {"txdilation": "tx", "stock": "stock"}
+
+
+async def reach_run(
+    reactor: Any, topology: str, pairing: str, cap: float, index: int
+) -> dict[str, Any]:
+    """One run: dilate and echo across ``topology``; which path, how long."""
+    nat, relay = TOPOLOGIES[topology]
+    leader, follower = PAIRINGS[pairing]
+    record: dict[str, Any] = {
+        "topology": topology,
+        "pairing": pairing,
+        "run": index,
+        "cap": cap,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
+    with ExitStack() as stack:
+        scene = build_scene(stack, nat)
+        common = ["--sizes", "1,1000"] + (["--relay", scene.servers.relay_hint] if relay else [])
+        left = peer_args(leader, True, "echo-server", *common)
+        right = peer_args(follower, False, "echo-client", *common)
+        pair = start_pair(reactor, scene, left, right, timeout=cap + 60)
+        try:
+            joined = await within(reactor, pair.when("right", "code"), 60)
+            ends = time.monotonic() + cap  # one deadline for both peers
+            dilated = []
+            for side in ("left", "right"):
+                left_over = max(0.0, ends - time.monotonic())
+                dilated.append(await within(reactor, pair.when(side, "dilated"), left_over))
+            if all(dilated):
+                await within(reactor, pair.when("right", "result"), 20)
+        finally:
+            await settle(pair)
+    paths = {first_path(peer) for peer in pair.results}
+    if not (joined and all(dilated)):
+        return record | {"path": "failed", "seconds": None}
+    path = paths.pop() if len(paths) == 1 else "mixed: " + ",".join(sorted(paths))
+    seconds = max(float(d["t"]) for d in dilated if d) - float(joined["t"])
+    return record | {"path": path, "seconds": round(seconds, 3)}
+
+
+def table(records: list[dict[str, Any]]) -> str:
+    """Topology x pairing -> path counts and time to dilate (other records are ignored)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in (r for r in records if "topology" in r):
+        groups.setdefault((r["topology"], r["pairing"]), []).append(r)
+    rows = []
+    for (topology, pairing), runs in groups.items():
+        leader, follower = PAIRINGS[pairing]
+        counts = {p: sum(1 for r in runs if r["path"] == p) for p in ("direct", "relay", "failed")}
+        other = len(runs) - sum(counts.values())
+        done = [r["seconds"] for r in runs if r["seconds"] is not None]
+        median, worst = median_and_worst(done)
+        rows.append(
+            [
+                topology,
+                f"{LABELS[leader]} leads {LABELS[follower]}",
+                str(len(runs)),
+                str(counts["direct"]),
+                str(counts["relay"]),
+                str(counts["failed"]) + (f" (+{other} mixed)" if other else ""),
+                seconds_text(median, ""),
+                seconds_text(worst, ""),
+            ]
+        )
+    header = ["topology", "pairing", "runs", "direct", "relay", "failed"]
+    return markdown_table([*header, "median time to dilate", "worst (dilated runs)"], rows)
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks.reach", description=__doc__)
+    p.add_argument("--topologies", default=",".join(TOPOLOGIES))
+    p.add_argument("--pairings", default=",".join(PAIRINGS))
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--cap", type=float, default=30.0, help="seconds to wait for dilation")
+    p.add_argument("--json", default=None, help="append every run's record to this file")
+    p.add_argument("--report", nargs="*", default=None, help="print the table of --json files")
+    return p.parse_args(argv)
+
+
+async def measure(reactor: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Run every topology x pairing ``--runs`` times; the run records."""
+    records: list[dict[str, Any]] = []
+    for topology in args.topologies.split(","):
+        for pairing in args.pairings.split(","):
+            for index in range(args.runs):
+                log(f"{topology} {pairing} run {index + 1}/{args.runs}")
+                record = await reach_run(reactor, topology, pairing, args.cap, index)
+                keep(record, "benchmarks.reach", args.json, records)
+    return records
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measure, or with ``--report`` print earlier measurements."""
+    return script_main(parse(argv), measure, table)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
