@@ -1,4 +1,4 @@
-"""``wormhole._dilation.inbound``: the receiving half of L4."""
+"""``wormhole._dilation.inbound``: the receiving half of L4 and the errors it reports."""
 
 from __future__ import annotations
 
@@ -8,6 +8,11 @@ from txdilation.durable.inbound import (
     BuildSubchannel,
     Delivery,
     Inbound,
+)
+from txdilation.wire.errors import (
+    CloseForMissingSubchannelError,
+    DataForMissingSubchannelError,
+    DuplicateOpenError,
 )
 from txdilation.wire.limits import (
     DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
@@ -20,6 +25,9 @@ __all__ = [
     "DEFAULT_MAX_BUFFERED_INBOUND_BYTES",
     "DEFAULT_MAX_PENDING_OPEN_BYTES",
     "BuildSubchannel",
+    "CloseForMissingSubchannelError",
+    "DataForMissingSubchannelError",
     "Delivery",
+    "DuplicateOpenError",
     "Inbound",
 ]
