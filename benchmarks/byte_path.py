@@ -27,11 +27,11 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import Clock, Cooperator
 from zope.interface import implementer
 
-from txdilation._interfaces import ICandidateOwner, IRecordSink
-from txdilation.connection import Record
-from txdilation.l2 import DilatedConnectionProtocol
-from txdilation.multiplexer import Multiplexer
-from txdilation.roles import FOLLOWER, LEADER
+from txdilation.link.connection import DilatedConnectionProtocol
+from txdilation.subchannels.multiplexer import Multiplexer
+from txdilation.wire.contracts import ICandidateOwner, IRecordSink
+from txdilation.wire.records import Record
+from txdilation.wire.roles import FOLLOWER, LEADER
 
 
 class MemoryTransport:
@@ -89,13 +89,15 @@ class Owner:
 
 @implementer(IRecordSink)
 class MuxSink:
-    """The manager's record routing, reduced to what the byte path needs."""
+    """The selected link's record dispatch (one table from type to handler), without its
+    liveness and PING handling: what the byte path needs."""
 
     def __init__(self, mux: Multiplexer) -> None:
         self.mux = mux
+        self._handlers = mux.record_handlers()
 
     def got_record(self, record: Record) -> None:
-        self.mux.got_record(record)
+        self._handlers[type(record)](record)
 
     def connection_lost(self, connection: Any, reason: str) -> None:
         pass

@@ -8,7 +8,7 @@ Layer: benchmark infrastructure. Three modes, each printing one JSON line:
   (``--hash``: and hashes with SHA-256); ``--buffer`` sets both transports' read, buffer and send
   sizes (as txdilation's L2 does). The sink prints ``{"port": N}`` first, then its result.
 - ``crypto``: one core's ChaCha20-Poly1305 (``cryptography``) and Noise transport (our
-  :class:`~txdilation.noise_layer.NoiseSession`) encrypt/decrypt of 65519-byte pieces, and
+  :class:`~txdilation.link.noise.NoiseSession`) encrypt/decrypt of 65519-byte pieces, and
   SHA-256 of 64 KiB blocks, in MB per CPU-second (1 MB = 10**6 bytes).
 """
 
@@ -120,8 +120,8 @@ def _rate(work: Callable[[], None], nbytes: int, seconds: float = 0.4) -> float:
 def crypto(args: argparse.Namespace) -> None:
     from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
-    from txdilation.noise_layer import NoiseSession
-    from txdilation.roles import FOLLOWER, LEADER
+    from txdilation.link.noise import NoiseSession
+    from txdilation.wire.roles import FOLLOWER, LEADER
 
     plaintext = os.urandom(PIECE)
     aead = ChaCha20Poly1305(os.urandom(32))

@@ -23,10 +23,10 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint
 from twisted.internet.protocol import ClientFactory, ServerFactory
 from zope.interface import implementer
 
-from txdilation._interfaces import ICandidateOwner, IRecordSink
-from txdilation.connection import Data
-from txdilation.l2 import DilatedConnectionProtocol
-from txdilation.roles import FOLLOWER, LEADER
+from txdilation.link.connection import DilatedConnectionProtocol
+from txdilation.wire.contracts import ICandidateOwner, IRecordSink
+from txdilation.wire.records import Data
+from txdilation.wire.roles import FOLLOWER, LEADER
 
 reactor: Any = _reactor
 

@@ -6,7 +6,7 @@ Layer: benchmark infrastructure. A ``Scene`` is one topology from ``tests.suppor
 the real mailbox server and transit relay running on a network of their own ("servers", behind
 the router) and two peer hosts ``a`` and ``b``, routed to each other or each behind a NAT. Every
 run builds its own scene and tears it down (namespaces, processes) whatever happens. Peers are
-``tests.peer`` processes in the hosts' namespaces (``tests.support.peers.placement``), sides
+``tests.support.peer`` processes in the hosts' namespaces (``tests.support.peers.placement``), sides
 forced so that the Leader is the one asked for. The figures are summarized as the median and
 the worst over the runs, a run that never got there counting as worse than any that did.
 """
@@ -27,7 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.harness import PeerPair  # noqa: E402
+from tests.support.harness import PeerPair  # noqa: E402
 from tests.support.netns import Host, NatKind, Network, Node, namespace_support  # noqa: E402
 from tests.support.peers import placement  # noqa: E402
 from tests.support.servers import NamespacedServers, start_servers  # noqa: E402

@@ -3,7 +3,7 @@
 Layer: benchmark infrastructure (not shipped). It drives magic-wormhole through the public API
 only (``wormhole.create(..., dilation=True)``, ``set_code``, ``dilate()``, ``when_dilated()``,
 ``listener_for``/``connector_for``), so stock (``--impl stock``, confined to 127.0.0.1 with
-``tests.harness.stock_loopback()``) and txdilation (``--impl txdilation``, installed as the
+``tests.support.harness.stock_loopback()``) and txdilation (``--impl txdilation``, installed as the
 drop-in before anything imports ``wormhole``) run exactly the same code.
 
 Both peers of a pair get the same ``--code`` (numeric nameplate) and set it, so neither waits
@@ -570,7 +570,7 @@ def _install(impl: str, stack: ExitStack, side: str | None) -> None:
 
         txdilation.install()  # before anything imports wormhole
     else:
-        from tests.harness import stock_loopback
+        from tests.support.harness import stock_loopback
 
         stack.enter_context(stock_loopback())
     if side is not None:

@@ -6,7 +6,7 @@ Layer: benchmark infrastructure; prints figures, asserts nothing. Every run buil
 topology (``benchmarks.namespaced.Scene``: hosts ``a`` and ``b`` routed to each other, the real
 mailbox server and transit relay on a third network, the relay offered by both peers) and
 removes it afterwards. The sender (host ``a``) streams a 1 KiB record every 10 ms to the
-receiver (host ``b``) on one subchannel (``tests.peer_stream``); once records flow over the
+receiver (host ``b``) on one subchannel (``tests.support.peer_stream``); once records flow over the
 direct path, the fault is applied and the receiver reports the delivery gap around it and
 whether every record arrived exactly once, in order. Sides are forced so the Leader is the
 peer the pairing names. Cases:
@@ -41,7 +41,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from tests.harness import PeerPair, PeerResult
+from tests.support.harness import PeerPair, PeerResult
 from tests.support.netns import Shape
 from tests.support.peers import connections, noticed_at, path_of, reconnections
 from twisted.internet import threads

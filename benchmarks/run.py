@@ -2,8 +2,8 @@
 
 Layer: benchmark infrastructure. One real mailbox server runs in its own process on
 127.0.0.1 (``benchmarks.mailbox``); every peer runs in its own process (``benchmarks.peer``),
-stock confined to 127.0.0.1 by ``tests.harness.stock_loopback()`` and txdilation installed as
-the drop-in and confined by ``TXDILATION_LISTEN_INTERFACE``/``TXDILATION_HINT_ADDRESSES``. For
+stock confined to 127.0.0.1 by ``tests.support.harness.stock_loopback()`` and txdilation installed
+as the drop-in and confined by ``TXDILATION_LISTEN_INTERFACE``/``TXDILATION_HINT_ADDRESSES``. For
 each figure the two implementations run alternately (stock, txdilation, stock, txdilation,
 ...); the table shows the median of each and the median of the per-pair txdilation/stock
 ratios. Raw Twisted TCP and one core's crypto are measured in the same session, and for every
@@ -38,7 +38,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.peer import expected_digest  # noqa: E402
-from txdilation.l2 import TCP_BUFFER_SIZE  # noqa: E402
+from txdilation.link.connection import TCP_BUFFER_SIZE  # noqa: E402
 
 IMPLS = ("stock", "txdilation")
 #: forced dilation sides: the receiving/serving peer ("left") leads

@@ -186,8 +186,8 @@ def diagram_name(module: str, attribute: str, several: bool) -> str:
     :param module: the full module name, e.g. ``txdilation.l2``.
     :param attribute: the module-level name of the machine, e.g. ``_machine``.
     :param several: whether that module holds more than one machine.
-    :return: ``l2`` for a lone machine; ``manager-dilation`` for ``_dilation`` in a module with
-        several.
+    :return: ``connection`` for a lone machine; ``manager-dilation`` for ``_dilation`` in a module
+        with several.
     """
     last = module.rpartition(".")[2]
     if not several:

@@ -9,11 +9,11 @@ Layer: test infrastructure (pytest only; ``python -m twisted.trial tests`` never
   reactor. ``_GreenletAwareWait`` makes trial wait by switching to pytest-twisted's greenlet
   instead, so trial TestCases returning Deferreds and pytest-twisted tests mix in one run, in
   any order. Trial's own ``timeout`` keeps working.
-- Fixtures: ``reactor``, ``mailbox`` (``tests.harness.MailboxServer``) and ``transit_relay``
-  (``tests.harness.TransitRelay``), fresh per test (a longer-lived server would look like a
+- Fixtures: ``reactor``, ``mailbox`` (``tests.support.harness.MailboxServer``) and ``transit_relay``
+  (``tests.support.harness.TransitRelay``), fresh per test (a longer-lived server would look like a
   leaked port to the reactor check of any trial TestCase that runs meanwhile).
-- ``tests.harness.loopback_env()`` is set in ``os.environ`` for the whole run; trial TestCases
-  run in a scratch working directory, as under trial.
+- ``tests.support.harness.loopback_env()`` is set in ``os.environ`` for the whole run; trial
+  TestCases run in a scratch working directory, as under trial.
 - Timeouts: trial TestCases use trial's ``timeout`` attribute. Other Twisted tests (Deferred or
   coroutine results) fail after ``@pytest.mark.timeout(seconds)`` or ``DEFAULT_TIMEOUT``
   seconds, unless the pytest-timeout plugin is installed, which then owns the marker.
@@ -28,7 +28,7 @@ import pytest
 import pytest_twisted
 from twisted.internet.defer import Deferred, ensureDeferred
 
-from tests.harness import (
+from tests.support.harness import (
     MailboxServer,
     TransitRelay,
     apply_loopback_env,

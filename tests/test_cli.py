@@ -25,7 +25,7 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import twisted
 import txdilation
-from tests.harness import REPO_ROOT, RealServersMixin
+from tests.support.harness import REPO_ROOT, RealServersMixin
 from txdilation import cli, logs
 from txdilation.session.config import (
     DILATION_SETTINGS,
@@ -181,7 +181,7 @@ class SettingsTests(SynchronousTestCase):
     def test_options_reach_the_variables(self) -> None:
         """Each option becomes its TXDILATION_* variable (sizes with units, lists joined),
         and the library's own readers accept the result."""
-        from txdilation.config import Limits, NetworkSettings, ReconnectPolicy, TelemetrySettings
+        from txdilation.settings import Limits, NetworkSettings, ReconnectPolicy, TelemetrySettings
 
         self.assertEqual(set(self.OPTIONS), {d.key for d in DILATION_SETTINGS})
         argv = ["--code", "1-a"]
@@ -246,16 +246,23 @@ class SettingsTests(SynchronousTestCase):
         self.assertRaises(ValueError, parse_size, "4 parsecs")
 
     def test_prepare_sets_variables_and_level(self) -> None:
-        """prepare() puts the given settings in os.environ (for the library to read when it
-        dilates) and sets txdilation.logs' level; a variable not given stays as it was."""
+        """The given settings reach the library in the settings the session dilates with
+        (``library_settings``: its own laid over the environment's, so a variable not given
+        stays in force), os.environ is left alone, and prepare() sets txdilation.logs' level."""
         self.patch(os, "environ", {**os.environ, "TXDILATION_PEER_TIMEOUT": "99"})
         previous = logs._configured
         self.addCleanup(setattr, logs, "_configured", previous)
         was_installed = txdilation.is_installed()
         self.addCleanup(lambda: None if was_installed else txdilation.uninstall())
-        prepare(build_config({"code": "1-a", "max-record-size": "1MiB", "log-level": "error"}))
-        self.assertEqual(os.environ["TXDILATION_MAX_RECORD_SIZE"], str(2**20))
-        self.assertEqual(os.environ["TXDILATION_PEER_TIMEOUT"], "99")
+        environ = dict(os.environ)
+        config = build_config({"code": "1-a", "max-record-size": "1MiB", "log-level": "error"})
+        prepare(config)
+        self.assertEqual(dict(os.environ), environ)
+        from txdilation.session.service import library_settings
+
+        settings = library_settings(config, os.environ)
+        self.assertEqual(settings.limits.max_record_size, 2**20)
+        self.assertEqual(settings.policy.peer_timeout, 99.0)
         self.assertEqual(logs.current_level().name, "error")
 
     def test_documented(self) -> None:

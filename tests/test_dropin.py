@@ -41,18 +41,20 @@ class InstallTests(TestCase):
             import sys, txdilation
             txdilation.install()
             import wormhole, wormhole._boss, wormhole.wormhole
-            import txdilation.manager, txdilation.connector, txdilation.subchannel
-            assert wormhole._boss.Dilator is txdilation.manager.Dilator
-            assert wormhole.wormhole.Connector is txdilation.connector.Connector
-            assert wormhole.wormhole.DILATION_VERSIONS is txdilation.manager.DILATION_VERSIONS
-            assert wormhole.SubchannelAddress is txdilation.subchannel.SubchannelAddress
-            assert sys.modules["wormhole._dilation.manager"] is txdilation.manager
+            import txdilation._stock.manager as manager
+            import txdilation._stock.connector as connector
+            import txdilation._stock.subchannel as subchannel
+            assert wormhole._boss.Dilator is manager.Dilator
+            assert wormhole.wormhole.Connector is connector.Connector
+            assert wormhole.wormhole.DILATION_VERSIONS is manager.DILATION_VERSIONS
+            assert wormhole.SubchannelAddress is subchannel.SubchannelAddress
+            assert sys.modules["wormhole._dilation.manager"] is manager
             from wormhole._dilation._noise import NoiseConnection
             assert NoiseConnection
             from wormhole._dilation.connector import ipaddrs
             assert ipaddrs.find_addresses
             assert txdilation.__spec__.name == "txdilation"
-            assert txdilation.manager.__spec__.name == "txdilation.manager"
+            assert txdilation._stock.manager.__spec__.name == "txdilation._stock.manager"
             from importlib import resources
             assert resources.files("txdilation").joinpath("py.typed").is_file()
             print("OK")
@@ -67,10 +69,10 @@ class InstallTests(TestCase):
             stock_dilator = wormhole._boss.Dilator
             import txdilation
             txdilation.install()
-            import txdilation.manager
-            assert wormhole._boss.Dilator is txdilation.manager.Dilator
+            import txdilation._stock.manager
+            assert wormhole._boss.Dilator is txdilation._stock.manager.Dilator
             import wormhole._dilation.manager as m
-            assert m is txdilation.manager
+            assert m is txdilation._stock.manager
             txdilation.uninstall()
             txdilation.uninstall()
             assert wormhole._boss.Dilator is stock_dilator
@@ -86,9 +88,9 @@ class InstallTests(TestCase):
             import txdilation
             txdilation.install()
             from twisted.internet import reactor
-            import wormhole, txdilation.manager
+            import wormhole, txdilation._stock.manager
             w = wormhole.create("appid", "ws://127.0.0.1:1/v1", reactor, dilation=True)
-            assert isinstance(w._boss._D, txdilation.manager.Dilator), type(w._boss._D)
+            assert isinstance(w._boss._D, txdilation._stock.manager.Dilator), type(w._boss._D)
             print("OK")
         """)
 

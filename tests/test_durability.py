@@ -1,9 +1,9 @@
 """
-Durability under faults: two peer processes (tests/peer.py, stock 0.24 or txdilation) through
-the real mailbox server and transit relay, with a fault-injection proxy (tests/faults.py) in
-front of the transit relay (relay variant: both peers ``--no-listen --relay PROXY``) or in
-front of a txdilation peer's listener (direct variant: it listens on a fixed port and
-advertises the proxy's port, the other peer ``--no-listen``), in three pairings:
+Durability under faults: two peer processes (tests/support/peer.py, stock 0.24 or txdilation)
+through the real mailbox server and transit relay, with a fault-injection proxy
+(tests/support/faults.py) in front of the transit relay (relay variant: both peers ``--no-listen
+--relay PROXY``) or in front of a txdilation peer's listener (direct variant: it listens on a fixed
+port and advertises the proxy's port, the other peer ``--no-listen``), in three pairings:
 txdilation Leader with a stock Follower, stock Leader with a txdilation Follower, and
 txdilation on both sides. Roles are forced with ``--side``.
 
@@ -14,8 +14,8 @@ within 2 x ping_interval; the mailbox server restarted mid-transfer while the li
 the peer closing its wormhole (our side reaches StoppedPeer). The 256 MiB transfers are in
 ``CutTransferSlowTests``.
 
-Each test records its figures (tests/figures.py) when ``TXDILATION_FIGURES`` is set; the table
-in docs/reliability.md is rendered from them (tests/render_figures.py).
+Each test records its figures (tests/support/figures.py) when ``TXDILATION_FIGURES`` is set; the
+table in docs/reliability.md is rendered from them (tests/support/render_figures.py).
 
 What stock cannot do is part of the expectations, not papered over: a stock Leader never
 retries a generation whose connections were cut during their handshake, so against a stock
@@ -36,10 +36,10 @@ from twisted.internet import defer
 from twisted.internet.task import deferLater
 from twisted.trial import unittest
 
-from tests import figures
-from tests.faults import Every, FaultProxy, free_port, start_fault_proxy
-from tests.harness import PeerResult, RealServersMixin, run_peer_pair, start_mailbox_server
-from tests.peer_scenarios import collected_size, payload, stream_seed
+from tests.support import figures
+from tests.support.faults import Every, FaultProxy, free_port, start_fault_proxy
+from tests.support.harness import PeerResult, RealServersMixin, run_peer_pair, start_mailbox_server
+from tests.support.peer_scenarios import collected_size, payload, stream_seed
 
 LEADER = "f" * 16  # the higher side leads
 FOLLOWER = "0" * 16

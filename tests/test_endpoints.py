@@ -26,8 +26,9 @@ from twisted.plugin import getPlugins
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface.verify import verifyObject
 
-from tests.harness import SRC_DIR, RealServersMixin
-from tests.test_session_service import Client, HalfCloseEcho
+import txdilation
+from tests.session.test_service import Client, HalfCloseEcho
+from tests.support.harness import SRC_DIR, RealServersMixin
 from txdilation.endpoints import (
     DEFAULT_APPID,
     DilationClientEndpoint,
@@ -136,6 +137,10 @@ class EndpointsTests(RealServersMixin, TestCase):
 
     def setUp(self) -> Any:
         d = super().setUp()
+        # a dilation: endpoint installs txdilation (its wormholes dilate through it); the
+        # other tests of this process expect what they found (run last: cleanups are LIFO)
+        installed = txdilation.is_installed()
+        self.addCleanup(lambda: None if installed else txdilation.uninstall())
         self.lines: list[str] = []
 
         def observe(event: dict[str, Any]) -> None:

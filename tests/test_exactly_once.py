@@ -1,17 +1,17 @@
 """Exactly-once delivery under random link cuts: two real Managers in memory.
 
-Two :class:`~txdilation.manager.Manager` objects (so the real Multiplexer, Inbound, Outbound and
-SubChannel code underneath) talk DILATE-n through a mailbox that delivers on a later clock
+Two :class:`~txdilation.mailbox.manager.Manager` objects (so the real Multiplexer, Inbound, Outbound
+and SubChannel code underneath) talk DILATE-n through a mailbox that delivers on a later clock
 turn, and records through :class:`MemoryL2Link`, a fake of the selected L2 connections (checked
 with ``verifyObject(IDilatedConnection)``) that behaves like a TCP transport where it matters:
 its send buffer pauses the registered producer (resumed on a later turn once it drained), a
 side that paused reading gets nothing, records move only when the test delivers them, a cut
 loses whatever is still in flight (a record is lost whole: a partial frame never reaches the
 Manager), and each side hears about the cut on its own later turn (or not before the test
-sleeps). Connectors are held (``Manager._debug_stall_connector``): the test decides when the
-two current generations meet, and which side selects first, so cuts also land between the two
-sides' selections, while the Leader waits for ``reconnecting``, or while its stalled-generation
-timer runs.
+sleeps). Connectors are held (``HeldConnectors``, a Manager that never starts them): the test
+decides when the two current generations meet, and which side selects first, so cuts also land
+between the two sides' selections, while the Leader waits for ``reconnecting``, or while its
+stalled-generation timer runs.
 
 Hypothesis drives applications on both sides over several subchannels (full-close and
 half-close protocols, some of them streaming producers paused by L4, random write sizes,
@@ -48,13 +48,14 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
-from txdilation._interfaces import IDilatedConnection
-from txdilation.config import Limits, NetworkSettings, ReconnectPolicy
-from txdilation.connection import Ack, Data, Record
-from txdilation.connector import Connector
-from txdilation.manager import Manager
-from txdilation.roles import LEADER
+from txdilation.mailbox.manager import Manager
+from txdilation.selection.connector import Connector
+from txdilation.selection.selected import SelectedLink
 from txdilation.semantics import TWISTED
+from txdilation.settings import Limits, NetworkSettings, ReconnectPolicy, Settings
+from txdilation.wire.contracts import IDilatedConnection
+from txdilation.wire.records import Ack, Data, Record
+from txdilation.wire.roles import LEADER
 
 LEADER_SIDE, FOLLOWER_SIDE = "f" * 16, "0" * 16
 SIDES = (0, 1)  # 0: the Leader, 1: the Follower
@@ -100,7 +101,7 @@ class MemoryL2End:
         self.reading_paused = False
         self.producer: IPushProducer | None = None
         self.producer_paused = False
-        self.sink: Manager | None = None
+        self.sink: SelectedLink | None = None
         self.in_flight = 0  # bytes this side wrote that the peer has not read yet
         self._resume_call: Any = None
 
@@ -177,11 +178,11 @@ class MemoryL2Link:
         end, manager = self.ends[side], self.world.managers[side]
         if end.sink is not None:
             return True
-        if not self.alive or manager._connector is not self.connectors[side]:
+        if not self.alive or manager.connector is not self.connectors[side]:
             self.cut()
             return False
-        end.sink = manager
-        manager.connector_connection_made(end)  # type: ignore[arg-type]
+        end.sink = manager.link_for(end)
+        manager.connector_connection_made(end.sink, 1)
         return True
 
     def deliver(self, to: int, count: int) -> list[Record]:
@@ -322,6 +323,14 @@ class _ImmediateQueue:
         f(*args)
 
 
+class HeldConnectors(Manager):
+    """A Manager whose connectors are never started: the test joins the generations itself
+    (``connect``), through the seam the stock-facing Manager's ``_debug_stall_connector`` uses."""
+
+    def _launch_connector(self, connector: Connector) -> None:
+        return None
+
+
 class World:
     """Two Managers on one Clock, their mailbox, the current link and the applications."""
 
@@ -330,7 +339,7 @@ class World:
         self.violations: list[str] = []
         pipes = MailboxPipe(self.clock), MailboxPipe(self.clock)
         self.managers = tuple(
-            Manager(
+            HeldConnectors(
                 pipe,
                 side,
                 None,
@@ -344,11 +353,13 @@ class World:
                 None,
                 True,
                 None,
-                network=NetworkSettings("127.0.0.1", ("127.0.0.1",)),
-                limits=limits,
-                policy=ReconnectPolicy(peer_timeout=None),
-                # every protocol, half-closeable ones too, must end with one connectionLost
-                semantics=TWISTED,
+                settings=Settings(
+                    network=NetworkSettings("127.0.0.1", ("127.0.0.1",)),
+                    limits=limits,
+                    policy=ReconnectPolicy(peer_timeout=None),
+                    # every protocol, half-closeable ones too, must end with one connectionLost
+                    semantics=TWISTED,
+                ),
             )
             for pipe, side in zip(pipes, (LEADER_SIDE, FOLLOWER_SIDE), strict=True)
         )
@@ -359,17 +370,16 @@ class World:
         self.channels: list[Channel] = []
         self.accepted: tuple[list[Peer], list[Peer]] = ([], [])
         for manager in self.managers:
-            manager._debug_stall_connector = lambda c: None
             manager.got_dilation_key(b"k" * 32)
             manager.got_wormhole_versions({"can-dilate": ["ged"]})
         self.turns()
-        assert self.managers[0]._role is LEADER
+        assert self.managers[0].role is LEADER
         self.connect(first=0)
         assert self.link is not None
         self.link.select(1)
         for side, manager in enumerate(self.managers):
             for name in NAMES:
-                manager._api.listener_for(name).listen(PeerFactory(self, side, name))
+                manager.api.listener_for(name).listen(PeerFactory(self, side, name))
         self.turns()
 
     def violation_if(self, condition: bool, what: str, protocol: Peer) -> None:
@@ -408,7 +418,7 @@ class World:
     def connect(self, first: int) -> bool:
         """If both Managers have a generation waiting, join them; side ``first`` selects now,
         the other when its first record is delivered."""
-        pending = [m._connector for m in self.managers]
+        pending = [m.connector for m in self.managers]
         if self.link_up or pending[0] is None or pending[1] is None:
             return False
         self.links += 1
@@ -446,7 +456,7 @@ class World:
     # --- the applications ---
 
     def open(self, side: int, name: str) -> None:
-        endpoint = self.managers[side]._api.connector_for(name)
+        endpoint = self.managers[side].api.connector_for(name)
         d = endpoint.connect(Factory.forProtocol(lambda: _protocol(self, name)))
         protocols: list[Peer] = []
         d.addCallback(protocols.append)
@@ -511,7 +521,7 @@ class World:
     # --- the end ---
 
     def quiet(self) -> bool:
-        muxes = [m._mux for m in self.managers]
+        muxes = [m.multiplexer for m in self.managers]
         return (
             self.link_up
             and all(e.sink is not None for e in self.link.ends)  # type: ignore[union-attr]
@@ -559,10 +569,10 @@ class World:
         self.settle()
 
     def describe(self) -> str:
-        muxes = [m._mux for m in self.managers]
+        muxes = [m.multiplexer for m in self.managers]
         return json.dumps(
             {
-                "peers": [type(m._status.peer_connection).__name__ for m in self.managers],
+                "peers": [type(m.status.peer_connection).__name__ for m in self.managers],
                 "link_up": self.link_up,
                 "queued": [m._outbound.queued_records for m in muxes],
                 "buffered": [m._inbound.buffered_bytes for m in muxes],
@@ -701,7 +711,7 @@ def check(test: SynchronousTestCase, world: World) -> None:
     for s in SIDES:
         test.assertEqual(sorted(p.scid for p in world.accepted[s]), opened[1 - s])
     for manager in world.managers:
-        mux = manager._mux
+        mux = manager.multiplexer
         test.assertEqual(mux._outbound.queued_records, 0)
         test.assertEqual(mux._outbound.queued_bytes, 0)
         test.assertEqual(mux._inbound.buffered_bytes, 0)

@@ -24,7 +24,7 @@ from twisted.internet.task import deferLater
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
-from tests.harness import REPO_ROOT, RealServersMixin
+from tests.support.harness import REPO_ROOT, RealServersMixin
 from txdilation.session.child import SessionProcess, spawn_session
 
 EXAMPLES = REPO_ROOT / "examples"

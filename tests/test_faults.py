@@ -1,5 +1,5 @@
-"""Tests of the fault-injection proxy and schedules in tests/faults.py, over real loopback TCP
-(a recording server behind the proxy, a recording client in front of it)."""
+"""Tests of the fault-injection proxy and schedules in tests/support/faults.py, over real loopback
+TCP (a recording server behind the proxy, a recording client in front of it)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from twisted.python.failure import Failure
 from twisted.trial import unittest
 from zope.interface import implementer
 
-from tests.faults import (
+from tests.support.faults import (
     DOWN,
     QUEUE_LIMIT,
     UP,

@@ -1,5 +1,6 @@
-"""The reliability figures file (tests/figures.py) and its rendering into docs/reliability.md
-(tests/render_figures.py); the committed table matches the committed figures."""
+"""The reliability figures file (tests/support/figures.py) and its rendering into
+docs/reliability.md (tests/support/render_figures.py); the committed table matches the committed
+figures."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests import figures, render_figures
+from tests.support import figures, render_figures
 
 
 class FiguresTests(SynchronousTestCase):

@@ -33,8 +33,8 @@ from twisted.internet.task import deferLater
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
-from tests.harness import REPO_ROOT, RealServersMixin
 from tests.support.fowld import SITE_DIR, Fowld, cut_links
+from tests.support.harness import REPO_ROOT, RealServersMixin
 
 TOTAL = 64 << 20
 CHUNK = 1 << 20

@@ -5,7 +5,8 @@ into inputs by :class:`Source` (roles, flags, records, operation sequences), as 
 fuzzers do; Hypothesis still shrinks a failing case to a small one. One Hypothesis example
 carries 8 cases (generation, not the code under test, dominates the cost of an example).
 ``FuzzTests`` runs every target briefly; ``FuzzSlowTests`` runs at least 100,000 cases in all,
-counts them (``CASES``), and in a figures run records each target's count (``tests.figures``).
+counts them (``CASES``), and in a figures run records each target's count
+(``tests.support.figures``).
 
 Targets and what they pin:
 
@@ -52,12 +53,36 @@ from twisted.trial.unittest import SynchronousTestCase
 from wormhole._status import NoPeer, StoppedPeer
 from zope.interface import implementer
 
-from tests.hostile import record_figures
-from tests.test_connector import FakeCandidate, make
-from tests.test_multiplexer import Pair, RecordingFactory, received
-from tests.test_subchannel import HalfProtocol, RecordingProtocol
-from txdilation.config import NetworkSettings
-from txdilation.connection import (
+from tests.selection.test_connector import FakeCandidate, make
+from tests.subchannels.test_multiplexer import Pair, RecordingFactory, received
+from tests.subchannels.test_subchannel import HalfProtocol, RecordingProtocol
+from tests.support.hostile import record_figures
+from txdilation.durable.inbound import ACK_DELAY, Inbound
+from txdilation.durable.outbound import RECORD_OVERHEAD, Outbound
+from txdilation.link.connection import DilatedConnectionProtocol
+from txdilation.link.framer import (
+    PROLOGUE_FOLLOWER,
+    PROLOGUE_LEADER,
+    RELAY_OK,
+    Frame,
+    Framer,
+    PrologueReceived,
+    RelayAccepted,
+)
+from txdilation.link.noise import NoiseSession
+from txdilation.mailbox.manager import Manager
+from txdilation.selection.hints import DirectTCPV1Hint, RelayV1Hint
+from txdilation.selection.selected import SelectedLink
+from txdilation.settings import NetworkSettings, Settings
+from txdilation.testing.fakes import FakeDilatedConnection, FakePushProducer, dispatch_by_type
+from txdilation.wire.errors import (
+    AlreadyClosedError,
+    FramingError,
+    HalfCloseUsedOnNonHalfCloseable,
+    NormalCloseUsedOnHalfCloseable,
+    RecordError,
+)
+from txdilation.wire.records import (
     KCM,
     Ack,
     Close,
@@ -69,30 +94,7 @@ from txdilation.connection import (
     encode_record,
     parse_record,
 )
-from txdilation.errors import (
-    AlreadyClosedError,
-    FramingError,
-    HalfCloseUsedOnNonHalfCloseable,
-    NormalCloseUsedOnHalfCloseable,
-    RecordError,
-)
-from txdilation.framer import (
-    PROLOGUE_FOLLOWER,
-    PROLOGUE_LEADER,
-    RELAY_OK,
-    Frame,
-    Framer,
-    PrologueReceived,
-    RelayAccepted,
-)
-from txdilation.hints import DirectTCPV1Hint, RelayV1Hint
-from txdilation.inbound import ACK_DELAY, Inbound
-from txdilation.l2 import DilatedConnectionProtocol
-from txdilation.manager import Manager
-from txdilation.noise_layer import NoiseSession
-from txdilation.outbound import RECORD_OVERHEAD, Outbound
-from txdilation.roles import FOLLOWER, LEADER, Role
-from txdilation.testing.fakes import FakeDilatedConnection, FakePushProducer
+from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 #: How many cases each target ran in this process (incremented by the properties themselves).
 CASES: Counter[str] = Counter()
@@ -306,7 +308,7 @@ class _L2Model:
         self.role = role
         self.state = "confirming"  # handshaking, confirming, nominated, selected, failed
         self.expected: list[Record] = []
-        self.held: list[Record] = []  # (Follower) records after the KCM, before selection
+        self.held: list[Record] = []  # records after the KCM, before selection
 
     def frame(self, record: Record | None) -> None:
         """One frame was read: None when it cannot be decrypted or parsed."""
@@ -321,8 +323,8 @@ class _L2Model:
                 self.state = "failed"
         elif self.state == "selected":
             self.expected.append(record)
-        elif self.state == "nominated" and self.role is FOLLOWER:
-            self.held.append(record)  # the Leader may send right behind its KCM
+        elif self.state == "nominated":
+            self.held.append(record)  # held for after selection, as stock holds them
         else:
             self.state = "failed"
 
@@ -507,14 +509,14 @@ class _Connection(FakeDilatedConnection):
 
     def __init__(self, manager: Manager, clock: MemoryReactorClock, number: int) -> None:
         super().__init__(f"->fake:{number}")
-        self._manager = manager
+        self.link = manager.link_for(self)
         self._clock = clock
         self._reported = False
 
     def _report(self) -> None:
         if not self._reported:
             self._reported = True
-            self._clock.callLater(0, self._manager.connection_lost, self, "closed")
+            self._clock.callLater(0, self.link.connection_lost, self, "closed")
 
     def disconnect(self) -> None:
         super().disconnect()
@@ -573,10 +575,10 @@ def manager(t: SynchronousTestCase, src: Source) -> None:
         None,
         False,
         statuses.append,
-        network=NetworkSettings("127.0.0.1", ("127.0.0.1",)),
+        settings=Settings(network=NetworkSettings("127.0.0.1", ("127.0.0.1",))),
     )
     peer_side = "0" * 16 if leader else "f" * 16
-    connections: list[_Connection] = []
+    connections: list[tuple[_Connection, SelectedLink]] = []
     got = Counter[str]()
     if src.below(4) > 0:  # mostly, start as the protocol says
         m.got_dilation_key(b"k" * 32)
@@ -592,14 +594,16 @@ def manager(t: SynchronousTestCase, src: Source) -> None:
                 kind = src.pick(MESSAGE_KINDS)
                 got[kind] += 1
                 m.received_dilation_message(_dilation_message(kind, peer_side))
-            case 4 if m._connector is not None:
+            case 4 if m.connector is not None:
                 connection = _Connection(m, clock, len(connections))
-                connections.append(connection)
-                m.connector_connection_made(connection)  # type: ignore[arg-type]
+                link = connection.link
+                connections.append((connection, link))
+                m.connector_connection_made(link, 1)
             case 5 if connections:
-                m.connection_lost(src.pick(connections), "fuzz")  # type: ignore[arg-type]
-            case 6 if m._connection is not None:
-                m.got_record(record(src))
+                connection, link = src.pick(connections)
+                link.connection_lost(connection, "fuzz")  # type: ignore[arg-type]
+            case 6 if m.link is not None:
+                m.link.got_record(record(src))
             case 7:
                 clock.advance(src.pick([0.0, 1.0, 2.5, 7.0]))
             case 8 if src.below(4) == 0:
@@ -863,7 +867,8 @@ def subchannels(t: SynchronousTestCase, src: Source) -> None:
                 connected = not connected
             elif op == 8:
                 if hostile:
-                    (pair.leader if src.flag() else pair.follower).got_record(hostile_record(src))
+                    mux = pair.leader if src.flag() else pair.follower
+                    dispatch_by_type(mux.record_handlers())(hostile_record(src))
                 else:
                     pair.clock.advance(0)
             elif op == 9 and src.below(6) == 0:

@@ -1,6 +1,6 @@
 """
-Tests for the test harness itself (tests/harness.py, tests/conftest.py): the real servers start,
-serve, stop cleanly and restart; loopback confinement; trial and pytest-twisted coexisting.
+Tests for the test harness itself (tests/support/harness.py, tests/conftest.py): the real servers
+start, serve, stop cleanly and restart; loopback confinement; trial and pytest-twisted coexisting.
 
 The module-level ``test_*`` functions are pytest-only (trial ignores them); everything else is a
 trial TestCase that both runners execute.
@@ -23,7 +23,7 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.python.failure import Failure
 from twisted.trial import unittest
 
-from tests.harness import (
+from tests.support.harness import (
     LOOPBACK,
     SRC_DIR,
     PeerFailure,

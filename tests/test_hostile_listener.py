@@ -19,7 +19,7 @@ from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.protocol import Factory
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from tests.hostile import (
+from tests.support.hostile import (
     Attacker,
     LogCapture,
     Mailbox,
@@ -30,10 +30,10 @@ from tests.hostile import (
     use_environment,
     vm_status_kib,
 )
-from txdilation.config import Limits
-from txdilation.framer import PROLOGUE_FOLLOWER, PROLOGUE_LEADER, Framer
-from txdilation.l2 import DEFAULT_HANDSHAKE_TIMEOUT
-from txdilation.roles import LEADER, Role
+from txdilation.link.connection import DEFAULT_HANDSHAKE_TIMEOUT
+from txdilation.link.framer import PROLOGUE_FOLLOWER, PROLOGUE_LEADER, Framer
+from txdilation.settings import Limits
+from txdilation.wire.roles import LEADER, Role
 
 #: The handshake timeout the attacked peers run with (seconds).
 TIMEOUT = 2.0
@@ -156,7 +156,7 @@ class HostileListenerTests(TestCase):
         record_figures(self, hostile_connections_handled=handled)
 
     async def echo(self, apis: list[Any]) -> None:
-        from tests.test_manager import Collector, EchoProtocol
+        from tests.mailbox.test_manager import Collector, EchoProtocol
 
         await apis[0].listener_for("echo").listen(Factory.forProtocol(EchoProtocol))
         client = await apis[1].connector_for("echo").connect(Factory.forProtocol(Collector))
@@ -181,7 +181,7 @@ class HostileListenerTests(TestCase):
 
 
 class LimitsTests(SynchronousTestCase):
-    """The limits operators can set (txdilation.config.Limits)."""
+    """The limits operators can set (txdilation.settings.Limits)."""
 
     def test_environment_variables(self) -> None:
         """TXDILATION_HANDSHAKE_TIMEOUT and the TXDILATION_MAX_* byte limits are read; unset or

@@ -18,7 +18,8 @@ from twisted.internet.protocol import Factory
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from tests.hostile import (
+from tests.mailbox.test_manager import Collector, clock_manager
+from tests.support.hostile import (
     LOWEST_SIDE,
     LogCapture,
     RogueMailbox,
@@ -26,12 +27,11 @@ from tests.hostile import (
     until,
     use_environment,
 )
-from tests.test_manager import Collector, clock_manager
-from txdilation.config import NetworkSettings
-from txdilation.connection import Data, Open
-from txdilation.connector import _tcp_client_endpoint
-from txdilation.hints import DirectTCPV1Hint, RelayV1Hint, TorTCPV1Hint, parse_hints
-from txdilation.manager import Manager
+from txdilation.mailbox.manager import Manager
+from txdilation.selection.connector import _tcp_client_endpoint
+from txdilation.selection.hints import DirectTCPV1Hint, RelayV1Hint, TorTCPV1Hint, parse_hints
+from txdilation.settings import NetworkSettings
+from txdilation.wire.records import Data, Open
 
 LOOPBACK = NetworkSettings("127.0.0.1", ("127.0.0.1",))
 

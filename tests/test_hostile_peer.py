@@ -1,7 +1,7 @@
 """Hostile input from an authenticated peer (one that holds the dilation key).
 
 A real Dilator (real Manager, real TCP on 127.0.0.1) faces a peer played by the test with
-txdilation's own Framer and NoiseSession (``tests.hostile.RawL2``), as Follower against our
+txdilation's own Framer and NoiseSession (``tests.support.hostile.RawL2``), as Follower against our
 Leader and as Leader against our Follower. After a subchannel carried data both ways, the rogue
 sends unknown record tags, truncated records, DATA/CLOSE for unknown subchannels, duplicate
 OPENs, OPENs with the wrong scid parity, records over the size limit, a second KCM, bad
@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 from twisted.internet.defer import ensureDeferred
 from twisted.trial.unittest import TestCase
 
-from tests.hostile import (
+from tests.subchannels.test_multiplexer import RecordingFactory, received
+from tests.support.hostile import (
     HIGHEST_SIDE,
     LOWEST_SIDE,
     LogCapture,
@@ -34,9 +35,8 @@ from tests.hostile import (
     until,
     use_environment,
 )
-from tests.test_multiplexer import RecordingFactory, received
-from txdilation.connection import KCM, Ack, Close, Data, Open, Ping, Pong, Record, encode_record
-from txdilation.roles import FOLLOWER, LEADER, Role
+from txdilation.wire.records import KCM, Ack, Close, Data, Open, Ping, Pong, Record, encode_record
+from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 #: The largest record the attacked peer accepts (TXDILATION_MAX_RECORD_SIZE), small enough to
 #: send a real record over it.

@@ -12,8 +12,8 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 import tests.test_stock_interop_harness as stock_harness
-from tests.harness import PeerResult, RealServersMixin, run_peer_pair
-from tests.peer_scenarios import payload
+from tests.support.harness import PeerResult, RealServersMixin, run_peer_pair
+from tests.support.peer_scenarios import payload
 from tests.test_stock_interop_harness import (
     FOLLOWER,
     LEADER,

@@ -23,10 +23,10 @@ from twisted.trial.unittest import SynchronousTestCase
 from wormhole.errors import LonelyError, ServerConnectionError, WrongPasswordError
 
 from txdilation import logs
-from txdilation.errors import OldPeerCannotDilateError, WormholeClosedError
 from txdilation.session.advice import explain
 from txdilation.session.status import KINDS, StatusWriter
 from txdilation.session.statuslog import StatusLog, describe_for_log
+from txdilation.wire.errors import OldPeerCannotDilateError, WormholeClosedError
 
 
 def _configured(test: SynchronousTestCase, level: str | None) -> None:

@@ -17,14 +17,13 @@ from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from txdilation.config import NetworkSettings
-from txdilation.connector import Connector, ConnectorSettings, connector_machine
-from txdilation.l2 import DilatedConnectionProtocol, l2_machine
-from txdilation.manager import manager_machine
-from txdilation.roles import FOLLOWER, LEADER
+from tests.selection.test_connector import FakeCandidate, RecordingOwner, make
+from txdilation.link.connection import DilatedConnectionProtocol, l2_machine
+from txdilation.mailbox.manager_lifecycle import manager_machine
+from txdilation.selection.connector import Connector, ConnectorSettings, connector_machine
+from txdilation.settings import NetworkSettings
 from txdilation.testing import missing_transitions
-
-from .test_connector import FakeCandidate, RecordingOwner, make
+from txdilation.wire.roles import FOLLOWER, LEADER
 
 reactor: Any = _reactor
 

@@ -28,8 +28,8 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.trial.unittest import TestCase
 from zope.interface import implementer
 
-from tests.harness import RealServersMixin, run_peer_pair
-from tests.hostile import (
+from tests.support.harness import RealServersMixin, run_peer_pair
+from tests.support.hostile import (
     LOWEST_SIDE,
     Mailbox,
     RogueMailbox,
@@ -40,11 +40,11 @@ from tests.hostile import (
     use_environment,
 )
 from tests.test_stock_interop_harness import FOLLOWER, LEADER
-from txdilation import l2
-from txdilation.config import Limits
-from txdilation.connection import Ack, Close, Data, Open
-from txdilation.inbound import DEFAULT_MAX_PENDING_OPEN_BYTES
-from txdilation.outbound import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
+from txdilation.durable.inbound import DEFAULT_MAX_PENDING_OPEN_BYTES
+from txdilation.durable.outbound import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
+from txdilation.link import connection as l2
+from txdilation.settings import Limits
+from txdilation.wire.records import Ack, Close, Data, Open
 
 MiB = 2**20
 CHUNK = 65536
@@ -115,11 +115,11 @@ class Reader(Protocol):
 
 
 def outbound_of(api: Any) -> Any:
-    return api._manager._mux._outbound
+    return api._manager.multiplexer._outbound
 
 
 def inbound_of(api: Any) -> Any:
-    return api._manager._mux._inbound
+    return api._manager.multiplexer._inbound
 
 
 class BoundedQueueTests(TestCase):
@@ -167,7 +167,7 @@ class BoundedQueueTests(TestCase):
         held: list[Any] = []
         for d in mailbox.dilators:
             d._manager._debug_stall_connector = held.append
-        apis[0]._manager._connection.abort()
+        apis[0]._manager.connection.abort()
         await until(lambda: len(held) == 2, 5, "both new generations held back")
         written_when_down = writer.written
         peak = 0
@@ -208,7 +208,7 @@ class BoundedQueueTests(TestCase):
         await reader.first
         assert reader.transport is not None
         reader.transport.pauseProducing()
-        connections = [api._manager._connection for api in apis]
+        connections = [api._manager.connection for api in apis]
         held_peak = sent_peak = 0
         for _ in range(300):
             held_peak = max(held_peak, inbound_of(apis[1]).buffered_bytes)
@@ -219,11 +219,11 @@ class BoundedQueueTests(TestCase):
         self.assertGreater(held_peak, held_bound // 2)
         self.assertLessEqual(sent_peak, sent_bound + CHUNK + RECORD_OVERHEAD)
         self.assertGreater(sent_peak, sent_bound // 2)
-        self.assertEqual([api._manager._connection for api in apis], connections)
+        self.assertEqual([api._manager.connection for api in apis], connections)
         reader.transport.resumeProducing()
         await until(lambda: reader.bytes == 32 * MiB, 30, "all data after resuming")
         self.assertEqual(reader.digest.digest(), writer.digest.digest())
-        self.assertEqual([api._manager._connection for api in apis], connections)
+        self.assertEqual([api._manager.connection for api in apis], connections)
 
 
 class RecordSizeTests(TestCase):
@@ -248,13 +248,13 @@ class RecordSizeTests(TestCase):
         reader = Reader()
         await apis[1].listener_for("big").listen(Factory.forProtocol(lambda: reader))
         client = await apis[0].connector_for("big").connect(Factory.forProtocol(Protocol))
-        connection = apis[0]._manager._connection
+        connection = apis[0]._manager.connection
         queued = outbound_of(apis[0]).queued_records
         self.assertRaises(ValueError, client.transport.write, bytes(MiB - RECORD_OVERHEAD + 1))
         self.assertEqual(outbound_of(apis[0]).queued_records, queued)
         client.transport.write(bytes(MiB - RECORD_OVERHEAD))
         await until(lambda: reader.bytes == MiB - RECORD_OVERHEAD, 10, "the largest write")
-        self.assertIs(apis[0]._manager._connection, connection)
+        self.assertIs(apis[0]._manager.connection, connection)
 
 
 class PendingOpenTests(TestCase):

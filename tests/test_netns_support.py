@@ -20,7 +20,7 @@ from typing import Any
 
 from twisted.trial import unittest
 
-from tests.harness import PeerPair, run_peer_pair
+from tests.support.harness import PeerPair, run_peer_pair
 from tests.support.linkdelay import Direction, take_lines
 from tests.support.namespaces import (
     PREFIX,

@@ -1,13 +1,13 @@
 """
-The streaming scenario's record codec and arrival analysis (``tests.peer_stream``), which the
-recovery measurements in network namespaces rely on.
+The streaming scenario's record codec and arrival analysis (``tests.support.peer_stream``), which
+the recovery measurements in network namespaces rely on.
 """
 
 from __future__ import annotations
 
 from twisted.trial import unittest
 
-from tests.peer_stream import (
+from tests.support.peer_stream import (
     RECORD_SIZE,
     ArrivalLog,
     BadRecord,

@@ -1,6 +1,6 @@
 """
-Code-quality gates as tests: ruff lint, ruff format and mypy (strict, config in pyproject.toml),
-and the README's test command being the one CI runs.
+Code-quality gates as tests: ruff lint, ruff format, mypy (strict) and import-linter's layers
+contract (configs in pyproject.toml), and the README's test command being the one CI runs.
 
 Layer: repository checks. Each tool runs from the repository root in a subprocess of this
 Python (``python -m TOOL``), so CI needs nothing but the test command. A test is skipped only
@@ -16,16 +16,23 @@ import sys
 
 from twisted.trial import unittest
 
-from tests.harness import REPO_ROOT
+from tests.support.harness import REPO_ROOT
 
 TOOL_TIMEOUT = 600.0
 
 
-def _run_tool(testcase: unittest.SynchronousTestCase, module: str, *args: str) -> None:
-    """Run ``python -m module args`` in the repo root; fail with its output unless it exits 0."""
+def _run_tool(
+    testcase: unittest.SynchronousTestCase,
+    module: str,
+    *args: str,
+    command: list[str] | None = None,
+) -> None:
+    """Run ``python -m module args`` (or ``command``) in the repo root; fail with its output
+    unless it exits 0."""
     if importlib.util.find_spec(module) is None:
         raise unittest.SkipTest(f"{module} is not installed (pip install -e '.[dev]')")
-    command = [sys.executable, "-m", module, *args]
+    if command is None:
+        command = [sys.executable, "-m", module, *args]
     try:
         done = subprocess.run(
             command,
@@ -57,6 +64,13 @@ class QualityTests(unittest.SynchronousTestCase):
     def test_mypy(self) -> None:
         """``mypy`` (strict, packages and plugins from pyproject.toml) reports no errors."""
         _run_tool(self, "mypy")
+
+    def test_import_layers(self) -> None:
+        """``lint-imports``: no module imports from a layer above its own (the ``layers``
+        contract in pyproject.toml: applications, test helpers, the stock-facing edge,
+        mailbox, subchannels|selection, durable|link, telemetry, settings, semantics, wire)."""
+        run = "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"
+        _run_tool(self, "importlinter", command=[sys.executable, "-c", run])
 
 
 class ReadmeCommandTests(unittest.SynchronousTestCase):

@@ -23,11 +23,10 @@ from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.protocol import Factory, Protocol
 from twisted.trial.unittest import TestCase
 
+from tests.mailbox.test_manager import Collector, DilatedPairBase, deferLater, reactor
+from tests.mailbox.test_peer_departure import kinds, role_index
+from tests.support.harness import LOOPBACK
 from txdilation.testing.servers import start_transit_relay
-
-from .harness import LOOPBACK
-from .test_manager import Collector, DilatedPairBase, deferLater, reactor
-from .test_peer_departure import kinds, role_index
 
 MiB = 2**20
 
@@ -162,12 +161,12 @@ class LinkLostThroughStuckRelayTests(DilatedPairBase):
         while not _relay_paused_a_side(relay.transit):
             yield deferLater(0.01)
         lm, fm = dilators[leader]._manager, dilators[follower]._manager
-        first = lm._connection
+        first = lm.connection
         self.assertIsNotNone(first)
-        fm._connection.abort()
+        fm.connection.abort()
         reply = b"reply from the Leader"
         sinks.built[0].transport.write(reply)
-        while lm._connection is first or lm._connection is None:
+        while lm.connection is first or lm.connection is None:
             yield deferLater(0.01)
         sent = [body for _, body in pipes[follower].sent]
         self.assertIn({"type": "link-lost", "generation": 0}, sent)

@@ -23,7 +23,7 @@ from typing import Any
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.trial.unittest import TestCase
 
-from tests.harness import RealServersMixin
+from tests.support.harness import RealServersMixin
 from tests.support.semantics_runner import Traces, run_scenario
 from tests.support.semantics_scenarios import SCENARIOS
 

@@ -15,8 +15,8 @@ from twisted.internet.protocol import Factory
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
-from tests.harness import LOOPBACK
-from tests.test_session_service import Client, HalfCloseEcho
+from tests.session.test_service import Client, HalfCloseEcho
+from tests.support.harness import LOOPBACK
 from txdilation.session.child import SessionProcess, run_command, spawn_session
 
 TWISTD = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()", "-n", "--pidfile="]

@@ -28,7 +28,7 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, c
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
-from tests.harness import LOOPBACK, RealServersMixin
+from tests.support.harness import LOOPBACK, RealServersMixin
 from txdilation.demo import Exchange, ExchangeFactory
 from txdilation.session.child import SessionProcess, run_command, spawn_session
 

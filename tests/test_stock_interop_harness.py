@@ -1,9 +1,9 @@
 """
 Interop scenarios between two peer processes through the real mailbox server and transit relay.
 
-Layer: interop tests (tests/peer.py peers, tests/harness.py servers). Today both peers run
-STOCK magic-wormhole, which proves the harness; ``InteropScenariosMixin`` is written so the
-same scenarios run with txdilation on either side by subclassing with other ``left_impl`` /
+Layer: interop tests (tests/support/peer.py peers, tests/support/harness.py servers). Today both
+peers run STOCK magic-wormhole, which proves the harness; ``InteropScenariosMixin`` is written so
+the same scenarios run with txdilation on either side by subclassing with other ``left_impl`` /
 ``right_impl`` values (and, for behaviour txdilation fixes, other ``EXPECTED_CLOSE_DELIVERS``).
 
 Roles are forced with ``--side``: the higher dilation side is the Leader. Every payload is
@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from tests.harness import PeerResult, RealServersMixin, run_peer_pair
-from tests.peer_scenarios import SETTLE_SECONDS, payload
+from tests.support.harness import PeerResult, RealServersMixin, run_peer_pair
+from tests.support.peer_scenarios import SETTLE_SECONDS, payload
 
 LEADER = "f" * 16  # the higher side leads
 FOLLOWER = "0" * 16

@@ -16,7 +16,8 @@ from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
 
 from txdilation import telemetry as tm
-from txdilation.roles import FOLLOWER, LEADER
+from txdilation.settings import TelemetrySettings
+from txdilation.wire.roles import FOLLOWER, LEADER
 
 VALIDATOR = jsonschema.Draft202012Validator(json.loads(tm.schema_text()))
 ADDRESSISH = re.compile(r"\d{1,3}(\.\d{1,3}){3}|[0-9a-f]*:[0-9a-f]*:|\w+\.\w+:\d+")
@@ -27,7 +28,6 @@ def make(session: str = "ab" * 8, **kwargs: Any) -> tuple[tm.Telemetry, list[dic
     clock = Clock()
     clock.advance(1000.0)
     records: list[dict] = []
-    kwargs.setdefault("environ", {})
     t = tm.Telemetry(clock, session_id=session, sink=records.append, **kwargs)
     return t, records, clock
 
@@ -117,10 +117,10 @@ class RecordTests(SynchronousTestCase):
     def test_session_id(self) -> None:
         """A random 16-hex session id by default; a non-hex session id is refused."""
         t, _, _ = make()
-        other = tm.Telemetry(Clock(), environ={})
+        other = tm.Telemetry(Clock())
         self.assertRegex(other.session_id, r"^[0-9a-f]{16}$")
         self.assertNotEqual(other.session_id, t.session_id)
-        self.assertRaises(ValueError, tm.Telemetry, Clock(), session_id="1.2.3.4", environ={})
+        self.assertRaises(ValueError, tm.Telemetry, Clock(), session_id="1.2.3.4")
 
     def test_roles(self) -> None:
         """Role enums and their names are recorded as lowercase leader/follower; others refused."""
@@ -258,7 +258,7 @@ class OutputTests(SynchronousTestCase):
         seen: list[dict] = []
         globalLogPublisher.addObserver(seen.append)
         self.addCleanup(globalLogPublisher.removeObserver, seen.append)
-        t = tm.Telemetry(Clock(), environ={})
+        t = tm.Telemetry(Clock())
         t.reconnect()
         ours = [tm.record_from_log_event(e) for e in seen]
         self.assertEqual([r["event"] for r in ours if r], ["reconnect"])
@@ -268,9 +268,9 @@ class OutputTests(SynchronousTestCase):
         path = self.mktemp()
         with open(path, "w") as f:
             f.write('{"earlier": true}\n')
-        env = {"TXDILATION_EVENTS": path}
-        a = tm.Telemetry(Clock(), session_id="aa" * 8, environ=env)
-        b = tm.Telemetry(Clock(), session_id="bb" * 8, environ=env)
+        events = TelemetrySettings.from_environ({"TXDILATION_EVENTS": path}).events_path
+        a = tm.Telemetry(Clock(), session_id="aa" * 8, events_path=events)
+        b = tm.Telemetry(Clock(), session_id="bb" * 8, events_path=events)
         a.dilation_requested()
         b.dilation_requested()
         a.session_ended("happy")
@@ -293,10 +293,11 @@ class OutputTests(SynchronousTestCase):
 
     def test_no_env_no_file(self) -> None:
         """Without TXDILATION_EVENTS no file sink is installed."""
-        self.assertIsNone(tm.sink_from_environ({}))
-        self.assertIsNone(tm.sink_from_environ({"TXDILATION_EVENTS": ""}))
+        self.assertIsNone(TelemetrySettings.from_environ({}).events_path)
+        self.assertIsNone(TelemetrySettings.from_environ({"TXDILATION_EVENTS": ""}).events_path)
 
     def test_unopenable_file(self) -> None:
         """An unopenable TXDILATION_EVENTS path raises OSError at construction, not later."""
         env = {"TXDILATION_EVENTS": self.mktemp() + "/missing-dir/events.jsonl"}
-        self.assertRaises(OSError, tm.Telemetry, Clock(), environ=env)
+        events = TelemetrySettings.from_environ(env).events_path
+        self.assertRaises(OSError, tm.Telemetry, Clock(), events_path=events)

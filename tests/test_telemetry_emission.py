@@ -18,11 +18,10 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import txdilation
+from tests.mailbox.test_manager import Collector, DilatedPairBase, EchoProtocol, make_pair
+from tests.support.harness import RealServersMixin, restore_env
 from txdilation import telemetry as tm
-from txdilation.config import DEFAULT_TRAFFIC_INTERVAL, TelemetrySettings
-
-from .harness import RealServersMixin, restore_env
-from .test_manager import Collector, DilatedPairBase, EchoProtocol, make_pair
+from txdilation.settings import DEFAULT_TRAFFIC_INTERVAL, TelemetrySettings
 
 try:
     import jsonschema
@@ -76,7 +75,7 @@ class TelemetryEmissionTests(DilatedPairBase):
         client = yield apis[1].connector_for("echo").connect(Factory.forProtocol(Collector))
         client.transport.write(b"secret-payload")
         yield client.wait_for(14)
-        first = dilators[1]._manager._connection
+        first = dilators[1]._manager.connection
         first.disconnect()
         client.transport.write(b"!")
         yield client.wait_for(15)
@@ -109,7 +108,7 @@ class TelemetryEmissionTests(DilatedPairBase):
             self.assertEqual(kinds[-1], "session_ended")
         self.assertIn("reconnect", by_role["leader"])
         self.assertEqual(by_role["follower"].count("reconnecting"), 1)
-        for forbidden in ("secret-payload", "127.0.0.1", dilators[0]._manager._my_side):
+        for forbidden in ("secret-payload", "127.0.0.1", dilators[0]._manager._core.my_side):
             self.assertNotIn(forbidden, text)
 
     @inlineCallbacks
@@ -248,12 +247,12 @@ class RealServersTelemetryTests(RealServersMixin, TestCase):
             await client.wait_for(len(sent))
         await deferLater(self.reactor, 0.2, lambda: None)  # every ACK is in
         manager = client.transport._manager
-        first = manager._connection
+        first = manager.connection
         client.transport.write(REPLAYED)  # buffered by the TCP transport...
         first.abort()  # ...and lost with it: the Leader reconnects, the queue replays it
         sent += REPLAYED
         await client.wait_for(len(sent))
-        self.assertIsNot(manager._connection, first)
+        self.assertIsNot(manager.connection, first)
         client.transport.write(AFTER)
         sent += AFTER
         got = await client.wait_for(len(sent))
@@ -262,7 +261,11 @@ class RealServersTelemetryTests(RealServersMixin, TestCase):
         await client.lost
         await a.close()
         await b.close()
-        return {"code": code, "sides": (da._manager._my_side, db._manager._my_side), "sent": sent}
+        return {
+            "code": code,
+            "sides": (da._manager._core.my_side, db._manager._core.my_side),
+            "sent": sent,
+        }
 
     @inlineCallbacks
     def test_real_dilation_with_reconnect_emits_every_event(self) -> Any:

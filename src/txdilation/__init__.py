@@ -9,9 +9,9 @@ docs/architecture.md for the layers.
 
 from __future__ import annotations
 
-from ._api import dilate
-from ._install import install, is_installed, uninstall
-from .semantics import STOCK, TWISTED, Semantics
+from txdilation._api import dilate
+from txdilation._install import install, is_installed, uninstall
+from txdilation.semantics import STOCK, TWISTED, Semantics
 
 __version__ = "0.1.0.dev0"
 

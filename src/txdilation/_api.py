@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .semantics import Semantics, semantics_named
+from txdilation.semantics import Semantics, semantics_named
+from txdilation.settings import Settings
 
 
 def dilate(
@@ -21,17 +22,20 @@ def dilate(
     ping_interval: float | None = None,
     expected_subprotocols: Iterable[str] | None = None,
     semantics: Semantics | str | None = None,
+    settings: Settings | None = None,
 ) -> Any:
     """``wormhole.dilate(...)`` with the application semantics chosen for this wormhole.
 
     :param semantics: ``"stock"``, ``"twisted"`` or a :class:`~txdilation.semantics.Semantics`
         (see that module); None: the default (``txdilation.install(semantics=)``, else
-        ``TXDILATION_SEMANTICS``, else stock's).
+        ``TXDILATION_SEMANTICS``, else stock's); given, it replaces ``settings.semantics``.
+    :param settings: the limits, network and telemetry settings (and semantics); None: read
+        from the ``TXDILATION_*`` environment variables now (``Settings.from_environ``).
     :returns: the ``DilatedWormhole``, as ``w.dilate()`` returns it.
     :raises TypeError: when ``wormhole`` does not dilate through txdilation (not made by
         ``wormhole.create(..., dilation=True)`` with txdilation installed).
     """
-    from .dilator import Dilator
+    from txdilation._stock.manager import Dilator
 
     boss = getattr(wormhole, "_boss", None)
     dilator = getattr(boss, "_D", None)
@@ -49,4 +53,5 @@ def dilate(
         ping_interval=ping_interval,
         expected_subprotocols=expected_subprotocols,
         semantics=chosen,
+        settings=settings,
     )

@@ -1,14 +1,14 @@
 """Make stock magic-wormhole dilate through txdilation.
 
 :func:`install` puts a ``sys.meta_path`` finder in front that answers imports of
-``wormhole._dilation`` and ``wormhole._dilation.<name>`` with the already-imported
-``txdilation`` modules (the same module objects: nothing is loaded twice). If ``wormhole`` was
+``wormhole._dilation`` and ``wormhole._dilation.<name>`` with the ``txdilation._stock`` package
+and its modules (the same module objects: nothing is loaded twice). If ``wormhole`` was
 imported before, the names stock bound at import time (``wormhole._boss.Dilator``,
 ``wormhole.wormhole.DILATION_VERSIONS``/``Connector``, ``wormhole.SubchannelAddress``) are
 rebound too. :func:`uninstall` restores every module and name exactly as it found them.
 
 Invariant: between ``install()`` and ``uninstall()``, ``sys.modules["wormhole._dilation.X"] is
-sys.modules["txdilation.X"]`` for every submodule that was imported.
+sys.modules["txdilation._stock.X"]`` for every submodule that was imported.
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ import sys
 from types import ModuleType
 from typing import Any
 
-from .semantics import Semantics, semantics_named, set_default
+from txdilation.semantics import Semantics, semantics_named, set_default
 
 _STOCK = "wormhole._dilation"
-_OURS = "txdilation"
+_OURS = "txdilation._stock"
 
 # (module name, attribute) -> replacement source "module:attr" in txdilation
 _BOUND_NAMES = [
-    ("wormhole._boss", "Dilator", "txdilation.dilator", "Dilator"),
-    ("wormhole.wormhole", "DILATION_VERSIONS", "txdilation.manager", "DILATION_VERSIONS"),
-    ("wormhole.wormhole", "Connector", "txdilation.connector", "Connector"),
-    ("wormhole", "SubchannelAddress", "txdilation.subchannel", "SubchannelAddress"),
+    ("wormhole._boss", "Dilator", "txdilation._stock.manager", "Dilator"),
+    ("wormhole.wormhole", "DILATION_VERSIONS", "txdilation._stock.manager", "DILATION_VERSIONS"),
+    ("wormhole.wormhole", "Connector", "txdilation._stock.connector", "Connector"),
+    ("wormhole", "SubchannelAddress", "txdilation._stock.subchannel", "SubchannelAddress"),
 ]
 
 
@@ -95,7 +95,7 @@ def install(semantics: Semantics | str | None = None) -> None:
     wormhole = sys.modules.get("wormhole")
     if wormhole is None:
         # Import stock's package now, through the finder, so that its own imports of
-        # wormhole._dilation.* bind txdilation before anything imports txdilation.manager.
+        # wormhole._dilation.* bind txdilation's before anything else imports them.
         importlib.import_module("wormhole")
     else:
         _saved_parent_attr.append(wormhole.__dict__.get("_dilation"))

@@ -22,8 +22,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from .session.foreground import EXIT_USAGE, usage_error
-from .session.options import version_text
+from txdilation.session.foreground import EXIT_USAGE, usage_error
+from txdilation.session.options import version_text
 
 
 class _Version(argparse.Action):
@@ -96,12 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``txdilation`` command; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["run"]:
-        from .session.foreground import run
+        from txdilation.session.foreground import run
 
         return run(argv[1:])
     args = build_parser().parse_args(argv)
     if args.command == "demo":
-        from .demo import run_demo
+        from txdilation.demo import run_demo
 
         return run_demo(
             mib=args.mib, cuts=args.cuts, relay_only=args.relay_only, timeout=args.timeout

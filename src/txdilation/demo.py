@@ -261,7 +261,7 @@ class _Demo:
         print(text, file=self.out, flush=True)
 
     async def run(self, total: int, cuts: int, relay_only: bool) -> int:
-        from .testing.servers import start_mailbox_server, start_transit_relay
+        from txdilation.testing.servers import start_mailbox_server, start_transit_relay
 
         mailbox = await start_mailbox_server(self.reactor)
         relay = await start_transit_relay(self.reactor)
@@ -281,7 +281,7 @@ class _Demo:
             connectProtocol,
         )
 
-        from .session.child import run_command, spawn_session
+        from txdilation.session.child import run_command, spawn_session
 
         reactor = self.reactor
         service = ExchangeFactory(reactor, b"service", 0)

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ._install import install, is_installed, uninstall
+from txdilation._install import install, is_installed, uninstall
 
 #: the directory whose ``sitecustomize.py`` installs txdilation in child processes
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_dropin_site")
@@ -39,6 +39,10 @@ def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str
     return env
 
 
+#: the module stock's ``wormhole._dilation.manager`` is while txdilation is installed
+_STOCK_FACING = "txdilation._stock.manager"
+
+
 def substitution_report() -> dict[str, Any]:
     """Whether this process dilates through txdilation: installed, and stock's modules and
     the names stock bound at import time resolve to txdilation's."""
@@ -50,8 +54,8 @@ def substitution_report() -> dict[str, Any]:
     report["boss_dilator"] = f"{dilator.__module__}.{dilator.__qualname__}" if dilator else None
     report["substituted"] = bool(
         report["installed"]
-        and report["dilation_module"] == "txdilation.manager"
-        and report["boss_dilator"] == "txdilation.dilator.Dilator"
+        and report["dilation_module"] == _STOCK_FACING
+        and report["boss_dilator"] == f"{_STOCK_FACING}.Dilator"
     )
     return report
 

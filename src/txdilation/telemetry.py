@@ -7,8 +7,9 @@ builds one flat JSON-ready record and hands it to
 
 - ``twisted.logger`` (namespace ``txdilation.telemetry``, level debug; the record is the event
   key ``telemetry`` and the text names the event and its fields), always;
-- a JSON-lines file when the environment variable ``TXDILATION_EVENTS=PATH`` is set (appended,
-  one object per line, flushed after each line; one shared handle per path and process);
+- a JSON-lines file when the caller names one (``events_path``: ``TelemetrySettings.events_path``,
+  which the edges read from ``TXDILATION_EVENTS``; appended, one object per line, flushed after
+  each line; one shared handle per path and process);
 - an optional extra ``sink`` callable given by the caller.
 
 Invariants:
@@ -42,7 +43,8 @@ from typing import IO, Any, Final
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from .roles import Role
+from txdilation.settings import EVENTS_VARIABLE
+from txdilation.wire.roles import Role
 
 SCHEMA: Final = "txdilation-telemetry/1"
 """The ``schema`` value of every record."""
@@ -50,8 +52,8 @@ SCHEMA: Final = "txdilation-telemetry/1"
 NAMESPACE: Final = "txdilation.telemetry"
 """The ``twisted.logger`` namespace the records are emitted in."""
 
-ENV_VAR: Final = "TXDILATION_EVENTS"
-"""Environment variable naming the JSON-lines file to append records to."""
+ENV_VAR: Final = EVENTS_VARIABLE
+"""Environment variable naming the JSON-lines file the edges pass as ``events_path``."""
 
 SCHEMA_RESOURCE: Final = "telemetry-schema.json"
 """File name of the JSON Schema, package data of ``txdilation``."""
@@ -199,15 +201,6 @@ def writer_for(path: str) -> JsonLinesWriter:
         return writer
 
 
-def sink_from_environ(environ: Mapping[str, str]) -> Sink | None:
-    """Return the JSON-lines writer named by ``TXDILATION_EVENTS`` in ``environ``, if set.
-
-    :raises OSError: the named file cannot be opened.
-    """
-    path = environ.get(ENV_VAR, "")
-    return writer_for(path) if path else None
-
-
 @dataclass(frozen=True, slots=True)
 class TrafficStats:
     """Cumulative counters of one session's durable record stream (all generations)."""
@@ -235,18 +228,18 @@ class Telemetry:
         *,
         session_id: str | None = None,
         sink: Sink | None = None,
-        environ: Mapping[str, str] | None = None,
+        events_path: str | None = None,
         log: Logger | None = None,
     ) -> None:
         """
         :param clock: where ``ts`` and computed durations come from.
         :param session_id: 16-64 lowercase hex digits; random when None.
-        :param sink: extra callable receiving every record (after the log and the env file).
-        :param environ: consulted for ``TXDILATION_EVENTS``; ``os.environ`` when None.
+        :param sink: extra callable receiving every record (after the log and the file).
+        :param events_path: a file to append every record to as a JSON line (shared per path).
         :param log: the ``twisted.logger.Logger`` to emit on (namespace ``txdilation.telemetry``
             by default).
         :raises ValueError: ``session_id`` is not 16-64 lowercase hex digits.
-        :raises OSError: the file named by ``TXDILATION_EVENTS`` cannot be opened.
+        :raises OSError: ``events_path`` cannot be opened.
         """
         if session_id is None:
             session_id = secrets.token_hex(8)
@@ -255,11 +248,8 @@ class Telemetry:
         self.session_id = session_id
         self._clock = clock
         self._log = log if log is not None else Logger(namespace=NAMESPACE)
-        self._sinks = [
-            s
-            for s in (sink_from_environ(os.environ if environ is None else environ), sink)
-            if s is not None
-        ]
+        file_sink = writer_for(events_path) if events_path else None
+        self._sinks = [s for s in (file_sink, sink) if s is not None]
         self._seq = 0
         self._role: str | None = None
         self._generation: int | None = None
@@ -614,7 +604,6 @@ __all__ = [
     "pair_id",
     "record_from_log_event",
     "schema_text",
-    "sink_from_environ",
     "vocabulary",
     "writer_for",
 ]

@@ -85,7 +85,7 @@ def _open(
 ) -> tuple[Telemetry, Clock]:
     clock = Clock()
     clock.advance(start)
-    t = Telemetry(clock, session_id=session, sink=sink, environ={})
+    t = Telemetry(clock, session_id=session, sink=sink)
     t.dilation_requested()
     clock.advance(please_at)
     t.please_received()

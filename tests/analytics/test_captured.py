@@ -1,7 +1,7 @@
 """Real captured data: the real servers on 127.0.0.1, stock and txdilation peers, then ``analyze``.
 
 The REAL mailbox server (with a usage DB) and the REAL transit relay (with a ``--log-fd``
-style JSON log and a usage DB) run in this process (tests/harness.py). Then:
+style JSON log and a usage DB) run in this process (tests/support/harness.py). Then:
 
 - stock magic-wormhole clients: a text exchange (with ``--dump-timing`` style timing files), a
   lonely code, a wrong code, and a stock dilation through the relay in two peer processes;
@@ -32,7 +32,12 @@ import pytest
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from tests.harness import PeerResult, run_peer_pair, start_mailbox_server, start_transit_relay
+from tests.support.harness import (
+    PeerResult,
+    run_peer_pair,
+    start_mailbox_server,
+    start_transit_relay,
+)
 
 from ._spark import have_spark, spark
 from .plain import connected_seconds, percentile, rate, read_event_files
@@ -42,7 +47,7 @@ APPID = "lothar.com/txdilation/analytics-test"
 ECHO = ["--count", "2", "--sizes", "1,70000"]
 STEADY = ["--count", "1", "--ping-interval", "0.25"]  # pings on a direct link for 1 s
 CUT_BULK = ["--total", str(16 << 20), "--chunk", "65536"]
-STEADY_MESSAGE = 512  # bytes per echo-steady exchange (tests/peer_scenarios.py)
+STEADY_MESSAGE = 512  # bytes per echo-steady exchange (tests/support/peer_scenarios.py)
 PAIR_TIMEOUT = 40.0
 CORRUPT_LINE = '{"schema": "txdilation-telemetry/1", "ts": 1795312733.5, "event": "ping_r\n'
 

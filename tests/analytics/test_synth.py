@@ -28,8 +28,8 @@ from twisted.internet.protocol import Factory
 from twisted.internet.task import deferLater
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.harness import restore_env, start_transit_relay
-from tests.test_manager import Collector, DilatedPairBase, EchoProtocol
+from tests.mailbox.test_manager import Collector, DilatedPairBase, EchoProtocol
+from tests.support.harness import restore_env, start_transit_relay
 from txdilation import telemetry as tm
 
 from ._spark import have_spark, spark
@@ -220,7 +220,7 @@ class ShapeCheckerTests(SynchronousTestCase):
 
         clock = Clock()
         records: list[Record] = []
-        t = tm.Telemetry(clock, sink=lambda r: records.append(dict(r)), environ={})
+        t = tm.Telemetry(clock, sink=lambda r: records.append(dict(r)))
         t.set_traffic_source(lambda: tm.TrafficStats())
         t.dilation_requested()
         t.please_received()

@@ -25,7 +25,7 @@ from twisted.internet.error import ProcessDone, ProcessExitedAlready, ProcessTer
 from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
-from tests.harness import REPO_ROOT, SRC_DIR
+from tests.support.harness import REPO_ROOT, SRC_DIR
 from txdilation.dropin import child_environment
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")

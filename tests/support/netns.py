@@ -41,7 +41,7 @@ only where they cannot be created; with ``CI=true`` that becomes a failure.
 The commands, sweeping and policy live in ``tests.support.namespaces``, the faults in
 ``tests.support.netfaults``; this module re-exports what a test needs. Around it:
 ``tests.support.servers`` (the real mailbox server and transit relay as processes in a
-namespace), ``tests.support.peers`` (``tests.peer`` processes in namespaces, and what their
+namespace), ``tests.support.peers`` (``tests.support.peer`` processes in namespaces, and what their
 events say about the path), and two programs run inside namespaces,
 ``python -m tests.support.probe`` (ping, TCP listen/connect, a connection flood) and
 ``python -m tests.support.linkdelay`` (the userspace delayer). They import nothing heavy so

@@ -1,8 +1,9 @@
 """
-``tests.peer`` processes inside network namespaces, and what their events say about the path.
+``tests.support.peer`` processes inside network namespaces, and what their events say about the
+path.
 
-Layer: test infrastructure. ``placement(node)`` is the ``tests.harness.Placement`` that runs a
-peer inside ``node``'s namespace, unconfined (``--no-loopback``: both implementations discover
+Layer: test infrastructure. ``placement(node)`` is the ``tests.support.harness.Placement`` that runs
+a peer inside ``node``'s namespace, unconfined (``--no-loopback``: both implementations discover
 and advertise that namespace's own addresses) and killed if this process dies; pass it to
 ``run_peer_pair``/``PeerPair`` as ``left=``/``right=``. The rest reads peers' events:
 which path the link took and when.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.harness import PeerResult, Placement
+from tests.support.harness import PeerResult, Placement
 from tests.support.netns import Node, python_environment
 
 

@@ -371,6 +371,15 @@ class Ctx:
     async def sleep(self, seconds: float) -> None:
         await deferLater(self.reactor, seconds, lambda: None)
 
+    async def settle(self, d: Deferred[Any], seconds: float) -> None:
+        """Wait until ``d`` fired or ``seconds`` passed, recording nothing (so that what the
+        peer sent over the link before a barrier has arrived before we go on)."""
+        fired: list[Any] = []
+        d.addBoth(lambda r: fired.append(r) or r)
+        deadline = self.reactor.seconds() + seconds
+        while not fired and self.reactor.seconds() < deadline:
+            await self.sleep(0.01)
+
     async def wait(
         self,
         d: Deferred[Any] | Awaitable[Any],

@@ -145,14 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from twisted.internet import reactor
     from twisted.logger import globalLogPublisher
 
-    from tests.peer import StdinWatcher
+    from tests.support.peer import StdinWatcher
 
     errors = ErrorLog()
     globalLogPublisher.addObserver(errors)
     outcome: list[int] = []
     with ExitStack() as stack:
         if args.impl == "stock":
-            from tests.harness import stock_loopback
+            from tests.support.harness import stock_loopback
 
             stack.enter_context(stock_loopback())
         stdin = StdinWatcher(reactor)

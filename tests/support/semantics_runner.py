@@ -15,7 +15,7 @@ from typing import Any
 
 from twisted.internet.defer import DeferredList
 
-from tests.harness import REPO_ROOT, PeerFailure, PeerResult, _PeerProcess, peer_environment
+from tests.support.harness import REPO_ROOT, PeerFailure, PeerResult, _PeerProcess, peer_environment
 from tests.support.semantics_scenarios import SCENARIOS
 
 APPID = "lothar.com/txdilation/semantics"

@@ -910,6 +910,7 @@ class _StopProducing:
         if protocol is None:
             return
         await ctx.barrier("stopped")
+        await ctx.settle(protocol.lost, 1.0)  # b's CLOSE, if it sent one, travels the link
         ctx.call("write", protocol.transport.write, b"after")
         await ctx.barrier("written")
         await ctx.sleep(0.3)

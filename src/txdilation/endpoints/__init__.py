@@ -53,9 +53,14 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from ..session.advice import unwrap
-from .settings import DEFAULT_APPID, DEFAULT_CLIENT_TIMEOUT, EndpointSettings, parse_settings
-from .shared import NAMESPACE, SharedWormhole, acquire, pass_to
+from txdilation.endpoints.settings import (
+    DEFAULT_APPID,
+    DEFAULT_CLIENT_TIMEOUT,
+    EndpointSettings,
+    parse_settings,
+)
+from txdilation.endpoints.shared import NAMESPACE, SharedWormhole, acquire, pass_to
+from txdilation.session.advice import unwrap
 
 _log = Logger(namespace=NAMESPACE)
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from ..hints import HintError, parse_hint_argv
-from ..session.config import DEFAULT_MAILBOX, check_mailbox_url
-from ..session.errors import ConfigError
+from txdilation.selection.hints import HintError, parse_hint_argv
+from txdilation.session.config import DEFAULT_MAILBOX, check_mailbox_url
+from txdilation.session.errors import ConfigError
 
 __all__ = ["DEFAULT_APPID", "DEFAULT_CLIENT_TIMEOUT", "EndpointSettings", "parse_settings"]
 

@@ -24,10 +24,10 @@ from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from ..session.advice import explain, unwrap
-from ..session.status import StatusWriter, open_status_writer
-from ..session.statuslog import StatusLog
-from .settings import EndpointSettings
+from txdilation.endpoints.settings import EndpointSettings
+from txdilation.session.advice import explain, unwrap
+from txdilation.session.status import StatusWriter, open_status_writer
+from txdilation.session.statuslog import StatusLog
 
 __all__ = ["CLOSE_TIMEOUT", "NAMESPACE", "SharedWormhole", "acquire", "pass_to"]
 
@@ -45,8 +45,7 @@ class SharedWormhole:
 
     def __init__(self, reactor: Any, settings: EndpointSettings) -> None:
         import txdilation
-
-        from ..session.observe import LinkObserver
+        from txdilation.session.observe import LinkObserver
 
         txdilation.install()  # routes wormhole.create(dilation=True) through txdilation
         import wormhole

@@ -19,7 +19,7 @@ later imports load ``wormhole``; the entry points (:mod:`.tap`, :mod:`.foregroun
 
 from __future__ import annotations
 
-from .config import SessionConfig
-from .errors import ConfigError
+from txdilation.session.config import SessionConfig
+from txdilation.session.errors import ConfigError
 
 __all__ = ["ConfigError", "SessionConfig"]

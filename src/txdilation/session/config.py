@@ -9,20 +9,21 @@ a TOML file (``--config FILE``). Keys are the long option names: ``mailbox``, ``
 :data:`DILATION_SETTINGS` (``listen-interface``, ``max-unacked-bytes``, ...), and the tables
 ``[listen]`` / ``[connect]`` mapping a subprotocol name to a Twisted endpoint string.
 
-The Dilation settings reach the library as the ``TXDILATION_*`` environment variables it reads
-(:meth:`SessionConfig.environment`, applied by ``txdilation.session.process.prepare``): a
-setting given as an option or in the file replaces the variable; one given nowhere leaves the
-variable (if set) in force. :func:`merge` lays command-line values over the
-file's: scalars given on the command line win; ``listen``/``connect`` entries are merged by name
-(the command line's endpoint wins for a name present in both); a ``--code`` or
-``--allocate-code`` on the command line replaces both code settings of the file.
+The Dilation settings are spelled as the ``TXDILATION_*`` variables that name them
+(:meth:`SessionConfig.environment`); the session lays them over the process environment's and
+parses the result once into the library's typed settings
+(``txdilation.session.service.library_settings``): a setting given as an option or in the file
+replaces the variable; one given nowhere leaves the variable (if set) in force. :func:`merge` lays
+command-line values over the file's: scalars given on the command line win; ``listen``/``connect``
+entries are merged by name (the command line's endpoint wins for a name present in both); a
+``--code`` or ``--allocate-code`` on the command line replaces both code settings of the file.
 
 Invariants of a :class:`SessionConfig` (checked by :func:`build_config`): exactly one of
 ``code``/``allocate_code``; subprotocol names non-empty, printable, without ``=``, unique per
 table; every endpoint string parses; the relay is ``tcp:HOST:PORT``; the ping interval and the
 close timeout are positive, the drain timeout is not negative; the mailbox is a ``ws://`` or
 ``wss://`` URL with a host; the log level is a known one; the Dilation settings are valid for
-the library (the same checks as ``txdilation.config``'s readers make; that module is not
+the library (the same checks as ``txdilation.settings``'s readers make; that module is not
 imported here, since it imports ``wormhole``, which must come after ``txdilation.install()``).
 """
 
@@ -36,9 +37,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from ..hints import HintError, parse_hint_argv
-from .endpoints import ForwardSpec, validate_client, validate_server
-from .errors import ConfigError
+from txdilation.selection.hints import HintError, parse_hint_argv
+from txdilation.session.endpoints import ForwardSpec, validate_client, validate_server
+from txdilation.session.errors import ConfigError
 
 __all__ = [
     "DEFAULT_APPID",

@@ -20,7 +20,7 @@ from typing import IO, Any
 from twisted.logger import LogLevel, globalLogBeginner, textFileLogObserver
 from twisted.python import usage
 
-from .options import SessionOptions
+from txdilation.session.options import SessionOptions
 
 __all__ = ["EXIT_USAGE", "begin_logging", "run", "usage_error"]
 
@@ -45,15 +45,20 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     config = options.config
     assert config is not None
 
-    from .process import EXIT_FAILED, install_signal_handlers, prepare, stop_reactor
+    from txdilation.session.process import (
+        EXIT_FAILED,
+        install_signal_handlers,
+        prepare,
+        stop_reactor,
+    )
 
     prepare(config)
     begin_logging(err, explicit=config.log_level is not None)
     from twisted.internet import reactor
 
-    from .liveline import LiveStatusLine
-    from .service import Session
-    from .status import open_status_writer
+    from txdilation.session.liveline import LiveStatusLine
+    from txdilation.session.service import Session
+    from txdilation.session.status import open_status_writer
 
     status: list[int] = [0]
 
@@ -90,7 +95,7 @@ def begin_logging(stream: IO[str], *, explicit: bool) -> None:
     ``TXDILATION_LOG_LEVEL`` is set), else from ``warn`` up; status lines are left out."""
     import os
 
-    from .. import logs
+    from txdilation import logs
 
     level = logs.current_level() if explicit or os.environ.get(logs.ENV_LEVEL) else LogLevel.warn
 

@@ -30,9 +30,14 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from .endpoints import ForwardSpec, client_endpoint, describe_address, server_endpoint
-from .splice import Splice
-from .status import StatusWriter
+from txdilation.session.endpoints import (
+    ForwardSpec,
+    client_endpoint,
+    describe_address,
+    server_endpoint,
+)
+from txdilation.session.splice import Splice
+from txdilation.session.status import StatusWriter
 
 __all__ = ["Forwarder"]
 

@@ -16,9 +16,9 @@ from typing import IO, Any
 
 from twisted.internet.task import LoopingCall
 
-from .service import Session
-from .status import StatusEvent
-from .statuslog import format_bytes
+from txdilation.session.service import Session
+from txdilation.session.status import StatusEvent
+from txdilation.session.statuslog import format_bytes
 
 __all__ = ["LiveStatusLine", "describe_event", "format_bytes"]
 

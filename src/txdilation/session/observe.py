@@ -36,7 +36,7 @@ from wormhole._status import (
     WormholeStatus,
 )
 
-from .status import StatusWriter
+from txdilation.session.status import StatusWriter
 
 __all__ = ["LinkObserver", "LinkState", "path_of"]
 

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from twisted.python import usage
 
-from .config import (
+from txdilation.session.config import (
     DEFAULT_APPID,
     DEFAULT_MAILBOX,
     DILATION_SETTINGS,
@@ -28,8 +28,8 @@ from .config import (
     load_toml,
     merge,
 )
-from .endpoints import parse_forward
-from .errors import ConfigError
+from txdilation.session.endpoints import parse_forward
+from txdilation.session.errors import ConfigError
 
 __all__ = ["SessionOptions", "version_text"]
 
@@ -164,7 +164,7 @@ class SessionOptions(usage.Options):
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
         if self.config.log_level is None:
-            from ..logs import current_level
+            from txdilation.logs import current_level
 
             try:
                 current_level()  # TXDILATION_LOG_LEVEL, if set, must name a level

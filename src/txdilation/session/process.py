@@ -1,13 +1,14 @@
 """Process-level glue for a session process (``twistd dilation`` and ``txdilation run``).
 
-Layer: process entry points only (library code never calls these: they touch ``os.environ``,
-signal handlers and the process's exit status).
+Layer: process entry points only (library code never calls these: they install txdilation,
+touch signal handlers and the process's exit status).
 
-- :func:`prepare` sets the ``TXDILATION_*`` variables of the settings given (``--events``,
-  ``--listen-interface``, ``--max-unacked-bytes``, ...: the library reads them when the session
-  dilates), sets the log level of ``txdilation.logs`` (``--log-level``), and installs
+- :func:`prepare` sets the log level of ``txdilation.logs`` (``--log-level``) and installs
   txdilation as magic-wormhole's Dilation (``txdilation.install()``) before anything imports
   ``wormhole``.
+  The library's settings are not set here: the session reads them once, when it dilates
+  (``txdilation.session.service.library_settings``: the ``TXDILATION_*`` variables of the
+  environment with the session's own ``--events``, ``--listen-interface``, ... laid over them).
 - :func:`install_signal_handlers` (call once the reactor runs, i.e. after Twisted installed its
   own): SIGTERM and SIGINT start a clean stop and then stop the reactor, WITHOUT Twisted's habit
   of re-raising the signal at exit, so the process exits 0 after a clean stop; once the reactor
@@ -33,12 +34,18 @@ from typing import TYPE_CHECKING, Any
 from twisted.internet.error import ReactorNotRunning
 from twisted.logger import Logger
 
-from .config import SessionConfig
+from txdilation.session.config import SessionConfig
 
 if TYPE_CHECKING:  # pragma: no cover (importing .service imports wormhole: after prepare())
-    from .service import Session
+    from txdilation.session.service import Session
 
-__all__ = ["EXIT_FAILED", "end_process", "install_signal_handlers", "prepare", "stop_reactor"]
+__all__ = [
+    "EXIT_FAILED",
+    "end_process",
+    "install_signal_handlers",
+    "prepare",
+    "stop_reactor",
+]
 
 EXIT_FAILED = 1
 CUT_SIGNAL = getattr(signal, "SIGUSR2", None)
@@ -48,11 +55,9 @@ _log = Logger(namespace="txdilation.session.process")
 
 
 def prepare(config: SessionConfig) -> None:
-    """Set the ``TXDILATION_*`` variables of the given settings and the log level, and install
-    txdilation (see the module docstring)."""
-    os.environ.update(config.environment())
+    """Set the log level and install txdilation (see the module docstring)."""
     if config.log_level is not None:
-        from .. import logs
+        from txdilation import logs
 
         logs.configure(config.log_level)
     import txdilation

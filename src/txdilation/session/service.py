@@ -33,14 +33,18 @@ Invariants:
   ``on_ended(outcome)`` is called (``failed``, ``peer-closed``; ``stopped`` after a stop)
   just before the ``closed`` event, so a process can exit with the right status;
 - every status event is also logged as one readable line (:class:`.statuslog.StatusLog`);
-- the session chooses its application semantics explicitly (:data:`SEMANTICS`, stock's: the
-  splices are written and tested against it), whatever ``TXDILATION_SEMANTICS`` says.
+- the session chooses its application semantics explicitly (:data:`SEMANTICS`, Twisted's:
+  the splices are written and tested against it), whatever ``TXDILATION_SEMANTICS`` says;
+- the library's settings are typed values (:func:`library_settings`): the session's own
+  Dilation settings laid over the ``TXDILATION_*`` variables of the process environment, read
+  when the session dilates unless the process entry point passed them in.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 from typing import Protocol as TypingProtocol
@@ -51,19 +55,32 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import ILogObserver, Logger
 from twisted.python.failure import Failure
 
-from .advice import explain, unwrap
-from .config import SessionConfig
-from .forwarding import Forwarder
-from .observe import LinkObserver, LinkState
-from .status import StatusWriter
-from .statuslog import StatusLog
+from txdilation.semantics import semantics_named
+from txdilation.session.advice import explain, unwrap
+from txdilation.session.config import SessionConfig
+from txdilation.session.forwarding import Forwarder
+from txdilation.session.observe import LinkObserver, LinkState
+from txdilation.session.status import StatusWriter
+from txdilation.session.statuslog import StatusLog
+from txdilation.settings import Settings
 
-__all__ = ["SEMANTICS", "Session", "SessionService", "session_machine"]
+__all__ = ["SEMANTICS", "Session", "SessionService", "library_settings", "session_machine"]
 
 SEMANTICS: Final = "twisted"
 """The application semantics the session's subchannels have (``txdilation.dilate``)."""
 
 _log = Logger(namespace="txdilation.session")
+
+
+def library_settings(config: SessionConfig, environ: Mapping[str, str]) -> Settings:
+    """The settings a session dilates with: the ``TXDILATION_*`` variables of ``environ``,
+    each replaced by the session's own setting where one was given (option or TOML key), and
+    the session's :data:`SEMANTICS`.
+
+    :raises ValueError: naming a ``TXDILATION_*`` variable set to something invalid.
+    """
+    settings = Settings.from_environ({**environ, **config.environment()})
+    return dataclasses.replace(settings, semantics=semantics_named(SEMANTICS))
 
 
 class SessionInputs(TypingProtocol):
@@ -97,6 +114,7 @@ class SessionCore:
     writer: StatusWriter
     on_ended: Callable[[str], object] | None
     forwarder: Forwarder
+    settings: Settings | None = None
     observer: LinkObserver = field(init=False)
     wormhole: Any = None
     dilated: Any = None
@@ -155,7 +173,7 @@ class SessionCore:
             on_status_update=self.observer.dilation_status,
             ping_interval=config.ping_interval,
             expected_subprotocols=list(config.connect_names),
-            semantics=SEMANTICS,
+            settings=self.settings or library_settings(config, os.environ),
         )
         attached = self.forwarder.attach(self.dilated)
         attached.addErrback(self._startup_failed, "wormhole")
@@ -375,6 +393,8 @@ class Session:
     :param on_ended: called with the outcome (``stopped``, ``failed``, ``peer-closed``) when
         the session has ended, just before the ``closed`` event (e.g. to stop the process with
         the right exit status).
+    :param settings: the library's settings; None: :func:`library_settings` over
+        ``os.environ``, when the session dilates.
     """
 
     def __init__(
@@ -383,10 +403,11 @@ class Session:
         reactor: Any,
         writer: StatusWriter,
         on_ended: Callable[[str], object] | None = None,
+        settings: Settings | None = None,
     ) -> None:
         writer.add_observer(StatusLog())
         forwarder = Forwarder(reactor, config.listen, config.connect, writer)
-        self._core = SessionCore(config, reactor, writer, on_ended, forwarder)
+        self._core = SessionCore(config, reactor, writer, on_ended, forwarder, settings)
         self._machine: SessionInputs = session_machine(self._core)
 
     @property
@@ -422,7 +443,7 @@ class Session:
         :returns: False when no connection is selected at the moment.
         """
         manager = getattr(self._core.dilated, "_manager", None)
-        connection = getattr(manager, "_connection", None)
+        connection = getattr(manager, "connection", None)
         if connection is None:
             return False
         self._core.writer.emit("link-cut", generation=self.link.generation)

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from twisted.logger import Logger, LogLevel
 
-from .status import StatusEvent
+from txdilation.session.status import StatusEvent
 
 __all__ = ["NAMESPACE", "StatusLog", "describe_for_log", "format_bytes"]
 

@@ -1,8 +1,8 @@
 """``twistd dilation``: the plugin's ``Options`` and ``makeService`` (loaded lazily by
 ``src/twisted/plugins/txdilation_plugin.py``).
 
-Layer: process entry point. ``makeService`` prepares the process (``TXDILATION_*`` variables,
-log level, ``txdilation.install()``), opens the status stream, and returns a
+Layer: process entry point. ``makeService`` prepares the process (log level,
+``txdilation.install()``), opens the status stream, and returns a
 :class:`~txdilation.session.service.SessionService`; once the reactor runs it installs the
 session's signal handlers (SIGTERM/SIGINT: clean stop and exit 0; SIGUSR2: cut the link).
 twistd's own options (``-n``, ``--pidfile``, ``--logfile``, ``--logger``, ...) work as usual;
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .options import SessionOptions
+from txdilation.session.options import SessionOptions
 
 if TYPE_CHECKING:  # pragma: no cover (.service imports wormhole: only after prepare())
-    from .service import SessionService
+    from txdilation.session.service import SessionService
 
 __all__ = ["Options", "makeService"]
 
@@ -31,14 +31,14 @@ def makeService(options: Options) -> SessionService:
     """Build the session service from parsed options."""
     from twisted.internet import reactor
 
-    from ..logs import twistd_observer
-    from .process import end_process, install_signal_handlers, prepare
+    from txdilation.logs import twistd_observer
+    from txdilation.session.process import end_process, install_signal_handlers, prepare
 
     config = options.config
     assert config is not None  # postOptions set it
     prepare(config)  # before anything imports wormhole
-    from .service import Session, SessionService
-    from .status import open_status_writer
+    from txdilation.session.service import Session, SessionService
+    from txdilation.session.status import open_status_writer
 
     writer = open_status_writer(reactor, config.status)
     session = Session(config, reactor, writer, on_ended=lambda o: end_process(reactor, o))

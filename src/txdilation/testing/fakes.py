@@ -14,16 +14,23 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from twisted.internet.interfaces import IPullProducer, IPushProducer
 from twisted.internet.task import Clock
 from zope.interface import implementer
 
-from .._interfaces import IDilatedConnection
-from ..connection import Record
+from txdilation.wire.contracts import IDilatedConnection
+from txdilation.wire.records import Record
 
-__all__ = ["FakeDilatedConnection", "FakePullProducer", "FakePushProducer", "RecordLink"]
+__all__ = [
+    "FakeDilatedConnection",
+    "FakePullProducer",
+    "FakePushProducer",
+    "RecordLink",
+    "dispatch_by_type",
+]
 
 
 @implementer(IDilatedConnection)
@@ -99,6 +106,20 @@ class FakeDilatedConnection:
     def of_type(self, kind: type[Record]) -> list[Record]:
         """The records sent so far that are instances of ``kind``."""
         return [r for r in self.sent if isinstance(r, kind)]
+
+
+def dispatch_by_type(
+    handlers: Mapping[type[Any], Callable[[Any], object]],
+) -> Callable[[Record], None]:
+    """A record sink calling the handler of each record's type (as the selected link does
+    with a Multiplexer's ``record_handlers()``); records of any other type are dropped."""
+
+    def deliver(record: Record) -> None:
+        handler = handlers.get(type(record))
+        if handler is not None:
+            handler(record)
+
+    return deliver
 
 
 class RecordLink:

@@ -3,11 +3,11 @@
 Layer: test support, shipped (``txdilation.testing.memory``). A :class:`MemoryDilationPair`
 holds two ends, ``pair.a`` and ``pair.b``, each with the API of a dilated wormhole
 (``when_dilated()``, ``listener_for(name)``, ``connector_for(name)``). Underneath each end is
-txdilation's real L4/L5 (:class:`~txdilation.multiplexer.Multiplexer`: seqnums, ACKs, replay
-after a reconnection, flow control, subchannels); only L1-L3 (mailbox, Noise, TCP) are replaced
-by an in-memory link that delivers records on a later turn of the clock, so an application's
-subprotocols see exactly what they would see over a real dilated wormhole, including what
-happens when the link drops and comes back:
+txdilation's real L4/L5 (:class:`~txdilation.subchannels.multiplexer.Multiplexer`: seqnums, ACKs,
+replay after a reconnection, flow control, subchannels); only L1-L3 (mailbox, Noise, TCP) are
+replaced by an in-memory link that delivers records on a later turn of the clock, so an
+application's subprotocols see exactly what they would see over a real dilated wormhole, including
+what happens when the link drops and comes back:
 
 - :meth:`MemoryDilationPair.drop_link` loses everything in flight, like a dead network path;
   the ends queue what is written meanwhile;
@@ -43,12 +43,12 @@ from twisted.internet.interfaces import (
 )
 from zope.interface import implementer
 
-from .._interfaces import IDilatedConnection
-from ..connection import Record
-from ..inbound import ACK_DELAY
-from ..multiplexer import Multiplexer
-from ..roles import FOLLOWER, LEADER
-from ..semantics import Semantics, default_semantics
+from txdilation.durable.inbound import ACK_DELAY
+from txdilation.semantics import Semantics, default_semantics
+from txdilation.subchannels.multiplexer import Multiplexer
+from txdilation.wire.contracts import IDilatedConnection
+from txdilation.wire.records import Record
+from txdilation.wire.roles import FOLLOWER, LEADER
 
 __all__ = ["MemoryDilatedWormhole", "MemoryDilationPair"]
 
@@ -125,9 +125,10 @@ class _MemoryLink:
         self._call = None
         for side in (0, 1):
             queue, connection = self._queues[side], self.connections[side]
-            mux = self.pair._muxes[side]
+            handlers = self.pair._handlers[side]
             while queue and self.alive and not connection.reading_paused:
-                mux.got_record(queue.popleft())
+                record = queue.popleft()
+                handlers[type(record)](record)
         self.schedule()
 
     def kill(self) -> None:
@@ -218,6 +219,7 @@ class MemoryDilationPair:
             )
             for name, end in (("a", self.a), ("b", self.b))
         )
+        self._handlers = tuple(mux.record_handlers() for mux in self._muxes)
         self._muxes[0].set_role(LEADER)
         self._muxes[1].set_role(FOLLOWER)
         self._link: _MemoryLink | None = None
@@ -277,8 +279,9 @@ class MemoryDilationPair:
 
     def flush(self, max_rounds: int = 100_000) -> None:
         """With a ``Clock``: run deliveries and every timer due now or within the ACK delay
-        (:data:`txdilation.inbound.ACK_DELAY`), until nothing is left to do, so that the ACKs of
-        everything delivered have arrived too. Time advances by at most that delay per round.
+        (:data:`txdilation.durable.inbound.ACK_DELAY`), until nothing is left to do, so that the
+        ACKs of everything delivered have arrived too. Time advances by at most that delay per
+        round.
 
         :raises RuntimeError: when traffic has not settled after ``max_rounds`` rounds.
         :raises TypeError: when the pair runs on a reactor (which delivers by itself).

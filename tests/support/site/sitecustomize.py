@@ -9,7 +9,7 @@ gets, at start-up:
 - with ``TXDILATION_TEST_TRANSIT_RELAY=tcp:127.0.0.1:PORT``: that relay as the public one;
 - when stock magic-wormhole's dilation is in use (txdilation not installed): its address
   discovery limited to 127.0.0.1 and its listener bound to 127.0.0.1 (as
-  ``tests.harness.stock_loopback``). txdilation is confined by its own environment.
+  ``tests.support.harness.stock_loopback``). txdilation is confined by its own environment.
 
 Then the next ``sitecustomize`` on ``sys.path`` runs (txdilation's drop-in one comes first when
 both are used, and chains to this one).

@@ -1,0 +1,51 @@
+"""``wormhole._dilation.connection``: the record classes and their codec."""
+
+from __future__ import annotations
+
+from txdilation.wire.records import (
+    KCM,
+    T_ACK,
+    T_CLOSE,
+    T_DATA,
+    T_KCM,
+    T_OPEN,
+    T_PING,
+    T_PONG,
+    Ack,
+    Close,
+    Data,
+    Open,
+    Ping,
+    Pong,
+    Record,
+    SequencedRecord,
+    encode_record,
+    encode_record_parts,
+    parse_record,
+    parse_record_pieces,
+    parse_record_view,
+)
+
+__all__ = [
+    "KCM",
+    "T_ACK",
+    "T_CLOSE",
+    "T_DATA",
+    "T_KCM",
+    "T_OPEN",
+    "T_PING",
+    "T_PONG",
+    "Ack",
+    "Close",
+    "Data",
+    "Open",
+    "Ping",
+    "Pong",
+    "Record",
+    "SequencedRecord",
+    "encode_record",
+    "encode_record_parts",
+    "parse_record",
+    "parse_record_pieces",
+    "parse_record_view",
+]

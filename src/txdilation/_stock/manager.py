@@ -1,0 +1,153 @@
+"""``wormhole._dilation.manager``: stock's Boss builds ``Dilator`` from here, ``wormhole.create()``
+reads ``DILATION_VERSIONS``, fowl imports ``DilatedWormhole``; and the hooks stock code and
+magic-wormhole's tests reach.
+
+The hooks (each what stock's own module offers, and nothing the core depends on):
+
+- ``make_side`` is looked up in this module each time ``dilate()`` runs, so a test patching
+  ``wormhole._dilation.manager.make_side`` to force a side works;
+- ``Dilator.dilate()`` reads the ``TXDILATION_*`` settings from ``os.environ`` (this is the
+  edge where a drop-in application dilates), and passes the wormhole's Tor manager (stock's
+  private ``Terminator._B._tor``) on;
+- ``Dilator.wire()`` watches the wormhole's Terminator, so that the peer hears of the
+  application's ``w.close()`` while our mailbox is still open;
+- ``Manager._debug_stall_connector`` (falsy; a callable receives each new connector instead of
+  its being started), ``Manager._wormhole_status(status)`` (the Boss reports the mailbox there),
+  ``Manager._connection`` (the selected L2 connection, which the tests disconnect).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from twisted.logger import Logger
+from wormhole._status import DilationStatus, WormholeStatus
+
+from txdilation.mailbox import dilator as _core_dilator
+from txdilation.mailbox import manager as _core_manager
+from txdilation.mailbox.dilated import DilatedWormhole
+from txdilation.mailbox.manager import DILATION_VERSIONS
+from txdilation.mailbox.messages import CLOSING, EXTENSIONS, LINK_LOST, choose_version, make_side
+from txdilation.selection.connector import Connector
+from txdilation.semantics import Semantics
+from txdilation.settings import Settings
+from txdilation.wire.errors import (
+    CanOnlyDilateOnceError,
+    OldPeerCannotDilateError,
+    UnexpectedKCM,
+    UnknownDilationMessageType,
+    UnknownMessageType,
+)
+
+__all__ = [
+    "CLOSING",
+    "DILATION_VERSIONS",
+    "EXTENSIONS",
+    "LINK_LOST",
+    "CanOnlyDilateOnceError",
+    "DilatedWormhole",
+    "Dilator",
+    "Manager",
+    "OldPeerCannotDilateError",
+    "UnexpectedKCM",
+    "UnknownDilationMessageType",
+    "UnknownMessageType",
+    "choose_version",
+    "make_side",
+]
+
+_log = Logger(namespace="txdilation._stock.manager")
+
+
+class Manager(_core_manager.Manager):
+    """The Manager with the attributes stock's Boss and magic-wormhole's tests use."""
+
+    _debug_stall_connector: Callable[[Connector], object] | bool = False
+
+    def _launch_connector(self, connector: Connector) -> None:
+        stall = self._debug_stall_connector
+        if callable(stall):
+            stall(connector)
+        else:
+            super()._launch_connector(connector)
+
+    def _wormhole_status(self, status: WormholeStatus) -> None:
+        self.mailbox_status(status)
+
+    @property
+    def _connection(self) -> Any:
+        return self.connection
+
+
+class Dilator(_core_dilator.Dilator):
+    """The Dilator stock's Boss builds (see the module docstring for what it adds)."""
+
+    manager_type = Manager
+
+    def wire(self, sender: Any, terminator: Any) -> None:
+        super().wire(sender, terminator)
+        self._watch_close(terminator)
+
+    def _watch_close(self, terminator: Any) -> None:
+        """Stock's Boss calls ``Terminator.close(mood)``, and the Terminator calls our
+        ``stop()`` only after the mailbox closed: too late to tell the peer. So this wormhole's
+        own Terminator's close is wrapped (on the instance) to announce the close first."""
+        close = getattr(terminator, "close", None)
+        if close is None or getattr(close, "_txdilation_announces", False):
+            return
+
+        def close_and_announce(*args: Any, **kwargs: Any) -> Any:
+            try:
+                self.announce_closing()
+            except Exception:
+                _log.failure("announcing the close to the peer failed")
+            return close(*args, **kwargs)
+
+        close_and_announce._txdilation_announces = True  # type: ignore[attr-defined]
+        try:
+            terminator.close = close_and_announce
+        except AttributeError:  # a terminator that cannot be wrapped: no announcement
+            _log.warn("cannot watch {t!r} for close; the peer will not hear of it", t=terminator)
+
+    def dilate(  # type: ignore[override]
+        self,
+        transit_relay_location: str | None = None,
+        no_listen: bool = False,
+        wormhole_status: WormholeStatus | None = None,
+        status_update: Callable[[DilationStatus], object] | None = None,
+        ping_interval: float | int | None = None,
+        expected_subprotocols: Iterable[str] | None = None,
+        semantics: Semantics | None = None,
+        settings: Settings | None = None,
+    ) -> DilatedWormhole:
+        """Stock's ``dilate()``, plus txdilation's ``settings`` (default: read from
+        ``os.environ`` now) and ``semantics`` (replacing the settings' one when given).
+
+        :raises CanOnlyDilateOnceError: on a second call.
+        :raises TypeError, ValueError: for a bad ``ping_interval`` or ``TXDILATION_*`` variable.
+        """
+        if self._manager is not None:
+            raise CanOnlyDilateOnceError()
+        if settings is None:
+            settings = Settings.from_environ(os.environ)
+        if semantics is not None:
+            settings = dataclasses.replace(settings, semantics=semantics)
+        return super().dilate(
+            transit_relay_location,
+            no_listen,
+            wormhole_status,
+            status_update,
+            ping_interval,
+            expected_subprotocols,
+            settings=settings,
+            side=make_side(),  # this module's name, looked up now (tests patch it)
+            tor=self._tor(),
+        )
+
+    def _tor(self) -> Any:
+        """The wormhole's Tor manager, if it was created with ``tor=`` (stock ignores it)."""
+        boss = getattr(getattr(self, "_T", None), "_B", None)
+        return getattr(boss, "_tor", None)

@@ -1,0 +1,599 @@
+"""L4 outbound: sequence numbers, the durable queue of unacked records, replay, producers.
+
+Everything a subchannel sends (OPEN, DATA, CLOSE) passes through :class:`Outbound`; ACK, PING
+and PONG never do (the manager sends those straight to the connection, only when connected).
+
+Invariants:
+
+- one seqnum counter per wormhole, from 0, +1 per OPEN/DATA/CLOSE, never reset across
+  connections;
+- a record stays queued until a cumulative ACK with ``resp_seqnum >= seqnum`` retires it;
+- on each new connection every queued record is sent again, in seqnum order, before anything
+  newer; on one connection records go out in seqnum order. Queued records are written in
+  ``send_records`` batches of about ``WRITE_BATCH_BYTES`` for as long as the transport takes
+  them (it pauses us once its buffer is full, and resumes us once it drained), never all at
+  once: the ACKs, PINGs and PONGs written meanwhile wait behind one batch, not behind a whole
+  replay (with both sides replaying megabytes, ACKs stuck behind them made a link cut every
+  few hundred milliseconds livelock: nothing was ever acknowledged before the next cut);
+- nothing is sent without a connection, while the connection's transport has paused us, or
+  after :meth:`Outbound.stop`;
+- :meth:`Outbound.when_acknowledged` fires once the queue is empty (at once if it is): what
+  a closing wormhole waits for before dropping its link;
+- the traffic counters (``bytes_sent``, ``records_acked``, ``bytes_retransmitted``, and
+  ``next_seqnum`` as the number of records sent) only grow, over all connections; they cost one
+  int add per record or ACK (``bytes_retransmitted`` is summed once per new connection);
+- registered subchannel producers run only while a connection exists, its transport has not
+  paused us and the queue holds at most ``max_unacked_bytes`` (once over it they stay paused
+  until it falls to half). Writers that registered no producer are never blocked (Twisted gives
+  us no way to stop them); their bytes are counted and do pause everybody else.
+
+The lifecycle (``disconnected``, ``producing``, ``paused``, ``stopped``) is the module-level
+Automat machine ``outbound_machine``; the per-record path is plain code.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from typing import Protocol as TypingProtocol
+
+from automat import TypeMachine, TypeMachineBuilder
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IPullProducer, IPushProducer
+from twisted.internet.task import CooperativeTask, Cooperator
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from txdilation.wire.contracts import IDilatedConnection
+from txdilation.wire.limits import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
+from txdilation.wire.records import Ack, Close, Data, Open, Record, SequencedRecord
+
+#: Bytes of queued records written per ``send_records`` call while the transport takes them.
+WRITE_BATCH_BYTES = 256 * 1024
+
+
+_log = Logger(namespace="txdilation.durable.outbound")
+
+
+class SendQueue:
+    """I/O-free bookkeeping of the records not yet acknowledged by the peer.
+
+    Records are split in two deques, both in seqnum order: ``sent`` (written to the current
+    connection) and ``unsent`` (not yet written to it). Every unsent seqnum is higher than every
+    sent one.
+    """
+
+    def __init__(self) -> None:
+        self.next_seqnum = 0
+        self.queued_bytes = 0
+        #: DATA payload bytes that were written to a connection and are queued to be sent again
+        #: on a later one (summed at each :meth:`rewind`)
+        self.retransmitted_bytes = 0
+        self._sent: deque[tuple[SequencedRecord, int]] = deque()
+        self._unsent: deque[tuple[SequencedRecord, int]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._sent) + len(self._unsent)
+
+    @property
+    def has_unsent(self) -> bool:
+        """True when some queued record was not written to the current connection."""
+        return bool(self._unsent)
+
+    def allocate(self) -> int:
+        """Return the next seqnum (never reused)."""
+        seqnum = self.next_seqnum
+        self.next_seqnum = seqnum + 1
+        return seqnum
+
+    def add(self, record: SequencedRecord, size: int, *, sent: bool) -> None:
+        """Queue ``record`` (already numbered by :meth:`allocate`) of ``size`` bytes.
+
+        :param sent: True when the caller writes it to the connection right now; only allowed
+            while nothing is unsent, which keeps the order.
+        """
+        assert not (sent and self._unsent), "sending out of order"
+        (self._sent if sent else self._unsent).append((record, size))
+        self.queued_bytes += size
+
+    def take_unsent(self, limit: int | None = None) -> list[SequencedRecord]:
+        """Mark the oldest unsent records as sent and return them in seqnum order: all of
+        them, or (with ``limit``) as many as fit in ``limit`` bytes, at least one."""
+        if limit is None:
+            taken = [record for record, _ in self._unsent]
+            self._sent.extend(self._unsent)
+            self._unsent.clear()
+            return taken
+        taken, size = [], 0
+        unsent, sent = self._unsent, self._sent
+        while unsent and (not taken or size + unsent[0][1] <= limit):
+            entry = unsent.popleft()
+            sent.append(entry)
+            taken.append(entry[0])
+            size += entry[1]
+        return taken
+
+    def rewind(self) -> None:
+        """A new connection: everything queued must be sent (again)."""
+        self.retransmitted_bytes += sum(
+            len(record.data) for record, _ in self._sent if type(record) is Data
+        )
+        self._sent.extend(self._unsent)
+        self._sent, self._unsent = deque(), self._sent
+
+    def ack(self, resp_seqnum: int) -> None:
+        """Retire every queued record with ``seqnum <= resp_seqnum`` (cumulative)."""
+        for queue in (self._sent, self._unsent):
+            while queue and queue[0][0].seqnum <= resp_seqnum:
+                self.queued_bytes -= queue.popleft()[1]
+
+    def clear(self) -> None:
+        """Forget everything queued (the wormhole is closing)."""
+        self._sent.clear()
+        self._unsent.clear()
+        self.queued_bytes = 0
+
+
+@implementer(IPushProducer)
+class _PullDriver:
+    """Drive an IPullProducer from a Cooperator so that it looks like an IPushProducer.
+
+    Each cooperator step calls the producer's ``resumeProducing`` once; the cooperator itself
+    interleaves the steps of all pull producers (round-robin).
+    """
+
+    def __init__(
+        self,
+        producer: IPullProducer,
+        cooperator: Cooperator,
+        on_failure: Callable[[], None],
+        log: Logger,
+    ) -> None:
+        self._producer = producer
+        self._on_failure = on_failure
+        self._log = log
+        self._done = False
+        self._paused = False
+        self._task: CooperativeTask[Iterator[None]] = cooperator.cooperate(self._pull())
+
+    def _pull(self) -> Iterator[None]:
+        while True:
+            try:
+                self._producer.resumeProducing()
+            except Exception:
+                self._log.failure("pull producer {producer!r} failed", producer=self._producer)
+                self._done = True
+                self._on_failure()
+                return
+            yield None
+
+    def pauseProducing(self) -> None:
+        if not self._done and not self._paused:
+            self._paused = True
+            self._task.pause()
+
+    def resumeProducing(self) -> None:
+        if not self._done and self._paused:
+            self._paused = False
+            self._task.resume()
+
+    def stopProducing(self) -> None:
+        self.stop_streaming()
+        stop = getattr(self._producer, "stopProducing", None)
+        if stop is not None:
+            stop()
+
+    def stop_streaming(self) -> None:
+        """Stop calling the producer (it was unregistered)."""
+        if not self._done:
+            self._done = True
+            self._task.stop()
+
+
+@dataclass(eq=False)
+class _Registered:
+    producer: IPushProducer
+    paused: bool
+    driver: _PullDriver | None
+
+
+class ProducerSet:
+    """The producers registered by subchannels, paused and resumed together, served fairly.
+
+    Keys are whatever identifies a subchannel (its scid). Push producers are paused/resumed
+    directly; pull producers get a :class:`_PullDriver`. Exceptions raised by an application's
+    producer are logged and do not stop the others.
+    """
+
+    def __init__(self, cooperator: Cooperator, log: Logger) -> None:
+        self._cooperator = cooperator
+        self._log = log
+        self._by_key: dict[Hashable, _Registered] = {}
+        self._turns: deque[Hashable] = deque()  # left gets the next turn
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._by_key
+
+    def add(
+        self,
+        key: Hashable,
+        producer: IPushProducer | IPullProducer,
+        streaming: bool,
+        running: bool,
+    ) -> None:
+        """Register ``producer`` for ``key``; it starts paused unless ``running``.
+
+        :raises ValueError: when ``key`` already has a producer.
+        """
+        if key in self._by_key:
+            raise ValueError(f"a producer is already registered for subchannel {key!r}")
+        driver = None
+        push: IPushProducer
+        if streaming:
+            push = producer  # type: ignore[assignment]
+        else:
+            driver = push = _PullDriver(
+                producer,  # type: ignore[arg-type]
+                self._cooperator,
+                lambda: self.remove(key),
+                self._log,
+            )
+        self._by_key[key] = _Registered(push, paused=False, driver=driver)
+        self._turns.append(key)
+        if not running:
+            self._pause(self._by_key[key])
+
+    def remove(self, key: Hashable, *, stop: bool = False) -> None:
+        """Forget ``key``'s producer (no-op if none); ``stop`` also calls its stopProducing()."""
+        entry = self._by_key.pop(key, None)
+        if entry is None:
+            return
+        self._turns.remove(key)
+        if entry.driver is not None:
+            entry.driver.stop_streaming()
+        if stop:
+            self._call(entry.producer, "stopProducing")
+
+    def pause_all(self) -> None:
+        """Pause every running producer."""
+        for entry in list(self._by_key.values()):
+            if not entry.paused:
+                self._pause(entry)
+
+    def resume_fairly(self, may_continue: Callable[[], bool]) -> None:
+        """Resume paused producers one at a time, in turn order, while ``may_continue()``.
+
+        A producer that writes enough to make the connection pause us ends the round; the next
+        round starts with the producer after it.
+        """
+        for _ in range(len(self._turns)):
+            if not may_continue() or not self._turns:
+                return
+            key = self._turns[0]
+            self._turns.rotate(-1)
+            entry = self._by_key[key]
+            if entry.paused:
+                entry.paused = False
+                self._call(entry.producer, "resumeProducing")
+
+    def _pause(self, entry: _Registered) -> None:
+        entry.paused = True
+        self._call(entry.producer, "pauseProducing")
+
+    def _call(self, producer: object, method: str) -> None:
+        """Call the application's ``producer.method()``: a missing method (fowl's push
+        producers have no ``stopProducing``) or an exception is logged, never raised."""
+        try:
+            getattr(producer, method)()
+        except Exception:
+            self._log.failure(
+                "producer {producer!r}.{method}() failed", producer=producer, method=method
+            )
+
+
+class _OutboundInputs(TypingProtocol):
+    """Lifecycle inputs of :class:`Outbound`."""
+
+    def connection_made(self, connection: IDilatedConnection) -> None:
+        "A connection was selected: replay, then send as records come."
+
+    def connection_lost(self) -> None:
+        "The connection is gone: queue from now on."
+
+    def pause(self) -> None:
+        "The connection's transport asks us to stop writing."
+
+    def resume(self) -> None:
+        "The connection's transport can take more."
+
+    def stop(self) -> None:
+        "The wormhole is closing."
+
+
+@dataclass
+class _OutboundCore:
+    push_producer: IPushProducer
+    queue: SendQueue = field(default_factory=SendQueue)
+    connection: IDilatedConnection | None = None
+    #: where new records may be written at once: the connection while ``producing``, else None
+    sink: IDilatedConnection | None = None
+    stopped: bool = False
+
+    def flush(self) -> None:
+        # Batch by batch while the transport takes them: its pauseProducing() clears ``sink``
+        # at once (Outbound.pauseProducing), even from inside this machine's own input.
+        while self.sink is not None and self.queue.has_unsent:
+            self.sink.send_records(self.queue.take_unsent(WRITE_BATCH_BYTES))
+
+    def release(self) -> None:
+        if self.connection is not None:
+            self.connection.unregisterProducer()
+        self.connection = self.sink = None
+
+
+def _build_outbound_machine() -> TypeMachine[_OutboundInputs, _OutboundCore]:
+    b = TypeMachineBuilder(_OutboundInputs, _OutboundCore)
+    disconnected = b.state("disconnected")
+    producing = b.state("producing")
+    paused = b.state("paused")
+    stopped = b.state("stopped")
+    alive = (disconnected, producing, paused)
+    I = _OutboundInputs  # noqa: E741 (a short alias keeps the transition table readable)
+
+    @disconnected.upon(I.connection_made).to(producing)
+    @producing.upon(I.connection_made).to(producing)
+    @paused.upon(I.connection_made).to(producing)
+    def use_connection(
+        m: _OutboundInputs, c: _OutboundCore, connection: IDilatedConnection
+    ) -> None:
+        c.release()  # a second connection_made without connection_lost replaces the first
+        c.queue.rewind()
+        c.connection = c.sink = connection
+        connection.registerProducer(c.push_producer, True)
+        c.flush()
+
+    @producing.upon(I.connection_lost).to(disconnected)
+    @paused.upon(I.connection_lost).to(disconnected)
+    def stop_using(m: _OutboundInputs, c: _OutboundCore) -> None:
+        c.release()
+
+    @producing.upon(I.pause).to(paused)
+    def hold(m: _OutboundInputs, c: _OutboundCore) -> None:
+        c.sink = None
+
+    @paused.upon(I.resume).to(producing)
+    def go_on(m: _OutboundInputs, c: _OutboundCore) -> None:
+        c.sink = c.connection
+        c.flush()
+
+    for state in alive:
+
+        @state.upon(I.stop).to(stopped)
+        def finish(m: _OutboundInputs, c: _OutboundCore) -> None:
+            c.release()
+            c.queue.clear()
+            c.stopped = True
+
+    # Harmless repeats: a transport that pauses/resumes twice or after we let it go, a
+    # connection_lost without a connection, anything after stop (documented as ignored).
+    disconnected.upon(I.connection_lost).loop().returns(None)
+    for state in (disconnected, paused):
+        state.upon(I.pause).loop().returns(None)
+    for state in (disconnected, producing):
+        state.upon(I.resume).loop().returns(None)
+    stopped.upon(I.connection_made).loop().returns(None)
+    for event in (I.connection_lost, I.pause, I.resume, I.stop):
+        stopped.upon(event).loop().returns(None)
+    return b.build()
+
+
+outbound_machine = _build_outbound_machine()
+
+
+@implementer(IPushProducer)
+class Outbound:
+    """The sending half of L4 (see the module docstring for its invariants).
+
+    It is the IPushProducer registered with each selected connection.
+
+    :param cooperator: drives pull producers (one cooperator shared by all).
+    :param max_unacked_bytes: queued bytes above which every registered producer is paused.
+    :param log: where rejected or failing producers are reported.
+    """
+
+    def __init__(
+        self,
+        *,
+        cooperator: Cooperator,
+        max_unacked_bytes: int = DEFAULT_MAX_UNACKED_BYTES,
+        log: Logger | None = None,
+    ) -> None:
+        self._log = log if log is not None else _log
+        self._max_bytes = max_unacked_bytes
+        self._over_budget = False
+        self.bytes_sent = 0
+        """DATA payload bytes handed to us (each counted once, however often replayed)."""
+        self.records_acked = 0
+        """Records retired by the peer's ACKs."""
+        self._pong_sent_while_paused = False
+        self._acknowledged: list[Deferred[None]] = []
+        self._producers = ProducerSet(cooperator, self._log)
+        self._core = _OutboundCore(push_producer=self)
+        self._machine = outbound_machine(self._core)
+
+    # --- introspection (tests, status) ---
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes of the records not yet acknowledged (sent or not)."""
+        return self._core.queue.queued_bytes
+
+    @property
+    def queued_records(self) -> int:
+        """How many records are not yet acknowledged (sent or not)."""
+        return len(self._core.queue)
+
+    @property
+    def next_seqnum(self) -> int:
+        """The seqnum the next record will get (also: how many records were sent)."""
+        return self._core.queue.next_seqnum
+
+    @property
+    def bytes_retransmitted(self) -> int:
+        """DATA payload bytes queued for replay on a new connection after an earlier one
+        carried them unacknowledged."""
+        return self._core.queue.retransmitted_bytes
+
+    # --- the record path (plain code) ---
+
+    def send_open(self, scid: int, subprotocol: str) -> None:
+        """Queue and (when possible) send OPEN for ``scid``."""
+        queue = self._core.queue
+        size = RECORD_OVERHEAD + len(subprotocol.encode("utf-8"))
+        self._send(Open(queue.allocate(), scid, subprotocol), size)
+
+    def send_data(self, scid: int, data: bytes) -> None:
+        """Queue and (when possible) send one DATA record carrying ``data``."""
+        self.bytes_sent += len(data)
+        self._send(Data(self._core.queue.allocate(), scid, data), RECORD_OVERHEAD + len(data))
+
+    def send_close(self, scid: int) -> None:
+        """Queue and (when possible) send CLOSE for ``scid``."""
+        self._send(Close(self._core.queue.allocate(), scid), RECORD_OVERHEAD)
+
+    def _send(self, record: SequencedRecord, size: int) -> None:
+        core = self._core
+        if core.stopped:
+            return
+        sink = core.sink
+        immediately = sink is not None and not core.queue.has_unsent
+        core.queue.add(record, size, sent=immediately)
+        if immediately:
+            assert sink is not None
+            sink.send_record(record)
+        if not self._over_budget and core.queue.queued_bytes > self._max_bytes:
+            self._over_budget = True
+            self._producers.pause_all()
+
+    def record_handlers(self) -> dict[type[Record], Callable[[Any], None]]:
+        """The handler of each record type this half takes (the selected link's table)."""
+        return {Ack: self.got_ack}
+
+    def got_ack(self, record: Ack) -> None:
+        """An ACK record arrived (see :meth:`handle_ack`)."""
+        self.handle_ack(record.resp_seqnum)
+
+    def handle_ack(self, resp_seqnum: int) -> None:
+        """An ACK arrived: retire every record with ``seqnum <= resp_seqnum``.
+
+        An ACK for something never sent or already retired is harmless.
+        """
+        queue = self._core.queue
+        before = len(queue)
+        queue.ack(resp_seqnum)
+        self.records_acked += before - len(queue)
+        if self._over_budget and queue.queued_bytes <= self._max_bytes // 2:
+            self._over_budget = False
+            self._run_producers()
+        if self._acknowledged and not queue:
+            waiters, self._acknowledged = self._acknowledged, []
+            for d in waiters:
+                d.callback(None)
+
+    def when_acknowledged(self) -> Deferred[None]:
+        """Fires once the peer acknowledged every record queued so far and since (at once
+        when nothing is queued); never after :meth:`stop` dropped the queue."""
+        d: Deferred[None] = Deferred()
+        if not self._core.queue:
+            d.callback(None)
+        else:
+            self._acknowledged.append(d)
+        return d
+
+    # --- lifecycle ---
+
+    def connection_made(self, connection: IDilatedConnection) -> None:
+        """Use ``connection``: register as its producer, replay everything queued, go on."""
+        self._pong_sent_while_paused = False
+        self._machine.connection_made(connection)
+        self._run_producers()
+
+    def may_send_pong(self) -> bool:
+        """Whether a PONG may be written now: always while the transport takes more, but only
+        once per pause while it has paused us, so a peer that sends PINGs and never reads
+        cannot make our PONGs pile up in its connection's buffer (a peer that reads gets one
+        PONG per pause, enough for stock's Leader, which needs a PONG every two intervals)."""
+        if self._core.sink is not None:
+            return True
+        if self._pong_sent_while_paused:
+            return False
+        self._pong_sent_while_paused = True
+        return True
+
+    def connection_lost(self) -> None:
+        """The connection is gone: pause producers, queue records until the next one."""
+        self._machine.connection_lost()
+        self._run_producers()
+
+    def stop(self) -> None:
+        """The wormhole is closing: drop the queue; later records are discarded. Idempotent."""
+        self._acknowledged.clear()
+        self._machine.stop()
+        self._producers.pause_all()
+
+    # --- producers registered by subchannels ---
+
+    def register_producer(
+        self, key: Hashable, producer: IPushProducer | IPullProducer, streaming: bool
+    ) -> None:
+        """A subchannel's IConsumer.registerProducer.
+
+        :raises ValueError: when ``key`` already has a producer registered.
+        """
+        self._producers.add(key, producer, streaming, running=self._may_produce())
+
+    def unregister_producer(self, key: Hashable, *, stop: bool = False) -> None:
+        """Forget ``key``'s producer (no-op if none); ``stop`` calls its stopProducing()."""
+        self._producers.remove(key, stop=stop)
+
+    def _may_produce(self) -> bool:
+        return self._core.sink is not None and not self._over_budget
+
+    def _run_producers(self) -> None:
+        if self._may_produce():
+            self._producers.resume_fairly(self._may_produce)
+        else:
+            self._producers.pause_all()
+
+    # --- IPushProducer, called by the connection's transport ---
+
+    def pauseProducing(self) -> None:
+        # Close the gate at once: when the transport pauses us from inside one of our own
+        # inputs (a replay filling its buffer), Automat runs this input only afterwards.
+        self._core.sink = None
+        self._machine.pause()
+        self._run_producers()
+
+    def resumeProducing(self) -> None:
+        self._pong_sent_while_paused = False
+        self._machine.resume()
+        self._run_producers()
+
+    def stopProducing(self) -> None:
+        # The transport is going away; connection_lost follows from the manager.
+        self.pauseProducing()
+
+
+__all__ = [
+    "DEFAULT_MAX_UNACKED_BYTES",
+    "RECORD_OVERHEAD",
+    "WRITE_BATCH_BYTES",
+    "Outbound",
+    "ProducerSet",
+    "SendQueue",
+]

@@ -1,0 +1,447 @@
+"""L2: one candidate connection, pumped from ``dataReceived`` through the I/O-free cores.
+
+Byte flow in: :class:`~txdilation.link.framer.Framer` (relay ``ok``, prologue, frames) ->
+:class:`~txdilation.link.noise.NoiseSession` (handshake, then decrypt) ->
+:func:`~txdilation.wire.records.parse_record`. Out: record -> encode -> encrypt -> one
+``writeSequence([length, payload])``.
+
+Lifecycle (the module-level Automat machine ``l2_machine``)::
+
+    idle -> relaying -> prologuing -> handshaking -> confirming -> nominated -> selected
+                                        (any) --lost--> closed
+
+Invariants:
+- nothing but handshake messages and KCM is sent before selection;
+- the Follower sends its KCM right after handshake message 2; the Leader sends its KCM only
+  in ``select()``;
+- a record other than KCM before selection, or a KCM after it, is a protocol violation: the
+  connection is aborted with a logged reason;
+- the owner may select on a later reactor turn than ``candidate_ready`` (as stock's does, through
+  its eventual queue); meanwhile the connection holds the records that follow the peer's KCM
+  (at most what one read brings) and :meth:`DilatedConnectionProtocol.deliver_held` hands them
+  to the sink, in order, once the owner has taken the connection (stock's rule, for either
+  role: records arriving with the KCM are kept and delivered after selection);
+- any :class:`~txdilation.wire.errors.DilationProtocolError` drops this connection only;
+- once aborted (by us, or by ``fail``) no record is delivered any more, not even the rest of
+  the read being processed: an abandoned connection feeds the sink nothing;
+- an unselected connection that does not get selected within ``handshake_timeout`` seconds is
+  aborted (idle or slow-loris connections cannot pile up);
+- the byte path is plain code: after the prologue, ``dataReceived`` pulls frames as zero-copy
+  views (:meth:`~txdilation.link.framer.Framer.next_frame`), decrypts each into the Noise session's
+  reused buffer (:meth:`~txdilation.link.noise.NoiseSession.decrypt_view`) and parses each
+  record once, copying a DATA payload out of that buffer once; a DATA record goes out as
+  ``writeSequence([length, *ciphertext pieces])`` without joining its pieces (Twisted's
+  transports accept only ``bytes``, so the pieces are ``bytes`` from ``encrypt``); nothing is
+  logged per record;
+- once lost, a connection holds no reference cycle, transport or sink (its ``events``
+  becomes a no-op object like the ``closed`` state): it is freed by reference counting;
+- the TCP transport reads and buffers up to :data:`TCP_BUFFER_SIZE` bytes at a time (Twisted's
+  default, 64 KiB, is less than one 64 KiB record with its header and tags, which would cost a
+  reactor turn, a pause and a resume per record).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+from typing import Protocol as TypingProtocol
+
+from automat import TypeMachineBuilder
+from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
+from twisted.internet.protocol import Protocol
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from zope.interface import implementer
+
+from txdilation.link.framer import (
+    DEFAULT_MAX_RECORD_SIZE,
+    Framer,
+    PrologueReceived,
+    RelayAccepted,
+    max_frame_size_for_record,
+)
+from txdilation.link.noise import NoiseSession
+from txdilation.wire.contracts import ICandidateOwner, IDilatedConnection, IRecordSink
+from txdilation.wire.errors import DilationProtocolError, FramingError
+from txdilation.wire.limits import DEFAULT_HANDSHAKE_TIMEOUT
+from txdilation.wire.machines import complete, inert
+from txdilation.wire.records import (
+    KCM,
+    Record,
+    encode_record_parts,
+    parse_record,
+    parse_record_view,
+)
+from txdilation.wire.roles import FOLLOWER, LEADER, Role
+
+#: Bytes the TCP transport reads per ``recv`` and buffers before pausing its producer
+#: (``bufferSize``), and sends per ``send`` (``SEND_LIMIT``), when it has those attributes.
+TCP_BUFFER_SIZE = 2**18
+
+_log = Logger(namespace="txdilation.link.connection")
+
+
+class L2Events(TypingProtocol):
+    """Lifecycle inputs of one L2 connection."""
+
+    def connected_via_relay(self) -> None:
+        """TCP connected to a transit relay: send the relay line, wait for ``ok``."""
+
+    def connected_directly(self) -> None:
+        """TCP connected (either direction) without a relay: send our prologue."""
+
+    def relay_accepted(self) -> None:
+        """The relay answered ``ok``: the peer is on the other end now."""
+
+    def prologue_received(self) -> None:
+        """The peer's prologue arrived intact."""
+
+    def handshake_completed(self) -> None:
+        """The Noise handshake finished; transport messages may flow."""
+
+    def kcm_received(self) -> None:
+        """The peer's KCM arrived (before selection)."""
+
+    def select(self, sink: IRecordSink) -> None:
+        """The connector chose this connection: deliver records to ``sink`` from now on."""
+
+    def lost(self, reason: str) -> None:
+        """The TCP connection is gone."""
+
+
+def _noop(*args: object) -> None:
+    return None
+
+
+_CLOSED: L2Events = inert(L2Events)
+
+
+@implementer(IDilatedConnection)
+class DilatedConnectionProtocol(Protocol):
+    """One L2 connection (a Twisted protocol); see the module docstring for its invariants."""
+
+    def __init__(
+        self,
+        *,
+        role: Role,
+        dilation_key: bytes,
+        owner: ICandidateOwner,
+        description: str,
+        is_direct: bool,
+        relay_line: bytes | None,
+        clock: IReactorTime,
+        max_record_size: int = DEFAULT_MAX_RECORD_SIZE,
+        handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
+    ) -> None:
+        self.role = role
+        self.description = description
+        self.is_direct = is_direct
+        self._owner = owner
+        self._relay_line = relay_line
+        self._clock = clock
+        self._max_record_size = max_record_size
+        self._handshake_timeout = handshake_timeout
+        self._framer = Framer(role, expect_relay=relay_line is not None)
+        self._noise = NoiseSession(role, dilation_key)
+        self._sink: IRecordSink | None = None
+        self._on_frame: Callable[[memoryview], None] = self._frame_too_early
+        self._timer: IDelayedCall | None = None
+        self._open = False
+        self.reading_paused = False
+        self._nominated = False
+        #: records that followed the peer's KCM before we were selected
+        self._held: list[Record] | None = None
+        self._failed_reason: str | None = None
+        self._reading = True  # False once failed or aborted: later bytes are not looked at
+        self.events: L2Events = l2_machine(self)
+
+    def __repr__(self) -> str:
+        return f"<DilatedConnectionProtocol {self.role.value} {self.description}>"
+
+    # --- Twisted Protocol ---
+
+    def connectionMade(self) -> None:
+        self._open = True
+        transport: Any = self.transport
+        if getattr(transport, "bufferSize", TCP_BUFFER_SIZE) < TCP_BUFFER_SIZE:
+            transport.bufferSize = TCP_BUFFER_SIZE
+        if getattr(transport, "SEND_LIMIT", TCP_BUFFER_SIZE) < TCP_BUFFER_SIZE:
+            transport.SEND_LIMIT = TCP_BUFFER_SIZE
+        self._timer = self._clock.callLater(self._handshake_timeout, self._timed_out)
+        if self._relay_line is not None:
+            self.events.connected_via_relay()
+        else:
+            self.events.connected_directly()
+
+    def dataReceived(self, data: bytes) -> None:
+        if not self._reading:
+            return  # dropped or aborted already: whatever still arrives is ignored
+        framer = self._framer
+        try:
+            framer.receive_data(data)
+            while self._reading:
+                if framer.framing:  # from now on only frames: the tight loop
+                    next_frame = framer.next_frame
+                    while self._reading:
+                        payload = next_frame()
+                        if payload is None:
+                            return
+                        self._on_frame(payload)
+                    return
+                event = framer.next_event()
+                if event is None:
+                    return
+                if type(event) is PrologueReceived:
+                    self.events.prologue_received()
+                elif type(event) is RelayAccepted:
+                    self.events.relay_accepted()
+        except DilationProtocolError as e:
+            self.fail(f"{type(e).__name__}: {e}")
+
+    def connectionLost(self, reason: Failure | None = None) -> None:
+        self._open = False
+        why = self._failed_reason or (reason.getErrorMessage() if reason else "closed")
+        self.events.lost(why)
+        # Break the cycles (machine <-> protocol, the bound frame handler) and drop the
+        # transport and sink: a dead connection, its buffers and its Noise session are freed
+        # by reference counting as soon as nobody else holds it, not at the next full GC.
+        # Every input of the ``closed`` state is a no-op, and so is every one of inert's.
+        self.events = _CLOSED
+        self._on_frame = _noop
+        self._sink = None
+        self.transport = None
+
+    # --- frame handlers, swapped by the machine's behaviours ---
+
+    def _frame_too_early(self, payload: memoryview) -> None:
+        raise FramingError("frame before the handshake could start")
+
+    def _frame_handshake(self, payload: memoryview) -> None:
+        reply = self._noise.receive_handshake(payload)
+        if reply is not None:
+            self._write_frame(reply)
+        self._framer.set_max_frame_size(max_frame_size_for_record(self._max_record_size))
+        self.events.handshake_completed()
+
+    def _frame_before_selection(self, payload: memoryview) -> None:
+        record = parse_record(self._noise.decrypt(payload))
+        if type(record) is not KCM:
+            if self._held is None:
+                raise DilationProtocolError(f"{type(record).__name__} record before selection")
+            self._held.append(record)  # the peer selected us (or may): keep it for after select()
+            return
+        self.events.kcm_received()
+        if self._nominated:
+            # Tell the owner only once the machine has settled: its select() must not be a
+            # re-entrant input queued behind records it causes to be sent.
+            self._nominated = False
+            self._owner.candidate_ready(self)
+
+    def _frame_selected(self, payload: memoryview) -> None:
+        record = parse_record_view(self._noise.decrypt_view(payload))
+        if type(record) is KCM:
+            raise DilationProtocolError("KCM on an already selected connection")
+        sink = self._sink
+        assert sink is not None
+        sink.got_record(record)
+
+    def deliver_held(self) -> None:
+        """Hand the sink the records that followed the peer's KCM before we were selected, in
+        order. Call once the owner has taken this connection (after ``select``)."""
+        held, self._held = self._held, None
+        sink = self._sink
+        for record in held or ():
+            if not self._reading or sink is not self._sink:
+                return  # aborted meanwhile: an abandoned connection delivers nothing
+            assert sink is not None
+            sink.got_record(record)
+
+    @property
+    def _tcp(self) -> Any:
+        """The TCP transport while open (ITCPTransport + IProducer + IConsumer), else None."""
+        return self.transport if self._open else None
+
+    # --- sending ---
+
+    def _write_frame(self, payload: bytes) -> None:
+        if self._open and self.transport is not None:
+            self.transport.writeSequence(Framer.frame(payload))
+
+    def _encrypted(self, record: Record) -> list[bytes]:
+        """``record`` encoded, encrypted and framed: the pieces for ``writeSequence``."""
+        head, body = encode_record_parts(record)
+        return Framer.frame_pieces(self._noise.encrypt_pieces(head, body))
+
+    def send_record(self, record: Record) -> None:
+        """Encode, encrypt, frame and write one record (no-op once closed).
+
+        A record the Noise session cannot encrypt (no handshake yet, or the session failed)
+        drops this connection instead of raising into the caller.
+        """
+        try:
+            parts = self._encrypted(record)
+        except DilationProtocolError as e:
+            self.fail(f"cannot send {type(record).__name__}: {e}")
+            return
+        if self._open and self.transport is not None:
+            self.transport.writeSequence(parts)
+
+    def send_records(self, records: Iterable[Record]) -> None:
+        """Send several records with one ``writeSequence``."""
+        if not (self._open and self.transport is not None):
+            return
+        parts: list[bytes] = []
+        encrypted = self._encrypted
+        try:
+            for record in records:
+                parts += encrypted(record)
+        except DilationProtocolError as e:
+            self.fail(f"cannot send records: {e}")
+            return
+        if parts:
+            self.transport.writeSequence(parts)
+
+    # --- IDilatedConnection controls ---
+
+    def registerProducer(self, producer: IPushProducer, streaming: bool) -> None:
+        if self._tcp is not None:
+            self._tcp.registerProducer(producer, streaming)
+
+    def unregisterProducer(self) -> None:
+        if self._tcp is not None:
+            self._tcp.unregisterProducer()
+
+    def pause_reading(self) -> None:
+        if self._tcp is not None:
+            self.reading_paused = True
+            self._tcp.pauseProducing()
+
+    def resume_reading(self) -> None:
+        if self._tcp is not None:
+            self.reading_paused = False
+            self._tcp.resumeProducing()
+
+    def disconnect(self) -> None:
+        """Close politely (stock's name; magic-wormhole's tests call it)."""
+        if self._tcp is not None:
+            self._tcp.loseConnection()
+
+    def abort(self) -> None:
+        """Close at once, without waiting for buffered data or TCP timeouts. No record is
+        delivered after this, not even one already received in the same read."""
+        self._reading = False
+        if self._tcp is not None:
+            self._tcp.abortConnection()
+
+    def fail(self, reason: str) -> None:
+        """Drop this connection because of ``reason`` (logged once)."""
+        if self._failed_reason is None:
+            self._failed_reason = reason
+            _log.info(
+                "dropping L2 connection {desc}: {reason}", desc=self.description, reason=reason
+            )
+        self.abort()
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        self.fail(f"not selected within {self._handshake_timeout:g}s")
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+
+def _build_l2_machine() -> Callable[[DilatedConnectionProtocol], L2Events]:
+    b = TypeMachineBuilder(L2Events, DilatedConnectionProtocol)
+    idle = b.state("idle")
+    relaying = b.state("relaying")
+    prologuing = b.state("prologuing")
+    handshaking = b.state("handshaking")
+    confirming = b.state("confirming")
+    nominated = b.state("nominated")
+    selected = b.state("selected")
+    closed = b.state("closed")
+
+    @idle.upon(L2Events.connected_via_relay).to(relaying)
+    def send_relay_line(events: L2Events, c: DilatedConnectionProtocol) -> None:
+        assert c._relay_line is not None and c.transport is not None
+        c.transport.write(c._relay_line)
+
+    @idle.upon(L2Events.connected_directly).to(prologuing)
+    @relaying.upon(L2Events.relay_accepted).to(prologuing)
+    def send_prologue(events: L2Events, c: DilatedConnectionProtocol) -> None:
+        assert c.transport is not None
+        c.transport.write(c._framer.our_prologue)
+
+    @prologuing.upon(L2Events.prologue_received).to(handshaking)
+    def start_handshake(events: L2Events, c: DilatedConnectionProtocol) -> None:
+        c._on_frame = c._frame_handshake
+        message = c._noise.start()
+        if message is not None:
+            c._write_frame(message)
+
+    @handshaking.upon(L2Events.handshake_completed).to(confirming)
+    def await_kcm(events: L2Events, c: DilatedConnectionProtocol) -> None:
+        c._on_frame = c._frame_before_selection
+        if c.role is FOLLOWER:
+            c.send_record(KCM())
+
+    @confirming.upon(L2Events.kcm_received).to(nominated)
+    def nominate(events: L2Events, c: DilatedConnectionProtocol) -> None:
+        c._nominated = True
+        c._held = []  # records may come right behind the KCM, before the owner selects us
+
+    @nominated.upon(L2Events.select).to(selected)
+    def become_selected(events: L2Events, c: DilatedConnectionProtocol, sink: IRecordSink) -> None:
+        c._cancel_timer()
+        c._sink = sink
+        c._on_frame = c._frame_selected
+        if c.role is LEADER:
+            c.send_record(KCM())
+
+    @nominated.upon(L2Events.kcm_received).to(nominated)
+    def second_kcm(events: L2Events, c: DilatedConnectionProtocol) -> None:
+        c.fail("second KCM before selection")
+
+    for state in (idle, relaying, prologuing, handshaking, confirming, nominated):
+
+        @state.upon(L2Events.lost).to(closed)
+        def lost_candidate(events: L2Events, c: DilatedConnectionProtocol, reason: str) -> None:
+            c._cancel_timer()
+            c._owner.candidate_failed(c, reason)
+
+    @selected.upon(L2Events.lost).to(closed)
+    def lost_selected(events: L2Events, c: DilatedConnectionProtocol, reason: str) -> None:
+        assert c._sink is not None
+        c._sink.connection_lost(c, reason)
+
+    # Documented rejections: inputs that can only come from a confused caller or a peer that
+    # broke the protocol. They drop the connection (or are ignored once closed) instead of
+    # raising NoTransition into the reactor.
+    def reject(event: Callable[..., None]) -> Callable[..., None]:
+        why = _REJECTED[event.__name__]
+
+        def rejected(events: L2Events, c: DilatedConnectionProtocol, *args: object) -> None:
+            c.fail(why)
+
+        return rejected
+
+    every = (idle, relaying, prologuing, handshaking, confirming, nominated, selected)
+    complete(b, every, [getattr(L2Events, n) for n in _REJECTED], reject)
+    complete(b, [closed], [getattr(L2Events, n) for n in _INPUTS])
+    return b.build()
+
+
+_INPUTS = [n for n in vars(L2Events) if not n.startswith("_")]
+#: why each input is refused where the protocol has no place for it (``lost`` never is)
+_REJECTED = {
+    "connected_via_relay": "connected twice",
+    "connected_directly": "connected twice",
+    "relay_accepted": "relay ok at the wrong time",
+    "prologue_received": "prologue at the wrong time",
+    "handshake_completed": "handshake completed twice",
+    "kcm_received": "KCM at the wrong time",
+    "select": "selected before the KCM exchange",
+}
+l2_machine = _build_l2_machine()

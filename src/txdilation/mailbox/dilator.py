@@ -1,0 +1,148 @@
+"""L1: the Dilator, built by stock's Boss with every wormhole (``IDilator``).
+
+It holds what arrives before the application calls ``dilate()`` (the dilation key, the peer's
+versions, DILATE-n messages, a stop) and replays it, in order, into the one
+:class:`~txdilation.mailbox.manager.Manager` that ``dilate()`` creates; afterwards it only
+forwards. The settings, the side and the Tor manager are given to ``dilate()`` as typed values:
+the stock-facing subclass (``txdilation._stock.manager.Dilator``) finds them where stock code
+and tests put them.
+
+Invariants: at most one Manager per Dilator (a second ``dilate()`` raises
+``CanOnlyDilateOnceError``); nothing received before ``dilate()`` is lost or reordered;
+``stop()`` fires the Terminator's ``stoppedD`` exactly once, after the Manager stopped.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar
+
+from twisted.internet.task import Cooperator
+from wormhole._interfaces import IDilator, ISend, ITerminator
+from wormhole._status import DilationStatus, WormholeStatus
+from zope.interface import implementer
+
+from txdilation.mailbox.dilated import DilatedWormhole
+from txdilation.mailbox.manager import DILATION_VERSIONS, Manager, normalize_ping_interval
+from txdilation.mailbox.messages import make_side
+from txdilation.settings import Settings
+from txdilation.wire.errors import CanOnlyDilateOnceError
+from txdilation.wire.keys import derive_dilation_key
+
+__all__ = ["Dilator"]
+
+
+@implementer(IDilator)
+class Dilator:
+    """Built with every wormhole; becomes a Manager when the application calls dilate()."""
+
+    #: the Manager class ``dilate()`` builds (the stock-facing subclass builds stock's hooks)
+    manager_type: ClassVar[type[Manager]] = Manager
+
+    def __init__(
+        self,
+        reactor: Any,
+        eventual_queue: Any,
+        cooperator: Cooperator | None,
+        acceptable_versions: Iterable[str] | None = None,
+    ) -> None:
+        self._reactor = reactor
+        self._eventual_queue = eventual_queue
+        self._cooperator = cooperator
+        self._acceptable_versions = list(acceptable_versions or DILATION_VERSIONS)
+        self._manager: Manager | None = None
+        self._pending_key: bytes | None = None
+        self._pending_versions: dict[str, Any] | None = None
+        self._pending_messages: deque[bytes] = deque()
+        self._stop_requested = False
+
+    def wire(self, sender: Any, terminator: Any) -> None:
+        self._S = ISend(sender)
+        self._T = ITerminator(terminator)
+
+    def dilate(
+        self,
+        transit_relay_location: str | None = None,
+        no_listen: bool = False,
+        wormhole_status: WormholeStatus | None = None,
+        status_update: Callable[[DilationStatus], object] | None = None,
+        ping_interval: float | int | None = None,
+        expected_subprotocols: Iterable[str] | None = None,
+        *,
+        settings: Settings | None = None,
+        side: str | None = None,
+        tor: Any = None,
+    ) -> DilatedWormhole:
+        """Start dilating (once); returns the DilatedWormhole at once.
+
+        :param settings: the limits, network settings and semantics (default: the defaults).
+        :param side: our dilation side (default: a new random one).
+        :param tor: the wormhole's Tor manager, if any.
+        :raises CanOnlyDilateOnceError: on a second call.
+        :raises TypeError, ValueError: for a bad ``ping_interval``.
+        """
+        if self._manager is not None:
+            raise CanOnlyDilateOnceError()
+        m = self.manager_type(
+            self._S,
+            make_side() if side is None else side,
+            transit_relay_location,
+            self._reactor,
+            self._eventual_queue,
+            self._cooperator,
+            self._acceptable_versions,
+            normalize_ping_interval(ping_interval),
+            expected_subprotocols,
+            no_listen,
+            status_update,
+            initial_mailbox_status=wormhole_status,
+            tor=tor,
+            settings=settings if settings is not None else Settings(),
+        )
+        self._manager = m
+        if self._pending_key is not None:
+            m.got_dilation_key(self._pending_key)
+        if self._pending_versions is not None:
+            m.got_wormhole_versions(self._pending_versions)
+        while self._pending_messages:
+            m.received_dilation_message(self._pending_messages.popleft())
+        if self._stop_requested:
+            m.stop()
+        return m.api
+
+    def announce_closing(self) -> None:
+        """The application is closing the wormhole (our mailbox is still open): tell a peer
+        that understands it (``Manager.announce_closing``)."""
+        if self._manager is not None:
+            self._manager.announce_closing()
+
+    def stop(self) -> None:
+        """Called by the Terminator once the mailbox is closed; fires ``T.stoppedD()``."""
+        if self._stop_requested:
+            return
+        self._stop_requested = True
+        if self._manager is None:
+            self._T.stoppedD()
+            return
+        self._manager.stop()
+        self._manager.when_stopped().addCallback(lambda _: self._T.stoppedD())
+
+    def got_key(self, key: bytes) -> None:
+        dilation_key = derive_dilation_key(key)
+        if self._manager is not None:
+            self._manager.got_dilation_key(dilation_key)
+        else:
+            self._pending_key = dilation_key
+
+    def got_wormhole_versions(self, their_wormhole_versions: dict[str, Any]) -> None:
+        if self._manager is not None:
+            self._manager.got_wormhole_versions(their_wormhole_versions)
+        else:
+            self._pending_versions = their_wormhole_versions
+
+    def received_dilate(self, plaintext: bytes) -> None:
+        if self._manager is not None:
+            self._manager.received_dilation_message(plaintext)
+        else:
+            self._pending_messages.append(plaintext)

@@ -1,0 +1,387 @@
+"""L1: the Manager, one per dilated wormhole: roles, generations and the DILATE-n messages.
+
+It decides the role from the two ``please`` sides, runs one Connector per generation, takes
+the link the Connector selects, and starts a new generation when that link is lost, following
+stock's rules for ``reconnect``/``reconnecting``. Everything else has its own module: the
+messages (``mailbox.messages``), the status (``mailbox.status``), waiting for a silent peer
+(``mailbox.absence``), the selected link with its record dispatch and liveness
+(``selection.selected``), L4/L5 (``subchannels.multiplexer``).
+
+The lifecycle is ``txdilation.mailbox.manager_lifecycle`` (the diagram:
+state-diagrams/manager_lifecycle.svg).
+
+txdilation's extensions, sent only to a peer whose ``please`` listed them: ``closing`` (the
+peer's application closed its wormhole: no reconnection, ``StoppedPeer``) and ``link-lost`` (a
+Follower's report that the link of a generation is gone, so a Leader that has not noticed
+starts a new one at once). docs/reliability.md discusses the limits.
+
+Invariants:
+- DILATE-n phases are numbered from 0 without gaps (one ``Outbox``);
+- the Follower never sends ``reconnect`` and answers each ``reconnect`` with exactly one
+  ``reconnecting``; the Leader ignores hints between losing a link and hearing
+  ``reconnecting``;
+- every (state, input) pair is a transition or a documented no-op: nothing the peer sends
+  raises ``NoTransition`` into the reactor;
+- a Leader whose generation has nothing left in flight starts a new one after
+  ``GENERATION_RETRY`` seconds, doubling up to ``GENERATION_RETRY_MAX`` (stock waits forever);
+- closing drains: the link goes once the peer acknowledged every record, or after
+  ``CLOSE_TIMEOUT`` seconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Cooperator
+from twisted.logger import Logger
+from twisted.python.failure import Failure
+from wormhole._interfaces import ISend
+from wormhole._status import DilationHint, DilationStatus, WormholeStatus
+
+from txdilation.mailbox.absence import PeerAbsence
+from txdilation.mailbox.dilated import DilatedWormhole
+from txdilation.mailbox.manager_lifecycle import ManagerCore, ManagerEvents, manager_machine
+from txdilation.mailbox.messages import (
+    CLOSING,
+    ConnectionHints,
+    Outbox,
+    Please,
+    choose_version,
+    dispatch,
+    hint_type_counts,
+)
+from txdilation.mailbox.status import StatusReporter, mailbox_up
+from txdilation.selection.connector import Connector, ConnectorSettings
+from txdilation.selection.hints import RelayV1Hint, parse_hint_argv
+from txdilation.selection.liveness import PingTracker
+from txdilation.selection.selected import SelectedLink
+from txdilation.settings import Settings
+from txdilation.subchannels.multiplexer import Multiplexer
+from txdilation.telemetry import Telemetry
+from txdilation.wire.errors import OldPeerCannotDilateError
+from txdilation.wire.roles import FOLLOWER, LEADER, Role
+
+__all__ = ["DILATION_VERSIONS", "DilatedWormhole", "Manager", "normalize_ping_interval"]
+
+DILATION_VERSIONS = ["ged"]
+DEFAULT_PING_INTERVAL = 30.0
+
+_log = Logger(namespace="txdilation.mailbox.manager")
+
+
+def normalize_ping_interval(ping_interval: float | int | None) -> float:
+    """``None``/0 mean the default (30 s, as stock); ints are accepted; negatives are errors."""
+    if ping_interval is None or ping_interval == 0:
+        return DEFAULT_PING_INTERVAL
+    if isinstance(ping_interval, bool) or not isinstance(ping_interval, int | float):
+        raise TypeError(f"ping_interval must be a number, not {ping_interval!r}")
+    if ping_interval < 0:
+        raise ValueError(f"ping_interval must be positive, not {ping_interval!r}")
+    return float(ping_interval)
+
+
+class Manager:
+    """One dilated wormhole's L1 (see the module docstring): the Dilator's, the Connector's, the
+    selected link's and the application's entry points, each one an input of the machine."""
+
+    def __init__(
+        self,
+        sender: ISend,
+        my_side: str,
+        transit_relay_location: str | None,
+        reactor: Any,
+        eventual_queue: Any,
+        cooperator: Cooperator | None,
+        acceptable_versions: Iterable[str],
+        ping_interval: float,
+        expected_subprotocols: Iterable[str] | None,
+        no_listen: bool,
+        status_update: Callable[[DilationStatus], object] | None,
+        initial_mailbox_status: WormholeStatus | None = None,
+        tor: Any = None,
+        settings: Settings | None = None,
+        telemetry: Telemetry | None = None,
+    ) -> None:
+        self._reactor = reactor
+        self._eventually = getattr(eventual_queue, "eventually", None)
+        self._started = False
+        self._closing_announced = False
+        self._acceptable_versions = list(acceptable_versions)
+        self._ping_interval = ping_interval
+        settings = settings if settings is not None else Settings()
+        relays: tuple[RelayV1Hint, ...] = ()
+        if transit_relay_location:
+            relays = (RelayV1Hint((parse_hint_argv(transit_relay_location),)),)
+        if telemetry is None:
+            telemetry = Telemetry(reactor, events_path=settings.telemetry.events_path)
+        self.telemetry = telemetry
+        self._mux = Multiplexer(
+            manager=self,
+            reactor=reactor,
+            cooperator=cooperator,
+            expected_subprotocols=expected_subprotocols,
+            max_unacked_bytes=settings.limits.max_unacked_bytes,
+            max_pending_open_bytes=settings.limits.max_pending_open_bytes,
+            max_buffered_inbound_bytes=settings.limits.max_buffered_inbound_bytes,
+            max_record_size=settings.limits.max_record_size,
+            telemetry=self.telemetry,
+            semantics=settings.semantics,
+            eventually=self._eventually,  # stock answers through its eventual queue: so do we
+        )
+        status = StatusReporter(status_update, initial_mailbox_status, reactor, ping_interval)
+        self._pings = PingTracker(reactor)
+        self._core = ManagerCore(
+            owner=self,
+            reactor=reactor,
+            my_side=my_side,
+            settings=settings,
+            connector_settings=lambda role, key: ConnectorSettings(
+                role=role,
+                dilation_key=key,
+                side=my_side,
+                relay_hints=relays,
+                no_listen=no_listen,
+                tor=tor,
+                network=settings.network,
+                max_record_size=settings.limits.max_record_size,
+                handshake_timeout=settings.limits.handshake_timeout,
+            ),
+            outbox=Outbox(sender),
+            status=status,
+            telemetry=self.telemetry,
+            mux=self._mux,
+            absence=PeerAbsence(reactor, settings.policy.peer_timeout, self._peer_absent),
+        )
+        if initial_mailbox_status is not None:
+            self._core.absence.mailbox_connected(mailbox_up(initial_mailbox_status))
+        self._traffic_interval = settings.telemetry.traffic_interval
+        self.telemetry.set_traffic_source(self._mux.traffic_stats)
+        self.api = DilatedWormhole(self)
+        """What ``dilate()`` returns to the application."""
+        self.telemetry.dilation_requested()
+        self.events: ManagerEvents = manager_machine(self._core)
+
+    # --- seams for stock's hooks (``txdilation._stock.manager``) and tests ---
+
+    def _new_connector(self, settings: ConnectorSettings) -> Connector:
+        return Connector(
+            settings,
+            owner=self,
+            reactor=self._reactor,
+            telemetry=self.telemetry,
+            eventually=self._eventually,
+        )
+
+    def _launch_connector(self, connector: Connector) -> None:
+        connector.start()
+
+    @property
+    def status(self) -> DilationStatus:
+        """The current ``DilationStatus``."""
+        return self._core.status.current
+
+    @property
+    def connection(self) -> Any:
+        """The selected L2 connection, or None."""
+        link = self._core.link
+        return link.connection if link is not None else None
+
+    @property
+    def role(self) -> Role | None:
+        """Our role, once the peer's ``please`` arrived."""
+        return self._core.role
+
+    @property
+    def connector(self) -> Connector | None:
+        """The current generation's Connector while it is connecting, else None."""
+        g = self._core.current
+        return g.connector if g is not None else None
+
+    @property
+    def link(self) -> SelectedLink | None:
+        """The selected link, or None."""
+        return self._core.link
+
+    @property
+    def multiplexer(self) -> Multiplexer:
+        """L4/L5 of this wormhole."""
+        return self._mux
+
+    @property
+    def last_rtt(self) -> float | None:
+        """The last round-trip time measured by our PINGs, in seconds."""
+        return self._pings.last_rtt
+
+    # --- from the Dilator ---
+
+    def got_dilation_key(self, key: bytes) -> None:
+        self._core.dilation_key = key
+        self._maybe_start()
+
+    def got_wormhole_versions(self, their_versions: dict[str, Any]) -> None:
+        c = self._core
+        c.version = choose_version(self._acceptable_versions, their_versions.get("can-dilate"))
+        if c.version is None:  # stock defect 8: never send 'please' without a shared version
+            self._mux.fail_dilation(Failure(OldPeerCannotDilateError()))  # type: ignore[no-untyped-call]
+            return
+        self._maybe_start()
+
+    def _maybe_start(self) -> None:
+        c = self._core
+        if c.dilation_key is not None and c.version is not None and not self._started:
+            self._started = True
+            self.events.start()
+
+    def mailbox_status(self, status: WormholeStatus) -> None:
+        """Our mailbox connection's status changed (stock's Boss reports it)."""
+        self._core.absence.mailbox_connected(mailbox_up(status))
+        self._core.status.mailbox(status)
+
+    def received_dilation_message(self, plaintext: bytes) -> None:
+        """One DILATE-n body, in order (malformed ones are logged and ignored)."""
+        if dispatch(plaintext, self):
+            self._core.absence.heard_from_peer()
+
+    def announce_closing(self) -> None:
+        """Our application is closing the wormhole (before our mailbox closes): tell a peer
+        that understands it, so it stops reconnecting. Once at most."""
+        c = self._core
+        if self._started and not c.stopped and not self._closing_announced:
+            self._closing_announced = CLOSING in c.peer_extensions
+            if self._closing_announced:
+                c.outbox.send(type="closing")
+
+    def stop(self) -> None:
+        """The wormhole is closing (idempotent)."""
+        self.events.stop()
+
+    def when_stopped(self) -> Deferred[None]:
+        d: Deferred[None] = Deferred()
+        if self._core.stopped:
+            d.callback(None)
+        else:
+            self._core.stopped_waiters.append(d)
+        return d
+
+    def send_ping(self, ping_id: bytes, on_pong: Callable[[float], object] | None = None) -> None:
+        """Stock's API (fowl's ``ping``): send a PING with ``ping_id`` on the current link, if
+        any, and call ``on_pong(rtt)`` when its PONG arrives (see ``PingTracker.app_ping``)."""
+        self._pings.app_ping(ping_id, on_pong)
+        if self._core.link is not None:
+            self._core.link.send_app_ping(ping_id)
+
+    # --- MessageHandlers (the peer's DILATE-n messages) ---
+
+    def please(self, message: Please) -> None:
+        c = self._core
+        if message.use_version is not None and message.use_version not in self._acceptable_versions:
+            _log.warn("peer wants dilation version {v!r} we do not speak", v=message.use_version)
+            self._mux.fail_dilation(Failure(OldPeerCannotDilateError()))  # type: ignore[no-untyped-call]
+            return
+        if message.side == c.my_side:
+            _log.error("peer chose the same dilation side as ours; cannot pick a Leader")
+            self.events.stop()
+            return
+        c.peer_extensions = c.peer_extensions or message.extensions
+        self.telemetry.please_received()
+        self.telemetry.set_pair(c.my_side, message.side)
+        self.events.rx_please(message.side)
+
+    def hints(self, message: ConnectionHints) -> None:
+        for problem in message.problems:
+            _log.warn("ignoring hint: {problem}", problem=problem)
+        self.telemetry.hints_received(message.type_counts)
+        self.events.rx_hints(message.hints)
+
+    def reconnect(self) -> None:
+        if self._core.role is not FOLLOWER:
+            _log.warn("ignoring 'reconnect': only a Leader may send it to a Follower")
+            return
+        self.events.rx_reconnect()
+
+    def reconnecting(self) -> None:
+        if self._core.role is not LEADER:
+            _log.warn("ignoring 'reconnecting': only a Follower may send it to a Leader")
+            return
+        self._core.reconnectings += 1
+        self.events.rx_reconnecting()
+
+    def closing(self) -> None:
+        _log.info("the peer is closing its wormhole")
+        self.events.rx_closing()
+
+    def peer_lost_link(self, generation: int) -> None:
+        if self._core.role is not LEADER:
+            _log.warn("ignoring 'link-lost': only a Follower may send it to a Leader")
+            return
+        self.events.rx_link_lost(generation)
+
+    # --- the Connector's owner ---
+
+    def send_hints(self, hints: list[dict[str, Any]]) -> None:
+        self.telemetry.hints_sent(hint_type_counts(hints))
+        self._core.outbox.send(type="connection-hints", hints=hints)
+
+    def hint_status(self, hints: list[DilationHint]) -> None:
+        self._core.status.hints(hints)
+
+    def link_for(self, connection: Any) -> SelectedLink:
+        """The sink for the connection the Connector is selecting (no I/O yet)."""
+        return SelectedLink(
+            connection,
+            owner=self,
+            handlers=self._mux.record_handlers(),
+            pings=self._pings,
+            may_send_pong=self._mux.may_send_pong,
+            clock=self._reactor,
+            ping_interval=self._ping_interval,
+            on_alive=self._alive,
+        )
+
+    def connector_connection_made(self, link: SelectedLink, candidates: int = 1) -> None:
+        kind = "direct-tcp-v1" if link.is_direct else "relay-v1"
+        self.telemetry.connection_selected(
+            kind, via_relay=not link.is_direct, candidates=candidates
+        )
+        if self._traffic_interval is not None and not self.telemetry.periodic_traffic:
+            self.telemetry.start_periodic_traffic(self._traffic_interval)
+        self.events.connection_made(link)
+
+    # --- LinkOwner (the selected link) ---
+
+    def link_lost(self, link: SelectedLink, reason: str) -> None:
+        c = self._core
+        if link is not c.link:
+            return
+        _log.info("dilated connection {desc} lost: {reason}", desc=link.description, reason=reason)
+        c.link = None
+        self.telemetry.connection_lost(_lost_reason(reason))
+        self._mux.connection_lost()
+        c.absence.waiting_for_peer(True)
+        self.events.connection_lost()
+
+    def link_silent(self, link: SelectedLink) -> None:
+        if link is self._core.link:
+            self.events.link_silent()
+
+    def _alive(self, rtt: float | None) -> None:
+        if rtt is not None:
+            self.telemetry.ping_rtt(rtt)
+        self._core.status.alive()
+
+    def _peer_absent(self) -> None:
+        _log.info("no sign of the peer for the peer timeout: presuming it gone")
+        self.events.peer_absent()
+
+
+def _lost_reason(reason: str) -> str:
+    """Map a connection-loss message onto the telemetry vocabulary (no free text leaves)."""
+    if "silent" in reason or "not selected within" in reason:
+        return "timeout"
+    if "Error" in reason and "Connection" not in reason:
+        return "protocol_error"
+    if "cleanly" in reason:
+        return "closed"
+    return "network_error"

@@ -1,0 +1,175 @@
+"""L3: the selected link, the one connection a generation selected, while it carries records.
+
+A :class:`SelectedLink` is the record sink of its L2 connection (``IRecordSink``). It owns what
+lives exactly as long as the link: the dispatch of received records, the liveness check (both
+roles ping), and the answers to the peer's PINGs.
+
+Invariants:
+
+- every record is dispatched once, through one table from record type to handler: OPEN, DATA,
+  CLOSE and ACK to the handlers L4 gave (``handlers``), PING answered here with a PONG (when
+  ``may_send_pong`` allows: a peer that pings and never reads cannot grow our buffer), PONG to
+  the wormhole's :class:`~txdilation.selection.liveness.PingTracker`; a record type without a
+  handler is logged and dropped (the L2 layer already refuses a KCM after selection);
+- any record is a sign of life; a link silent for 1.5 ping intervals is reported once to the
+  owner (``link_silent``), and the connection's end once (``link_lost``, with the reason), after
+  which nothing more is dispatched: the owner hears only those two, and ``on_alive(rtt)`` after
+  each PING or PONG (status freshness);
+- nothing here blocks or queues: records go straight through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from twisted.internet.interfaces import IReactorTime
+from twisted.logger import Logger
+from zope.interface import implementer
+
+from txdilation.selection.liveness import Liveness, PingTracker
+from txdilation.wire.contracts import IDilatedConnection, IRecordSink
+from txdilation.wire.records import Ping, Pong, Record
+
+__all__ = ["LinkOwner", "SelectedLink"]
+
+_log = Logger(namespace="txdilation.selection.selected")
+
+#: What a handler of one record type is called with: the record itself.
+Handler = Callable[[Any], object]
+
+
+class LinkOwner(Protocol):
+    """What a selected link reports to (the Manager)."""
+
+    def link_lost(self, link: SelectedLink, reason: str) -> None:
+        """The connection is gone (for whatever reason). Called once."""
+
+    def link_silent(self, link: SelectedLink) -> None:
+        """Nothing arrived for 1.5 ping intervals. Called at most once."""
+
+
+@implementer(IRecordSink)
+class SelectedLink:
+    """One selected connection while it carries records (see the module docstring).
+
+    :param connection: the selected L2 connection (``IDilatedConnection`` with
+        ``reading_paused`` and ``fail(reason)``).
+    :param owner: told when the link is lost or silent.
+    :param handlers: record type -> handler, for the records L4 handles.
+    :param pings: the wormhole's ping tracker (shared with the links before and after).
+    :param may_send_pong: whether a PONG may be written now.
+    :param clock: the reactor's time.
+    :param ping_interval: seconds between our PINGs.
+    :param on_alive: called with the RTT (or None) after each PING or PONG received.
+    """
+
+    def __init__(
+        self,
+        connection: Any,
+        *,
+        owner: LinkOwner,
+        handlers: Mapping[type[Record], Handler],
+        pings: PingTracker,
+        may_send_pong: Callable[[], bool],
+        clock: IReactorTime,
+        ping_interval: float,
+        on_alive: Callable[[float | None], object],
+    ) -> None:
+        self.connection: IDilatedConnection = connection
+        self._owner = owner
+        self._pings = pings
+        self._may_send_pong = may_send_pong
+        self._on_alive = on_alive
+        self._lost = False
+        self._dispatch: dict[type[Record], Handler] = dict(handlers)
+        self._dispatch[Ping] = self._got_ping
+        self._dispatch[Pong] = self._got_pong
+        self._liveness = Liveness(
+            clock,
+            ping_interval,
+            send_ping=self._send_ping,
+            on_silent=self._silent,
+            reading_paused=lambda: bool(getattr(connection, "reading_paused", False)),
+        )
+
+    def __repr__(self) -> str:
+        return f"<SelectedLink {self.description}>"
+
+    @property
+    def description(self) -> str:
+        """How the connection was made, e.g. ``->tcp:127.0.0.1:4001``."""
+        return str(self.connection.description)
+
+    @property
+    def is_direct(self) -> bool:
+        """False when the connection goes through a transit relay."""
+        return bool(self.connection.is_direct)
+
+    @property
+    def silence_limit(self) -> float:
+        """Seconds of silence after which the link is reported silent (at the latest)."""
+        return self._liveness.silence_limit
+
+    # --- IRecordSink (from the L2 connection) ---
+
+    def got_record(self, record: Record) -> None:
+        self._liveness.received += 1
+        handler = self._dispatch.get(type(record))
+        if handler is None:
+            _log.warn("unexpected record {record!r} on {link!r}", record=record, link=self)
+            return
+        handler(record)
+
+    def connection_lost(self, connection: IDilatedConnection, reason: str) -> None:
+        if self._lost:
+            return
+        self._lost = True
+        self._liveness.stop()
+        self._owner.link_lost(self, reason)
+
+    # --- PING / PONG ---
+
+    def _send_ping(self) -> None:
+        self.connection.send_record(Ping(self._pings.next_ping()))
+
+    def send_app_ping(self, ping_id: bytes) -> None:
+        """Send the application's PING (already registered with the tracker)."""
+        self.connection.send_record(Ping(ping_id))
+
+    def _got_ping(self, record: Ping) -> None:
+        if self._may_send_pong():
+            self.connection.send_record(Pong(record.ping_id))
+        self._on_alive(None)
+
+    def _got_pong(self, record: Pong) -> None:
+        self._on_alive(self._pings.pong(record.ping_id))
+
+    def _silent(self) -> None:
+        _log.info(
+            "nothing heard on {link!r} for 1.5 ping intervals ({s:.3g}s): abandoning it",
+            link=self,
+            s=self._liveness.silence_limit,
+        )
+        self._owner.link_silent(self)
+
+    # --- closing ---
+
+    def stop(self) -> None:
+        """No more liveness checks (the link is being closed on purpose)."""
+        self._liveness.stop()
+
+    def fail(self, reason: str) -> None:
+        """Drop the connection now because of ``reason`` (logged by the L2 layer)."""
+        self._liveness.stop()
+        self.connection.fail(reason)  # type: ignore[attr-defined]
+
+    def abort(self) -> None:
+        """Drop the connection now (``abortConnection``)."""
+        self._liveness.stop()
+        self.connection.abort()
+
+    def disconnect(self) -> None:
+        """Close the connection politely (``loseConnection``)."""
+        self._liveness.stop()
+        self.connection.disconnect()

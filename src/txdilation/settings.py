@@ -1,0 +1,255 @@
+"""Operator settings: typed, validated, read once at the edge and passed down.
+
+:class:`Settings` gathers the five groups below; :meth:`Settings.from_environ` reads every
+``TXDILATION_*`` variable from the mapping it is given. Only the edges call it (the stock-facing
+Dilator in ``txdilation._stock`` when an application calls ``w.dilate()``, ``txdilation.dilate``
+when given no settings, and the session's process entry point): the layers below take the
+typed objects as parameters and never read the environment or open files named there.
+
+Where to listen and what to advertise (:class:`NetworkSettings`):
+
+- ``TXDILATION_LISTEN_INTERFACE``: the interface the direct-hint listener binds (default: all).
+- ``TXDILATION_HINT_ADDRESSES``: comma-separated addresses to advertise in direct hints instead of
+  the discovered ones.
+- ``TXDILATION_LISTEN_PORT``: the TCP port the direct-hint listener binds in every generation
+  (default 0: a new random port each generation). For a port forward or a firewall rule.
+- ``TXDILATION_HINT_PORT``: the port to advertise in direct hints instead of the listener's own
+  (default: the listener's), for a port forward (or a test's fault-injection proxy) in front of
+  the listener. Both ports are numbers from 1 to 65535 (0 also allowed for the listen port).
+
+Resource limits (:class:`Limits`; each variable unset or empty means the default):
+
+- ``TXDILATION_HANDSHAKE_TIMEOUT``: seconds a connection may take from TCP connect to selection
+  (prologue, Noise handshake, KCM) before it is aborted; also the TCP connect timeout of our
+  outbound attempts. Default 30.
+- ``TXDILATION_MAX_UNACKED_BYTES``: outbound bytes (queued or sent, not yet acknowledged) above
+  which every registered subchannel producer is paused. Default 64 MiB.
+- ``TXDILATION_MAX_BUFFERED_INBOUND_BYTES``: bytes paused subchannels may hold before the whole
+  connection stops reading. Default 4 MiB.
+- ``TXDILATION_MAX_PENDING_OPEN_BYTES``: bytes held for subchannels nobody listens on yet.
+  Default 4 MiB.
+- ``TXDILATION_MAX_RECORD_SIZE``: largest record plaintext accepted from the peer. Default 64 MiB.
+
+Waiting for the peer (:class:`ReconnectPolicy`):
+
+- ``TXDILATION_PEER_TIMEOUT``: seconds without any sign of the peer (no connection, no mailbox
+  message) while our own mailbox connection is up, after which the peer is presumed gone and
+  the dilation status becomes ``StoppedPeer``. Default 600; 0 means never. A txdilation peer
+  says when it closes its wormhole, so this only matters for stock peers and crashed ones.
+
+Telemetry (:class:`TelemetrySettings`, see ``txdilation.telemetry``):
+
+- ``TXDILATION_EVENTS``: a file to append the telemetry records to, one JSON object per line.
+- ``TXDILATION_TRAFFIC_INTERVAL``: seconds between periodic ``traffic`` records once dilated.
+  Default 60; 0 means none (the final record at the end of the session is always written).
+
+What applications observe (:class:`txdilation.semantics.Semantics`): ``TXDILATION_SEMANTICS``
+(``stock``, the default, or ``twisted``; see ``txdilation.semantics``).
+
+These are read once per dilated wormhole, when ``dilate()`` builds its Manager.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from txdilation.semantics import STOCK, Semantics, default_semantics
+from txdilation.wire.limits import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
+    DEFAULT_MAX_PENDING_OPEN_BYTES,
+    DEFAULT_MAX_RECORD_SIZE,
+    DEFAULT_MAX_UNACKED_BYTES,
+)
+
+_BYTE_LIMITS = (
+    "max_unacked_bytes",
+    "max_buffered_inbound_bytes",
+    "max_pending_open_bytes",
+    "max_record_size",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkSettings:
+    """Where to listen and what to advertise; ``None`` means the default behaviour."""
+
+    listen_interface: str | None = None
+    hint_addresses: tuple[str, ...] | None = None
+    listen_port: int = 0
+    hint_port: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ValueError(f"listen_port must be 0 to 65535, not {self.listen_port!r}")
+        if self.hint_port is not None and not 0 < self.hint_port <= 65535:
+            raise ValueError(f"hint_port must be 1 to 65535, not {self.hint_port!r}")
+
+    @classmethod
+    def from_environ(cls, env: Mapping[str, str]) -> NetworkSettings:
+        """Read the four network ``TXDILATION_*`` variables (empty values count as unset).
+
+        :raises ValueError: when a port variable is not a port number.
+        """
+        interface = env.get("TXDILATION_LISTEN_INTERFACE", "").strip() or None
+        raw = env.get("TXDILATION_HINT_ADDRESSES", "")
+        addresses = tuple(a.strip() for a in raw.split(",") if a.strip())
+        listen_port = _port_from_environ(env, "TXDILATION_LISTEN_PORT")
+        hint_port = _port_from_environ(env, "TXDILATION_HINT_PORT")
+        return cls(interface, addresses or None, listen_port or 0, hint_port)
+
+
+DEFAULT_PEER_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class ReconnectPolicy:
+    """How long to keep trying to reach a silent peer (see the module docstring)."""
+
+    peer_timeout: float | None = DEFAULT_PEER_TIMEOUT
+
+    def __post_init__(self) -> None:
+        t = self.peer_timeout
+        if t is not None and not (math.isfinite(t) and t > 0):
+            raise ValueError(f"peer_timeout must be positive (or None), not {t!r}")
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> ReconnectPolicy:
+        """Read ``TXDILATION_PEER_TIMEOUT`` (empty: the default; 0: never give up).
+
+        :raises ValueError: when it is not a number of seconds, or negative.
+        """
+        seconds = _seconds_from_environ(environ, "TXDILATION_PEER_TIMEOUT")
+        return cls() if seconds is None else cls(seconds or None)
+
+
+def _seconds_from_environ(environ: Mapping[str, str], variable: str) -> float | None:
+    """``variable`` as a number of seconds (0 or more); None when unset or empty.
+
+    :raises ValueError: when it is not a finite number, or negative.
+    """
+    raw = environ.get(variable, "").strip()
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise ValueError(f"{variable} must be a number of seconds, not {raw!r}") from None
+    if seconds < 0 or not math.isfinite(seconds):
+        raise ValueError(f"{variable} cannot be negative or infinite: {raw!r}")
+    return seconds
+
+
+def _port_from_environ(env: Mapping[str, str], variable: str) -> int | None:
+    raw = env.get(variable, "").strip()
+    if not raw:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{variable} must be a port number, not {raw!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Timeouts and memory bounds of one dilated wormhole (see the module docstring)."""
+
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    max_unacked_bytes: int = DEFAULT_MAX_UNACKED_BYTES
+    max_buffered_inbound_bytes: int = DEFAULT_MAX_BUFFERED_INBOUND_BYTES
+    max_pending_open_bytes: int = DEFAULT_MAX_PENDING_OPEN_BYTES
+    max_record_size: int = DEFAULT_MAX_RECORD_SIZE
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.handshake_timeout) and self.handshake_timeout > 0):
+            raise ValueError(f"handshake_timeout must be positive, not {self.handshake_timeout!r}")
+        for name in _BYTE_LIMITS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive number of bytes, not {value!r}")
+
+    @classmethod
+    def from_environ(cls, env: Mapping[str, str]) -> Limits:
+        """Read the ``TXDILATION_*`` limit variables (empty values count as unset).
+
+        :raises ValueError: when a variable is set to something other than a positive number
+            (a misconfiguration is reported, not silently replaced by the default).
+        """
+        values: dict[str, float | int] = {}
+        timeout = env.get("TXDILATION_HANDSHAKE_TIMEOUT", "").strip()
+        if timeout:
+            try:
+                values["handshake_timeout"] = float(timeout)
+            except ValueError:
+                raise ValueError(
+                    f"TXDILATION_HANDSHAKE_TIMEOUT must be a number of seconds, not {timeout!r}"
+                ) from None
+        for name in _BYTE_LIMITS:
+            variable = f"TXDILATION_{name.upper()}"
+            raw = env.get(variable, "").strip()
+            if raw:
+                try:
+                    values[name] = int(raw)
+                except ValueError:
+                    raise ValueError(f"{variable} must be a number of bytes, not {raw!r}") from None
+        return cls(**values)  # type: ignore[arg-type]
+
+
+DEFAULT_TRAFFIC_INTERVAL = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySettings:
+    """Where telemetry records go and how often traffic is sampled (see the module docstring)."""
+
+    traffic_interval: float | None = DEFAULT_TRAFFIC_INTERVAL
+    """Seconds between periodic ``traffic`` records; None: no periodic records."""
+
+    events_path: str | None = None
+    """A file the records are appended to as JSON lines; None: no file."""
+
+    def __post_init__(self) -> None:
+        t = self.traffic_interval
+        if t is not None and not (math.isfinite(t) and t > 0):
+            raise ValueError(f"traffic_interval must be positive (or None), not {t!r}")
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> TelemetrySettings:
+        """Read ``TXDILATION_TRAFFIC_INTERVAL`` (empty: the default; 0: no periodic records)
+        and ``TXDILATION_EVENTS`` (empty: no file).
+
+        :raises ValueError: when the interval is not a number of seconds, or negative.
+        """
+        seconds = _seconds_from_environ(environ, "TXDILATION_TRAFFIC_INTERVAL")
+        interval = DEFAULT_TRAFFIC_INTERVAL if seconds is None else (seconds or None)
+        return cls(interval, environ.get(EVENTS_VARIABLE, "") or None)
+
+
+EVENTS_VARIABLE = "TXDILATION_EVENTS"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything one dilated wormhole is configured with (each group documented above)."""
+
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    limits: Limits = field(default_factory=Limits)
+    policy: ReconnectPolicy = field(default_factory=ReconnectPolicy)
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
+    semantics: Semantics = STOCK
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Settings:
+        """Read every ``TXDILATION_*`` setting from ``environ`` (the edges pass ``os.environ``).
+
+        :raises ValueError: naming the first variable that is set to something invalid.
+        """
+        return cls(
+            NetworkSettings.from_environ(environ),
+            Limits.from_environ(environ),
+            ReconnectPolicy.from_environ(environ),
+            TelemetrySettings.from_environ(environ),
+            default_semantics(environ),
+        )

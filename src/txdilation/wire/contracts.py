@@ -1,0 +1,113 @@
+"""Internal contracts between txdilation's layers (zope.interface, checked with verifyObject).
+
+Layering (bottom to top)::
+
+    L2  l2.DilatedConnectionProtocol   one candidate TCP connection: relay line, prologue,
+                                       Noise, KCM; after selection carries records.
+    L2+ connector.Connector             one generation's race of hints; selects one connection.
+    L1  manager.Manager                 DILATE-n messages, roles, generations, keepalive;
+                                       routes KCM/PING/PONG itself, everything else to L4.
+    L4  multiplexer.Multiplexer         seqnums, ACKs, replay (outbound.py / inbound.py) and the
+                                       subchannels (subchannel.py) with their endpoints.
+
+Only the interfaces below cross those boundaries.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from zope.interface import Attribute, Interface
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+
+class IDilatedConnection(Interface):
+    """A selected L2 connection, as the manager and the multiplexer see it.
+
+    Invariants: records are sent in call order; nothing is sent after ``disconnect()`` or
+    ``abort()``; ``send_record`` on a connection whose transport is gone is a silent no-op
+    (the durable queue, not the connection, owns retransmission).
+    """
+
+    description = Attribute("str: how this connection was made, e.g. '->tcp:127.0.0.1:4001'")
+    is_direct = Attribute("bool: False when it goes through a transit relay")
+
+    def send_record(record: Any) -> None:
+        """Encode, encrypt, frame and write one record."""
+
+    def send_records(records: Any) -> None:
+        """Like send_record for each of an iterable of records, with one transport write."""
+
+    def registerProducer(producer: Any, streaming: bool) -> None:
+        """Register a producer with the underlying TCP transport (it pauses/resumes it)."""
+
+    def unregisterProducer() -> None:
+        """Undo registerProducer."""
+
+    def pause_reading() -> None:
+        """Stop reading from the socket (whole-connection inbound back-pressure)."""
+
+    def resume_reading() -> None:
+        """Resume reading from the socket."""
+
+    def disconnect() -> None:
+        """Close politely (loseConnection). The record sink hears connection_lost later."""
+
+    def abort() -> None:
+        """Close at once (abortConnection): for dead paths and protocol violations."""
+
+
+class IRecordSink(Interface):
+    """Where a selected L2 connection delivers what it receives (the selected link)."""
+
+    def got_record(record: Any) -> None:
+        """One parsed record (never KCM before selection; a later KCM is a violation)."""
+
+    def connection_lost(connection: IDilatedConnection, reason: str) -> None:
+        """The selected connection is gone (for whatever reason). Called exactly once."""
+
+
+class ICandidateOwner(Interface):
+    """What an L2 connection reports to before it is selected (the Connector)."""
+
+    def candidate_ready(connection: Any) -> None:
+        """KCM exchange reached the point where this connection may be selected.
+
+        Follower: the Leader's KCM arrived (the Follower must select synchronously, so that
+        records arriving in the same read are delivered). Leader: the Follower's KCM arrived.
+        """
+
+    def candidate_failed(connection: Any, reason: str) -> None:
+        """The connection closed or failed before it was selected."""
+
+
+class IMultiplexer(Interface):
+    """L4/L5 as the manager drives it (implemented by multiplexer.Multiplexer)."""
+
+    def set_role(role: Any) -> None:
+        """Our role is known (decides scid parity). Called once, before connection_made."""
+
+    def connection_made(connection: IDilatedConnection) -> None:
+        """A connection was selected: replay unacked records in order first, then go on."""
+
+    def connection_lost() -> None:
+        """The selected connection is gone; queue from now on."""
+
+    def record_handlers() -> Any:
+        """Record type -> handler, for the OPEN, DATA, CLOSE and ACK records of the selected
+        connection (the selected link dispatches each record once through it)."""
+
+    def when_acknowledged() -> Any:
+        """A Deferred firing once the peer acknowledged every record sent so far."""
+
+    def stop(reason: str) -> None:
+        """The wormhole is closing: every subchannel protocol gets connectionLost, every
+        pending connect()/listen() Deferred errbacks. Idempotent."""
+
+    def listener_for(name: str) -> object:
+        """IStreamServerEndpoint for incoming subchannels named ``name``."""
+
+    def connector_for(name: str) -> object:
+        """IStreamClientEndpoint opening subchannels named ``name``."""

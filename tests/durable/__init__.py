@@ -1,0 +1,1 @@
+"""Tests of ``txdilation.durable`` (one file per module)."""

@@ -1,0 +1,1 @@
+"""Tests of ``txdilation.link`` (one file per module)."""

@@ -1,0 +1,1 @@
+"""Tests of ``txdilation.mailbox`` (one file per module)."""

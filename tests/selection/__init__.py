@@ -1,0 +1,1 @@
+"""Tests of ``txdilation.selection`` (one file per module)."""

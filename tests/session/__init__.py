@@ -1,0 +1,1 @@
+"""Tests of ``txdilation.session`` and of the processes built on it."""

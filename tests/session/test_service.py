@@ -1,0 +1,338 @@
+"""Tests of a whole session in this process: txdilation.session.service.Session over the real
+mailbox server (tests.support.harness.RealServersMixin), two sessions joined by a wormhole, with
+local TCP services on 127.0.0.1. They pin the lifecycle promises of the module docstring: forwarding
+both ways with half-close, refusing names not given with --connect, the clean stop (drain,
+close, one final ``closed`` event), fatal errors, and link cuts.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+import pytest
+from twisted.internet import reactor
+from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
+from twisted.internet.error import ConnectionRefusedError
+from twisted.internet.interfaces import IHalfCloseableProtocol
+from twisted.internet.protocol import Factory, Protocol
+from twisted.python.failure import Failure
+from twisted.trial.unittest import SynchronousTestCase, TestCase
+from zope.interface import implementer
+
+import txdilation
+from tests.support.harness import LOOPBACK, RealServersMixin
+from txdilation.session.config import build_config
+from txdilation.session.service import Session, session_machine
+from txdilation.session.status import EventLog, StatusWriter
+from txdilation.testing import missing_transitions
+
+
+@implementer(IHalfCloseableProtocol)
+class HalfCloseEcho(Protocol):
+    """The local service: echoes, and closes its write side after its input ended."""
+
+    def dataReceived(self, data: bytes) -> None:
+        self.transport.write(data)
+
+    def readConnectionLost(self) -> None:
+        self.transport.loseWriteConnection()
+
+    def writeConnectionLost(self) -> None:
+        self.transport.loseConnection()
+
+
+@implementer(IHalfCloseableProtocol)
+class Client(Protocol):
+    """A local client: collects what it reads; ``eof`` fires at end of input, ``lost`` at
+    connectionLost."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.eof: Deferred[None] = Deferred()
+        self.lost: Deferred[None] = Deferred()
+
+    def dataReceived(self, data: bytes) -> None:
+        self.data += data
+
+    def readConnectionLost(self) -> None:
+        self.eof.callback(None)
+
+    def writeConnectionLost(self) -> None:
+        pass
+
+    def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        if not self.eof.called:
+            self.eof.callback(None)
+        self.lost.callback(None)
+
+
+class SessionTestsMixin(RealServersMixin):
+    """Builds sessions against this test's mailbox server, each with an EventLog."""
+
+    timeout = 30
+
+    def setUp(self) -> Any:
+        if not txdilation.is_installed():
+            txdilation.install()
+            self.addCleanup(txdilation.uninstall)  # type: ignore[attr-defined]
+        self.ended: list[tuple[str, str]] = []
+        return super().setUp()
+
+    def session(self, name: str, **settings: Any) -> tuple[Session, EventLog]:
+        raw = {"mailbox": self.mailbox.url, "appid": "txdilation.test/session", **settings}
+        writer = StatusWriter(self.reactor)
+        log = EventLog()
+        writer.add_observer(log)
+        session = Session(
+            build_config(raw), self.reactor, writer, lambda o: self.ended.append((name, o))
+        )
+        self.addCleanup(session.stop)  # type: ignore[attr-defined]
+        session.start()
+        return session, log
+
+    async def echo_service(self) -> int:
+        port = await TCP4ServerEndpoint(self.reactor, 0, interface=LOOPBACK).listen(
+            Factory.forProtocol(HalfCloseEcho)
+        )
+        self.addCleanup(port.stopListening)  # type: ignore[attr-defined]
+        return port.getHost().port
+
+    async def pair(self, listen: dict[str, str], connect: dict[str, str], **settings: Any):
+        """A (allocates, --listen) and B (joins, --connect), both dilated."""
+        a, a_log = self.session("A", **{"allocate-code": True, "listen": listen}, **settings)
+        code = (await a_log.next_event("code"))["code"]
+        b, b_log = self.session("B", code=code, connect=connect, **settings)
+        await a_log.next_event("dilated")
+        await b_log.next_event("dilated")
+        return a, a_log, b, b_log
+
+    async def connect_to(self, log: EventLog, name: str) -> Client:
+        address = (await log.next_event("listening", lambda e: e["name"] == name))["address"]
+        port = int(address.rsplit(":", 1)[1])
+        endpoint = TCP4ClientEndpoint(self.reactor, LOOPBACK, port)
+        client: Client = await connectProtocol(endpoint, Client())
+        return client
+
+
+class SessionTests(SessionTestsMixin, TestCase):
+    """Two sessions in this process, one wormhole between them."""
+
+    async def test_forward_half_close_and_clean_stop(self) -> None:
+        """A local connection to A's --listen port reaches B's --connect service through a
+        subchannel; the request, end of input, the echo and the service's end of input all
+        pass; both sides report the subchannel with its byte counts; a stop closes the local
+        port, and ``closed`` (stopped, happy) is the last event; B then sees its peer leave
+        and ends by itself, cleanly ('peer-closed')."""
+        echo = await self.echo_service()
+        a, a_log, _b, b_log = await self.pair(
+            {"svc": f"tcp:0:interface={LOOPBACK}"}, {"svc": f"tcp:{LOOPBACK}:{echo}"}
+        )
+        client = await self.connect_to(a_log, "svc")
+        message = b"x" * 100_000
+        client.transport.write(message)
+        client.transport.loseWriteConnection()
+        await client.eof
+        self.assertEqual(bytes(client.data), message)
+        closed_a = await a_log.next_event("subchannel-closed")
+        closed_b = await b_log.next_event("subchannel-closed")
+        self.assertEqual(
+            (closed_a["name"], closed_a["bytes_to_peer"], closed_a["bytes_from_peer"]),
+            ("svc", 100_000, 100_000),
+        )
+        self.assertEqual((closed_b["bytes_to_peer"], closed_b["bytes_from_peer"]), (100_000,) * 2)
+        self.assertEqual(closed_a["reason"], "closed")
+        opened = a_log.of_kind("subchannel-opened")[0]
+        self.assertEqual((opened["direction"], opened["id"]), ("outbound", closed_a["id"]))
+        self.assertEqual(b_log.of_kind("subchannel-opened")[0]["direction"], "inbound")
+        address = a_log.of_kind("listening")[0]["address"]
+        await a.stop("test")
+        closed_b = await b_log.next_event("closed")
+        for log, reason in ((a_log, "stopped"), (b_log, "peer-closed")):
+            self.assertEqual(log.events[-1]["kind"], "closed")
+            self.assertEqual(log.events[-1]["reason"], reason)
+            self.assertEqual(len(log.of_kind("closed")), 1)
+            self.assertEqual(log.of_kind("error"), [])
+        self.assertEqual(a_log.of_kind("stopping")[0]["reason"], "test")
+        self.assertEqual(b_log.of_kind("stopping")[0]["reason"], "peer-closed")
+        self.assertEqual((a_log.events[-1]["mood"], closed_b["mood"]), ("happy", "happy"))
+        self.assertEqual(self.ended, [("A", "stopped"), ("B", "peer-closed")])
+        with self.assertRaises(ConnectionRefusedError):
+            endpoint = TCP4ClientEndpoint(self.reactor, LOOPBACK, int(address.rsplit(":", 1)[1]))
+            await connectProtocol(endpoint, Client())
+        self.assertEqual(
+            [e["kind"] for e in a_log.events if e["kind"] in ("code", "peer-connected")],
+            ["code", "peer-connected"],
+        )
+        self.assertEqual(
+            a_log.of_kind("peer-connected")[0]["verifier"],
+            b_log.of_kind("peer-connected")[0]["verifier"],
+        )
+
+    async def test_names_not_configured_are_refused(self) -> None:
+        """A subchannel name B was not given with --connect is answered with CLOSE: the local
+        client of A reads end of input at once, and A reports the subchannel closed."""
+        echo = await self.echo_service()
+        _a, a_log, _b, b_log = await self.pair(
+            {"svc": f"tcp:0:interface={LOOPBACK}", "other": f"tcp:0:interface={LOOPBACK}"},
+            {"svc": f"tcp:{LOOPBACK}:{echo}"},
+        )
+        client = await self.connect_to(a_log, "other")
+        await client.eof
+        self.assertEqual(bytes(client.data), b"")
+        client.transport.loseConnection()
+        closed = await a_log.next_event("subchannel-closed")
+        self.assertEqual((closed["name"], closed["bytes_from_peer"]), ("other", 0))
+        self.assertEqual(b_log.of_kind("subchannel-opened"), [])
+
+    async def test_link_cut_reconnects(self) -> None:
+        """cut_link() aborts the connection: link-cut, reconnecting, then a new generation's
+        connection-selected; forwarding works afterwards."""
+        echo = await self.echo_service()
+        a, a_log, _b, _b_log = await self.pair(
+            {"svc": f"tcp:0:interface={LOOPBACK}"}, {"svc": f"tcp:{LOOPBACK}:{echo}"}
+        )
+        await a_log.next_event("connection-selected")
+        self.assertTrue(a.cut_link())
+        await a_log.next_event("connection-selected", lambda e: e["generation"] == 2)
+        kinds = [e["kind"] for e in a_log.events]
+        self.assertLess(kinds.index("link-cut"), kinds.index("reconnecting"))
+        self.assertEqual(a_log.of_kind("reconnecting")[0]["generation"], 1)
+        self.assertEqual(a.link.reconnects, 1)
+        client = await self.connect_to(a_log, "svc")
+        client.transport.write(b"after the cut")
+        client.transport.loseWriteConnection()
+        await client.eof
+        self.assertEqual(bytes(client.data), b"after the cut")
+
+    async def test_rtt_samples(self) -> None:
+        """Keepalive round trips are reported as ``rtt`` events (milliseconds, generation)."""
+        _, a_log, _, _ = await self.pair({}, {}, **{"ping-interval": 0.1})
+        rtt = await a_log.next_event("rtt")
+        self.assertEqual(rtt["generation"], 1)
+        self.assertGreater(rtt["rtt_ms"], 0)
+        self.assertLess(rtt["rtt_ms"], 1000)
+
+    async def test_drain_timeout_closes_lingering_connections(self) -> None:
+        """A forwarded connection still open when the drain timeout passes is closed by the
+        stop (reason 'stopping'), then the wormhole closes: the stop takes about the drain
+        timeout, not forever."""
+        echo = await self.echo_service()
+        a, a_log, _b, _b_log = await self.pair(
+            {"svc": f"tcp:0:interface={LOOPBACK}"},
+            {"svc": f"tcp:{LOOPBACK}:{echo}"},
+            **{"drain-timeout": 0.3},
+        )
+        client = await self.connect_to(a_log, "svc")
+        await a_log.next_event("subchannel-opened")
+        started = self.reactor.seconds()
+        await a.stop("test")
+        self.assertGreaterEqual(self.reactor.seconds() - started, 0.3)
+        closed = a_log.of_kind("subchannel-closed")
+        self.assertEqual([e["reason"] for e in closed], ["stopping"])
+        kinds = [e["kind"] for e in a_log.events]
+        self.assertLess(kinds.index("subchannel-closed"), kinds.index("closed"))
+        await client.eof  # the local connection was closed
+
+    async def test_wrong_code_is_fatal(self) -> None:
+        """A wrong code: both sides (the --listen one and the --connect one) report a fatal
+        error in words, 'wrong wormhole code', with advice and where 'wormhole' (never
+        'listen', nor the WormholeClosedError of a subchannel listener), and close with reason
+        'failed' and mood 'scary'; on_failure is called for each."""
+        a, a_log = self.session(
+            "A", **{"allocate-code": True, "listen": {"svc": f"tcp:0:interface={LOOPBACK}"}}
+        )
+        nameplate = (await a_log.next_event("code"))["code"].split("-")[0]
+        _b, b_log = self.session(
+            "B", code=f"{nameplate}-wrong-words", connect={"svc": f"tcp:{LOOPBACK}:9"}
+        )
+        for log in (a_log, b_log):
+            closed = await log.next_event("closed")
+            self.assertEqual((closed["reason"], closed["mood"]), ("failed", "scary"))
+            [error] = log.of_kind("error")
+            self.assertTrue(error["fatal"])
+            self.assertEqual(error["where"], "wormhole")
+            self.assertTrue(error["message"].startswith("wrong wormhole code: "), error)
+            self.assertIn("check the code", error["advice"])
+        self.assertEqual(sorted(self.ended), [("A", "failed"), ("B", "failed")])
+        self.assertEqual(a.outcome, "failed")
+        await a.stop()  # a stop after the end just returns
+
+    async def test_stop_before_the_peer_came(self) -> None:
+        """Stopping a session whose peer never came ends it quickly, mood 'lonely'."""
+        a, a_log = self.session("A", **{"allocate-code": True})
+        await a_log.next_event("code")
+        await a.stop("test")
+        self.assertEqual(a_log.events[-1]["mood"], "lonely")
+        self.assertEqual(self.ended, [("A", "stopped")])
+
+    async def test_listen_port_in_use_is_fatal(self) -> None:
+        """A --listen endpoint that cannot listen is a fatal startup error."""
+        busy = socket.socket()
+        self.addCleanup(busy.close)
+        busy.bind((LOOPBACK, 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        _a, a_log = self.session(
+            "A", **{"allocate-code": True, "listen": {"svc": f"tcp:{port}:interface={LOOPBACK}"}}
+        )
+        closed = await a_log.next_event("closed")
+        self.assertEqual(closed["reason"], "failed")
+        error = a_log.of_kind("error")[0]
+        self.assertEqual(error["where"], "listen")
+        self.assertEqual(
+            error["message"],
+            f"cannot listen on a --listen endpoint: {LOOPBACK}:{port}: Address already in use",
+        )
+        self.assertIn("port is probably in use", error["advice"])
+        self.assertEqual(self.ended, [("A", "failed")])
+
+
+class SessionMachineTests(SynchronousTestCase):
+    """The lifecycle machine itself."""
+
+    def test_complete(self) -> None:
+        """Every (state, input) pair is a transition or a documented no-op."""
+        self.assertEqual(missing_transitions(session_machine), [])
+
+
+_ = reactor
+
+
+@pytest.mark.slow
+class MailboxOutageSlowTests(SessionTestsMixin, TestCase):
+    """A session outlives its mailbox server going away and coming back."""
+
+    timeout = 60
+
+    async def test_survives_mailbox_restart(self) -> None:
+        """With the mailbox server down, forwarding goes on over the dilated link; once it is
+        back (same port, same channel database) a cut link reconnects through it."""
+        from tests.support.harness import start_mailbox_server
+
+        db = os.path.abspath(self.mktemp())
+        await self.mailbox.stop()
+        self.mailbox = await start_mailbox_server(self.reactor, channel_db=db)
+        port = self.mailbox.port
+        self.addCleanup(lambda: self.mailbox.stop())
+        echo = await self.echo_service()
+        a, a_log, _b, b_log = await self.pair(
+            {"svc": f"tcp:0:interface={LOOPBACK}"}, {"svc": f"tcp:{LOOPBACK}:{echo}"}
+        )
+        await self.mailbox.stop()
+        seen = len(a_log.events)
+        await a_log.next_event("mailbox", lambda e: e["state"] != "connected", after=seen)
+        client = await self.connect_to(a_log, "svc")
+        client.transport.write(b"during the outage")
+        client.transport.loseWriteConnection()
+        await client.eof
+        self.assertEqual(bytes(client.data), b"during the outage")
+        self.mailbox = await start_mailbox_server(self.reactor, channel_db=db, port=port)
+        for log in (a_log, b_log):
+            await log.next_event("mailbox", lambda e: e["state"] == "connected", after=seen)
+        await a_log.next_event("connection-selected")
+        self.assertTrue(a.cut_link())
+        await a_log.next_event("connection-selected", lambda e: e["generation"] >= 2)
+        self.assertEqual(a_log.of_kind("error") + b_log.of_kind("error"), [])

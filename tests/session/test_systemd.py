@@ -1,0 +1,188 @@
+"""docs/txdilation.service and docs/txdilation.socket, run as systemd would run them.
+
+There is no systemd here, so the test does what systemd does with these units: it takes the
+unit's ``ExecStart=`` (the virtualenv's ``bin/twistd``: this environment's, whose first line
+names this Python, as a virtualenv's does), expands ``%S``/``%E`` to scratch directories, passes
+a listening socket as file descriptor 3 with ``LISTEN_PID``/``LISTEN_FDS`` set (socket
+activation, as ``txdilation.socket`` asks), and reads the journal from the process's stdout.
+A connection made to the socket before the session even dilated goes through it to the peer
+(an in-process session against the real mailbox server on 127.0.0.1) and back; SIGTERM then
+stops the unit with exit status 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.defer import Deferred
+from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
+from twisted.internet.protocol import Factory
+from twisted.internet.task import deferLater
+from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
+
+import txdilation
+from tests.session.test_service import Client, HalfCloseEcho
+from tests.support.harness import LOOPBACK, REPO_ROOT, RealServersMixin
+from txdilation.session.child import SessionProcess
+from txdilation.session.config import build_config
+from txdilation.session.status import EventLog, StatusWriter
+
+UNIT = REPO_ROOT / "docs" / "txdilation.service"
+SOCKET_UNIT = REPO_ROOT / "docs" / "txdilation.socket"
+VENV = "/opt/txdilation"
+CODE = "4-purple-sausage"
+
+# what systemd does for a socket-activated service, between fork and exec
+ACTIVATE = (
+    "import os, sys; os.environ['LISTEN_PID'] = str(os.getpid()); "
+    "os.environ['LISTEN_FDS'] = '1'; os.environ['LISTEN_FDNAMES'] = 'txdilation.socket'; "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+def unit_settings(path: Path) -> dict[str, dict[str, list[str]]]:
+    """``{section: {key: [values]}}`` of a unit file (continuation lines joined)."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] = {}
+    text = re.sub(r"\\\n\s*", " ", path.read_text())
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            current = sections.setdefault(line.strip("[]"), {})
+            continue
+        key, _, value = line.partition("=")
+        current.setdefault(key, []).append(value)
+    return sections
+
+
+class UnitFileTests(SynchronousTestCase):
+    """What the units say."""
+
+    def test_service_unit(self) -> None:
+        """The service runs the virtualenv's twistd in the foreground without a pidfile,
+        logs to the journal through txdilation's journal logger, needs no existing user, and
+        takes its settings and status file from systemd's directories."""
+        service = unit_settings(UNIT)["Service"]
+        argv = shlex.split(service["ExecStart"][0])
+        self.assertEqual(argv[0], f"{VENV}/bin/twistd")
+        self.assertEqual(
+            argv[1:6],
+            ["-n", "--pidfile=", "--logger", "txdilation.logs.journal_logger", "dilation"],
+        )
+        self.assertEqual(service["DynamicUser"], ["yes"])
+        self.assertNotIn("User", service)
+        self.assertEqual(service["StateDirectory"], ["txdilation"])
+        self.assertEqual(service["ConfigurationDirectory"], ["txdilation"])
+        self.assertEqual(service["Restart"], ["on-failure"])
+
+    def test_socket_unit(self) -> None:
+        """The socket unit starts the service and listens on loopback."""
+        socket_section = unit_settings(SOCKET_UNIT)["Socket"]
+        self.assertEqual(socket_section["Service"], ["txdilation.service"])
+        self.assertEqual(socket_section["ListenStream"], ["127.0.0.1:8080"])
+
+
+class SocketActivatedUnitTests(RealServersMixin, TestCase):
+    """The service unit, socket-activated, with a real peer."""
+
+    timeout = 60
+
+    async def test_socket_activated_session(self) -> None:
+        """The first connection to the socket reaches the peer's service once the wormhole
+        is dilated (the bytes come back, then end of input); the journal lines carry syslog
+        priorities and say the code and 'dilated'; SIGTERM stops it with exit 0 and a final
+        'closed' event in the status file."""
+        twistd = Path(sys.prefix) / "bin" / "twistd"
+        if not twistd.exists():
+            raise SkipTest(f"no {twistd} (twistd is not installed as a script here)")
+        root = Path(self.mktemp()).resolve()
+        state, etc = root / "var-lib", root / "etc"
+        (state / "txdilation").mkdir(parents=True)
+        (etc / "txdilation").mkdir(parents=True)
+        (etc / "txdilation" / "session.toml").write_text(
+            f'mailbox = "{self.mailbox.url}"\nappid = "txdilation.test/systemd"\n'
+            f'code = "{CODE}"\n[listen]\nweb = "systemd:domain=INET:index=0"\n'
+        )
+        exec_start = unit_settings(UNIT)["Service"]["ExecStart"][0]
+        exec_start = exec_start.replace("%S", str(state)).replace("%E", str(etc))
+        argv = shlex.split(exec_start)
+        argv[0] = str(twistd)
+
+        listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.addCleanup(listening.close)
+        listening.bind((LOOPBACK, 0))
+        listening.listen(8)
+        port = listening.getsockname()[1]
+        process = SessionProcess("unit")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.reactor.spawnProcess(
+            process,
+            sys.executable,
+            [sys.executable, "-c", ACTIVATE, *argv],
+            env=env,
+            path=str(state / "txdilation"),
+            childFDs={0: "w", 1: "r", 2: "r", 3: listening.fileno()},
+        )
+        self.addCleanup(process.terminate, self.reactor, 10.0)
+
+        # a client before anything is dilated: accepted by the session, held until dilation
+        client = await connectProtocol(TCP4ClientEndpoint(self.reactor, LOOPBACK, port), Client())
+        client.transport.write(b"hello through systemd")
+        client.transport.loseWriteConnection()
+        await self.peer()
+        await self.within(client.eof, "the echo", process)
+        self.assertEqual(bytes(client.data), b"hello through systemd")
+
+        self.assertEqual(await process.terminate(self.reactor, 10.0), 0, process.tail())
+        status = state / "txdilation" / "status.jsonl"
+        events = [json.loads(line) for line in status.read_text().splitlines()]
+        self.assertEqual(events[-1]["kind"], "closed")
+        self.assertEqual(events[-1]["reason"], "stopped")
+        journal = process.other_output
+        self.assertTrue(journal, process.tail())
+        self.assertTrue(all(re.match(r"<[2-7]>\[", line) for line in journal), journal)
+        self.assertIn(f"<6>[txdilation.session] wormhole code: {CODE}", journal)
+        self.assertTrue(any("] dilated: generation 1" in line for line in journal), journal)
+
+    async def peer(self) -> None:
+        """The other side: an in-process session forwarding 'web' to a local echo service."""
+        from txdilation.session.service import Session
+
+        if not txdilation.is_installed():
+            txdilation.install()
+            self.addCleanup(txdilation.uninstall)
+        echo = await TCP4ServerEndpoint(self.reactor, 0, interface=LOOPBACK).listen(
+            Factory.forProtocol(HalfCloseEcho)
+        )
+        self.addCleanup(echo.stopListening)
+        writer = StatusWriter(self.reactor)
+        log = EventLog()
+        writer.add_observer(log)
+        raw: dict[str, Any] = {
+            "mailbox": self.mailbox.url,
+            "appid": "txdilation.test/systemd",
+            "code": CODE,
+            "connect": {"web": f"tcp:{LOOPBACK}:{echo.getHost().port}"},
+        }
+        session = Session(build_config(raw), self.reactor, writer)
+        self.addCleanup(session.stop)
+        session.start()
+
+    async def within(self, d: Deferred[Any], what: str, process: SessionProcess) -> Any:
+        timer = self.reactor.callLater(30, d.cancel)
+        try:
+            return await d
+        except Exception:
+            await deferLater(self.reactor, 0, lambda: None)
+            self.fail(f"{what}:\n{process.tail()}\n" + "\n".join(process.other_output[-20:]))
+        finally:
+            if timer.active():
+                timer.cancel()

@@ -1,0 +1,1 @@
+"""Tests of ``txdilation.subchannels`` (one file per module)."""

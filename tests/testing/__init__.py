@@ -1,0 +1,1 @@
+"""Tests of ``txdilation.testing`` (one file per module)."""

@@ -1,0 +1,1 @@
+"""Tests of ``txdilation.wire`` (one file per module)."""
