@@ -22,10 +22,10 @@ from typing import Any
 
 from twisted.trial import unittest
 
-from tests.support.harness import PeerResult, run_peer_pair
+from tests.support.harness import run_peer_pair
 from tests.support.netns import Network, require_namespaces
 from tests.support.peer_scenarios import payload
-from tests.support.peers import connections, placement
+from tests.support.peers import connections, dilate_seconds, placement
 from tests.support.servers import start_servers
 from txdilation.selection.relays import RELAY_CONNECT_TIMEOUT
 
@@ -44,13 +44,6 @@ def expected_digest(seed: str, total: int = TOTAL) -> str:
     for index in range(total // CHUNK):
         digest.update(payload(seed, index, CHUNK))
     return digest.hexdigest()
-
-
-def dilate_seconds(peer: PeerResult) -> float:
-    """From the first ``ConnectingPeer`` status to the first ``ConnectedPeer``."""
-    events = [e for e in peer.events if e.get("event") == "status"]
-    start = next(e["t"] for e in events if e.get("peer") == "ConnectingPeer")
-    return float(connections(peer)[0]["t"] - start)
 
 
 def telemetry(path: str, event: str) -> list[dict[str, Any]]:

@@ -80,7 +80,7 @@ class WebSocketEndpointTests(TestCase):
     async def test_websocket_side_relays_to_tcp_side(self) -> None:
         """A WebSocket client and a TCP client presenting the same token are joined: ``ok``,
         then bytes both ways (several writes and a writeSequence), then a close reaches the
-        other side."""
+        other side; a write after the close is dropped without an error."""
         ws, tcp = Recorder("a" * 16), Recorder("b" * 16)
         connected = await self.ws_endpoint().connect(factory_for(ws))
         self.assertIs(connected, ws)
@@ -97,6 +97,7 @@ class WebSocketEndpointTests(TestCase):
         await ws.until(3 + len(big))
         self.assertEqual(ws.received, b"ok\n" + big)
         ws.transport.loseConnection()  # type: ignore[union-attr]
+        ws.transport.write(b"late")  # type: ignore[union-attr]  # dropped, as TCP drops it
         await ws.lost
         await tcp.lost
 

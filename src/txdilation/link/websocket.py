@@ -15,6 +15,7 @@ Invariants:
   opening handshake errbacks it, so a WebSocket relay fails like a TCP one;
 - cancelling the ``connect()`` Deferred cancels the TCP connect or aborts the half-open
   WebSocket;
+- writes once the WebSocket is closing or closed are dropped, as a TCP transport drops them;
 - the wrapped protocol's ``connectionLost`` is called exactly once, and only if it was
   connected; text messages are a protocol violation and drop the connection;
 - flow control passes through: producers register on the TCP transport, and pausing the
@@ -23,9 +24,11 @@ Invariants:
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
+from autobahn.websocket.protocol import WebSocketProtocol
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import (
     HostnameEndpoint,
@@ -54,11 +57,13 @@ class WebSocketHandshakeError(ConnectError):
 
 
 def _tcp_endpoint(reactor: Any, host: str, port: int, timeout: float) -> IStreamClientEndpoint:
-    if ":" in host:
+    try:
+        version = ipaddress.ip_address(host).version
+    except ValueError:
+        return HostnameEndpoint(reactor, host.encode("idna"), port, timeout=timeout)
+    if version == 6:
         return TCP6ClientEndpoint(reactor, host, port, timeout=timeout)  # type: ignore[no-untyped-call]
-    if host.replace(".", "").isdigit():
-        return TCP4ClientEndpoint(reactor, host, port, timeout=timeout)
-    return HostnameEndpoint(reactor, host.encode("idna"), port, timeout=timeout)
+    return TCP4ClientEndpoint(reactor, host, port, timeout=timeout)
 
 
 @implementer(IStreamClientEndpoint)
@@ -186,7 +191,9 @@ class _MessageTransport:
         self.disconnecting = False
 
     def write(self, data: bytes) -> None:
-        if data and not self.disconnecting:
+        # Like a TCP transport's, writes after a close (ours or the peer's) are dropped: the
+        # WebSocket is no longer open, and autobahn would raise instead.
+        if data and not self.disconnecting and self._ws.state == WebSocketProtocol.STATE_OPEN:
             self._ws.sendMessage(bytes(data), isBinary=True)  # type: ignore[no-untyped-call]
 
     def writeSequence(self, data: Any) -> None:
