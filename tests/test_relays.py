@@ -76,7 +76,7 @@ class RelayNamespaceTestCase(unittest.TestCase):
         return f"tcp:{address or self.relay_address}:{port}"
 
 
-class SeveralRelaysTests(RelayNamespaceTestCase):
+class SeveralRelaysSlowTests(RelayNamespaceTestCase):
     """Dead relays first in both (different) lists: the good relay carries the link."""
 
     async def test_dead_first_relays_cost_at_most_their_connect_timeout(self) -> None:
@@ -128,7 +128,7 @@ class SeveralRelaysTests(RelayNamespaceTestCase):
         self.assertLess(timings["refusing / black-holed first"], RELAY_CONNECT_TIMEOUT + 10.0)
 
 
-class WebSocketRelayTests(RelayNamespaceTestCase):
+class WebSocketRelaySlowTests(RelayNamespaceTestCase):
     """Host ``a`` reaches the relay only over WebSocket; ``b`` over TCP."""
 
     def setUp(self) -> None:
