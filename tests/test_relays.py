@@ -20,13 +20,11 @@ import os
 import tempfile
 from typing import Any
 
-from twisted.trial import unittest
-
 from tests.support.harness import run_peer_pair
-from tests.support.netns import Network, require_namespaces
 from tests.support.peer_scenarios import payload
 from tests.support.peers import connections, dilate_seconds, placement
 from tests.support.servers import start_servers
+from tests.test_netns_support import NamespaceTestCase
 from txdilation.selection.relays import RELAY_CONNECT_TIMEOUT
 
 TOTAL = 64 << 20
@@ -52,18 +50,13 @@ def telemetry(path: str, event: str) -> list[dict[str, Any]]:
     return [r for r in records if r["event"] == event]
 
 
-class RelayNamespaceTestCase(unittest.TestCase):
+class RelayNamespaceTestCase(NamespaceTestCase):
     """A fresh network with the servers on their own host and two peer hosts ``a`` and ``b``."""
 
     timeout = 240
 
     def setUp(self) -> None:
-        from twisted.internet import reactor
-
-        require_namespaces()
-        self.reactor: Any = reactor
-        self.net = Network()
-        self.addCleanup(self.net.close)
+        super().setUp()
         internet = self.net.router()
         self.server_host = self.net.host("servers", internet)
         self.servers = start_servers(self.server_host, websocket_port=WS_PORT)
