@@ -128,7 +128,7 @@ class WebSocketRelaySlowTests(RelayNamespaceTestCase):
         super().setUp()
         self.net.blackhole(self.a, self.server_host, extra="tcp dport 4001")
 
-    async def transfer(self, other_impl: str) -> None:
+    async def transfer(self, other_impl: str, relay: str) -> None:
         seed = f"ws-{other_impl}"
         both = ["--total", str(TOTAL), "--chunk", str(CHUNK), "--seed", seed, "--no-listen"]
         left, right = await run_peer_pair(
@@ -142,7 +142,7 @@ class WebSocketRelaySlowTests(RelayNamespaceTestCase):
                 "--linger",
                 "1",
                 "--relay",
-                f"{self.tcp()},{self.servers.relay_ws_url}",
+                relay,
                 "--cut-interval",
                 str(CUT_INTERVAL),
                 *both,
@@ -169,8 +169,12 @@ class WebSocketRelaySlowTests(RelayNamespaceTestCase):
         )
 
     async def test_txdilation_over_websocket_with_txdilation_over_tcp(self) -> None:
-        await self.transfer("txdilation")
+        """Host a is given the relay's TCP and WebSocket endpoints (one relay); its TCP
+        attempts hang in the black hole, the WebSocket one carries every link."""
+        await self.transfer("txdilation", f"{self.tcp()},{self.servers.relay_ws_url}")
 
     async def test_txdilation_over_websocket_with_stock_over_tcp(self) -> None:
-        """Stock drops the WebSocket sub-hint of our relay hint and still dilates."""
-        await self.transfer("stock")
+        """Host a is given only the WebSocket URL: stock receives a relay hint whose only
+        sub-hint it does not know, drops it, and still dilates through its own TCP relay
+        (which host a dials too, in vain: black-holed)."""
+        await self.transfer("stock", self.servers.relay_ws_url)
