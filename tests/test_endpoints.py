@@ -106,6 +106,9 @@ class ParseTests(SynchronousTestCase):
         url = escaped("ws://127.0.0.1:4000/v1")
         endpoint = serverFromString(MemoryReactor(), f"dilation:subprotocol=x:mailbox={url}")
         self.assertEqual(endpoint.settings.mailbox, "ws://127.0.0.1:4000/v1")
+        relay = escaped("tcp:127.0.0.1:4001,ws://127.0.0.1:4002/")
+        endpoint = serverFromString(MemoryReactor(), f"dilation:subprotocol=x:relay={relay}")
+        self.assertEqual(endpoint.settings.relay, "tcp:127.0.0.1:4001,ws://127.0.0.1:4002/")
 
     def test_errors(self) -> None:
         """Bad strings are ValueErrors naming the problem (and how to escape a URL)."""

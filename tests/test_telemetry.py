@@ -206,6 +206,22 @@ class PrivacyTests(SynchronousTestCase):
                 if isinstance(value, str) and value != tm.SCHEMA:
                     self.assertRaises(ValueError, ipaddress.ip_address, value)
 
+    def test_relay_fields_name_no_address(self) -> None:
+        """A relayed selection says how (tcp/ws/wss) and which of our relays (an index),
+        never where; an unknown transport is 'other'; both are absent for a direct link."""
+        t, records, _ = make()
+        t.connection_selected("relay-v1", True, 1.0, 1, relay_transport="ws", relay_index=1)
+        t.connection_selected("relay-v1", True, 1.0, 1, relay_transport="ws://10.0.0.1:4002/")
+        t.connection_selected("direct-tcp-v1", False, 1.0, 1)
+        for r in records:
+            VALIDATOR.validate(r)
+        self.assertEqual((records[0]["relay_transport"], records[0]["relay_index"]), ("ws", 1))
+        self.assertEqual(records[1]["relay_transport"], "other")
+        self.assertNotIn("relay_index", records[1])
+        self.assertNotIn("relay_transport", records[2])
+        self.assertFalse(VALIDATOR.is_valid({**records[0], "relay_index": "10.0.0.1"}))
+        self.assertRaises(ValueError, t.connection_selected, "relay-v1", True, relay_index=-1)
+
     def test_schema_rejects_forbidden_fields(self) -> None:
         """The schema itself refuses extra fields, addresses as values and unknown events."""
         t, records, _ = make()
@@ -235,6 +251,8 @@ class PrivacyTests(SynchronousTestCase):
         self.assertEqual(set(thens["attempt_ended"]["outcome"]["enum"]), tm.ATTEMPT_OUTCOMES)
         self.assertEqual(set(thens["connection_lost"]["reason"]["enum"]), tm.LOST_REASONS)
         self.assertEqual(set(thens["session_ended"]["reason"]["enum"]), tm.END_REASONS)
+        selected = thens["connection_selected"]
+        self.assertEqual(set(selected["relay_transport"]["enum"]), tm.RELAY_TRANSPORTS)
 
 
 class OutputTests(SynchronousTestCase):

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from txdilation.selection.relays import RelayLocation
 from txdilation.semantics import Semantics, semantics_named
 from txdilation.settings import Settings
 
 
 def dilate(
     wormhole: Any,
-    transit_relay_location: str | None = None,
+    transit_relay_location: RelayLocation = None,
     *,
     no_listen: bool = False,
     on_status_update: Callable[[Any], object] | None = None,
@@ -26,6 +27,9 @@ def dilate(
 ) -> Any:
     """``wormhole.dilate(...)`` with the application semantics chosen for this wormhole.
 
+    :param transit_relay_location: None, a relay location string (``tcp:HOST:PORT``,
+        ``ws[s]://HOST[:PORT]/``, several endpoints of one relay comma-separated) or a list of
+        them, one per relay (see :mod:`txdilation.selection.relays`).
     :param semantics: ``"stock"``, ``"twisted"`` or a :class:`~txdilation.semantics.Semantics`
         (see that module); None: the default (``txdilation.install(semantics=)``, else
         ``TXDILATION_SEMANTICS``, else stock's); given, it replaces ``settings.semantics``.

@@ -63,6 +63,7 @@ OTHER: Final = "other"
 
 HINT_TYPES: Final = frozenset({"direct-tcp-v1", "tor-tcp-v1", "relay-v1", OTHER})
 DIRECTIONS: Final = frozenset({"outbound", "inbound"})
+RELAY_TRANSPORTS: Final = frozenset({"tcp", "ws", "wss", OTHER})
 ATTEMPT_OUTCOMES: Final = frozenset(
     {
         "selected",  # this attempt became the generation's connection
@@ -365,11 +366,17 @@ class Telemetry:
         via_relay: bool,
         since_request_s: float | None = None,
         candidates: int = 1,
+        relay_transport: str | None = None,
+        relay_index: int | None = None,
     ) -> None:
         """A connection was selected for the current generation.
 
         :param since_request_s: seconds since ``dilate()``; computed from the clock when None.
         :param candidates: how many candidates had reached the selectable point.
+        :param relay_transport: for a relayed link, how the relay is reached: ``tcp``, ``ws``
+            or ``wss`` (never its address).
+        :param relay_index: for a relayed link, its relay's position in this peer's own relay
+            list (0: the first); None when only the peer named that relay.
         """
         now = self._clock.seconds()
         self._selected_at = now
@@ -381,6 +388,10 @@ class Telemetry:
             "since_request_s": _duration(since_request_s),
             "candidates": _count(candidates),
         }
+        if relay_transport is not None:
+            fields["relay_transport"] = vocabulary(relay_transport, RELAY_TRANSPORTS)
+        if relay_index is not None:
+            fields["relay_index"] = _count(relay_index)
         self._emit("connection_selected", fields)
 
     def connection_lost(self, reason: str, uptime_s: float | None = None) -> None:

@@ -68,6 +68,7 @@ class RecordingOwner:
         self.statuses: list[Any] = []
         self.made: list[Any] = []
         self.candidates: list[int] = []
+        self.relays: list[Any] = []
         self.links: dict[Any, SelectedStub] = {}
 
     def send_hints(self, hints: list[dict[str, Any]]) -> None:
@@ -80,9 +81,12 @@ class RecordingOwner:
         link = self.links[connection] = SelectedStub(connection)
         return link
 
-    def connector_connection_made(self, link: SelectedStub, candidates: int) -> None:
+    def connector_connection_made(
+        self, link: SelectedStub, candidates: int, relay: Any = None
+    ) -> None:
         self.made.append(link.connection)
         self.candidates.append(candidates)
+        self.relays.append(relay)
 
 
 def make(role: Role, **kw: Any) -> tuple[Connector, RecordingOwner, MemoryReactorClock]:

@@ -161,7 +161,7 @@ class TomlTests(SynchronousTestCase):
         self.assertEqual(config.mailbox, "ws://127.0.0.1:4000/v1")
         self.assertEqual(config.appid, "example.com/forward")
         self.assertTrue(config.allocate_code)
-        self.assertEqual(config.relay, "tcp:127.0.0.1:4001")
+        self.assertEqual(config.relay, ("tcp:127.0.0.1:4001",))
         self.assertEqual(config.ping_interval, 10.0)
         self.assertEqual(config.status, "status.jsonl")
         self.assertEqual(config.drain_timeout, 2.0)
@@ -209,6 +209,37 @@ class OptionsTests(SynchronousTestCase):
         self.assertEqual(config.ping_interval, 2.5)
         self.assertEqual(config.status, "-")
 
+    def test_relay_repeatable(self) -> None:
+        """--relay may be given once per relay; each keeps its order; a bad one is refused."""
+        config = self.parse(
+            "--code=3-x-y",
+            "--relay",
+            "tcp:10.0.0.1:4001",
+            "--relay",
+            "tcp:relay.example:4001,ws://relay.example:4002/",
+        )
+        self.assertEqual(
+            config.relay, ("tcp:10.0.0.1:4001", "tcp:relay.example:4001,ws://relay.example:4002/")
+        )
+        self.assertEqual(self.parse("--code=3-x-y").relay, ())
+        self.assertRaises(usage.UsageError, self.parse, "--code=3-x-y", "--relay", "udp:h:1")
+
+    def test_relay_list_in_toml(self) -> None:
+        """The TOML ``relay`` takes a list (one per relay) or a string; --relay replaces it."""
+        path = self.mktemp()
+        with open(path, "w") as f:
+            f.write('code = "1-a-b"\nrelay = ["tcp:10.0.0.1:4001", "ws://10.0.0.2:4002/"]\n')
+        config = self.parse("--config", path)
+        self.assertEqual(config.relay, ("tcp:10.0.0.1:4001", "ws://10.0.0.2:4002/"))
+        config = self.parse("--config", path, "--relay", "tcp:10.0.0.3:4001")
+        self.assertEqual(config.relay, ("tcp:10.0.0.3:4001",))
+        with open(path, "w") as f:
+            f.write('code = "1-a-b"\nrelay = "tcp:10.0.0.1:4001"\n')
+        self.assertEqual(self.parse("--config", path).relay, ("tcp:10.0.0.1:4001",))
+        with open(path, "w") as f:
+            f.write('code = "1-a-b"\nrelay = ["tcp:10.0.0.1:4001", 3]\n')
+        self.assertRaises(usage.UsageError, self.parse, "--config", path)
+
     def test_config_file_and_override(self) -> None:
         """--config reads the TOML file; options given on the command line win."""
         path = self.mktemp()
@@ -218,7 +249,7 @@ class OptionsTests(SynchronousTestCase):
         self.assertEqual(config.code, "4-a-b")
         self.assertFalse(config.allocate_code)
         self.assertEqual(config.listen, (ForwardSpec("web", "tcp:9090"),))
-        self.assertEqual(config.relay, "tcp:127.0.0.1:4001")
+        self.assertEqual(config.relay, ("tcp:127.0.0.1:4001",))
 
     def test_usage_errors(self) -> None:
         """Problems are UsageErrors naming the option (twistd prints them with the usage)."""

@@ -82,7 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     code.add_argument("--allocate", action="store_true", help="allocate a code and report it")
     code.add_argument("--code", help="join with this code")
     p.add_argument("--impl", choices=("stock", "txdilation"), required=True)
-    p.add_argument("--relay", default=None, help="transit relay hint, e.g. tcp:127.0.0.1:PORT")
+    p.add_argument(
+        "--relay",
+        action="append",
+        default=None,
+        help="transit relay location, e.g. tcp:127.0.0.1:PORT; repeated: several relays "
+        "(txdilation only)",
+    )
     p.add_argument("--no-listen", action="store_true", help="dilate(no_listen=True)")
     p.add_argument("--side", type=_side, default=None, help="force the dilation side (16 hex)")
     p.add_argument("--scenario", choices=sorted(SCENARIOS), required=True)

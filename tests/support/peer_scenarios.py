@@ -139,7 +139,7 @@ class Peer:
         if getattr(self.args, "ping_interval", None):
             extra["ping_interval"] = float(self.args.ping_interval)
         self.dilated = self.wormhole.dilate(
-            transit_relay_location=self.args.relay,
+            transit_relay_location=relay_location(self.args.relay),
             no_listen=self.args.no_listen,
             on_status_update=self._status_update,
             **extra,
@@ -464,6 +464,13 @@ class BulkSender(Protocol):
     def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
         self._cutter.stop()
         self.lost.callback(None)
+
+
+def relay_location(relays: list[str] | None) -> str | list[str] | None:
+    """``--relay`` as ``dilate()`` takes it: None, one string (stock's form) or a list."""
+    if not relays:
+        return None
+    return relays[0] if len(relays) == 1 else relays
 
 
 class LinkCutter:

@@ -50,6 +50,14 @@ def first_path(peer: PeerResult) -> str:
     return path_of(found[0].get("hint_description")) if found else "none"
 
 
+def dilate_seconds(peer: PeerResult) -> float:
+    """Seconds from a peer's first ``ConnectingPeer`` status to its first ``ConnectedPeer``
+    (how long its first generation took to select a link)."""
+    events = status_events(peer)
+    start = next(e["t"] for e in events if e.get("peer") == "ConnectingPeer")
+    return float(connections(peer)[0]["t"] - start)
+
+
 def noticed_at(peer: PeerResult, after: float) -> float | None:
     """When a peer first reported its link gone (any status but ``ConnectedPeer``) after
     time ``after``, or ``None``."""

@@ -36,6 +36,7 @@ class NamespacedServers:
     relay_port: int
     workdir: Path
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    websocket_port: int | None = None
 
     @property
     def mailbox_url(self) -> str:
@@ -46,6 +47,13 @@ class NamespacedServers:
     def relay_hint(self) -> str:
         """The transit relay as ``dilate(transit_relay_location=)`` takes it."""
         return f"tcp:{_host(self.address)}:{self.relay_port}"
+
+    @property
+    def relay_ws_url(self) -> str:
+        """The transit relay's WebSocket URL (``start_servers(websocket_port=...)``)."""
+        if self.websocket_port is None:
+            raise NetnsError("the relay was started without a WebSocket port")
+        return f"ws://{_host(self.address)}:{self.websocket_port}/"
 
     def log_tail(self, limit: int = 3000) -> str:
         """The end of both servers' logs."""
@@ -78,6 +86,7 @@ def start_servers(
     address: str | None = None,
     mailbox_port: int = MAILBOX_PORT,
     relay_port: int = RELAY_PORT,
+    websocket_port: int | None = None,
     timeout: float = START_TIMEOUT,
 ) -> NamespacedServers:
     """
@@ -85,12 +94,19 @@ def start_servers(
 
     :param address: the address clients are told (default ``node.address``); the servers
         listen on all of the namespace's addresses.
+    :param websocket_port: also let the relay accept WebSocket connections on this port
+        (``transitrelay --websocket``; ``relay_ws_url`` is then its URL).
     :raises NetnsError: if either exits or is not listening within ``timeout`` seconds (it
         is stopped; its log is in the message).
     """
     workdir = Path(tempfile.mkdtemp(prefix="txdn-servers-"))
     servers = NamespacedServers(
-        node, address or node.address, mailbox_port, relay_port, workdir=workdir
+        node,
+        address or node.address,
+        mailbox_port,
+        relay_port,
+        workdir=workdir,
+        websocket_port=websocket_port,
     )
     commands = {
         "mailbox": [
@@ -100,6 +116,11 @@ def start_servers(
         ],
         "relay": ["transitrelay", f"--port=tcp6:{relay_port}:interface=\\:\\:"],
     }
+    if websocket_port is not None:
+        commands["relay"] += [
+            f"--websocket=tcp6:{websocket_port}:interface=\\:\\:",
+            f"--websocket-url={servers.relay_ws_url}",
+        ]
     for name, plugin in commands.items():
         log = (workdir / f"{name}.log").open("wb")
         argv = [sys.executable, "-m", "twisted", "--log-format=text", *plugin]
@@ -108,7 +129,7 @@ def start_servers(
         )
         log.close()  # the child has its own descriptor
     deadline = time.monotonic() + timeout
-    waiting = {mailbox_port, relay_port}
+    waiting = {mailbox_port, relay_port, *([websocket_port] if websocket_port else [])}
     while waiting:
         if any(p.poll() is not None for p in servers.processes) or time.monotonic() > deadline:
             tail = servers.log_tail()

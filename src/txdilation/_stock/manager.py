@@ -32,6 +32,7 @@ from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.mailbox.manager import DILATION_VERSIONS
 from txdilation.mailbox.messages import CLOSING, EXTENSIONS, LINK_LOST, choose_version, make_side
 from txdilation.selection.connector import Connector
+from txdilation.selection.relays import RelayLocation
 from txdilation.semantics import Semantics
 from txdilation.settings import Settings
 from txdilation.wire.errors import (
@@ -114,7 +115,7 @@ class Dilator(_core_dilator.Dilator):
 
     def dilate(  # type: ignore[override]
         self,
-        transit_relay_location: str | None = None,
+        transit_relay_location: RelayLocation = None,
         no_listen: bool = False,
         wormhole_status: WormholeStatus | None = None,
         status_update: Callable[[DilationStatus], object] | None = None,

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from txdilation.selection.hints import HintError, parse_hint_argv
+from txdilation.selection.hints import HintError
+from txdilation.selection.relays import parse_relay_location
 from txdilation.session.config import DEFAULT_MAILBOX, check_mailbox_url
 from txdilation.session.errors import ConfigError
 
@@ -99,7 +100,7 @@ def parse_settings(
     relay = kwargs.get("relay") or None
     if relay is not None:
         try:
-            parse_hint_argv(relay)
+            parse_relay_location(relay)
         except HintError as e:
             raise ValueError(
                 f"dilation: relay: {e} (escape its colons: relay=tcp\\:HOST\\:PORT)"

@@ -26,6 +26,7 @@ from zope.interface import implementer
 from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.mailbox.manager import DILATION_VERSIONS, Manager, normalize_ping_interval
 from txdilation.mailbox.messages import make_side
+from txdilation.selection.relays import RelayLocation
 from txdilation.settings import Settings
 from txdilation.wire.errors import CanOnlyDilateOnceError
 from txdilation.wire.keys import derive_dilation_key
@@ -63,7 +64,7 @@ class Dilator:
 
     def dilate(
         self,
-        transit_relay_location: str | None = None,
+        transit_relay_location: RelayLocation = None,
         no_listen: bool = False,
         wormhole_status: WormholeStatus | None = None,
         status_update: Callable[[DilationStatus], object] | None = None,

@@ -54,8 +54,8 @@ from txdilation.mailbox.messages import (
 )
 from txdilation.mailbox.status import StatusReporter, mailbox_up
 from txdilation.selection.connector import Connector, ConnectorSettings
-from txdilation.selection.hints import RelayV1Hint, parse_hint_argv
 from txdilation.selection.liveness import PingTracker
+from txdilation.selection.relays import RelayLocation, RelayUsed, parse_relay_location
 from txdilation.selection.selected import SelectedLink
 from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
@@ -90,7 +90,7 @@ class Manager:
         self,
         sender: ISend,
         my_side: str,
-        transit_relay_location: str | None,
+        transit_relay_location: RelayLocation,
         reactor: Any,
         eventual_queue: Any,
         cooperator: Cooperator | None,
@@ -111,9 +111,7 @@ class Manager:
         self._acceptable_versions = list(acceptable_versions)
         self._ping_interval = ping_interval
         settings = settings if settings is not None else Settings()
-        relays: tuple[RelayV1Hint, ...] = ()
-        if transit_relay_location:
-            relays = (RelayV1Hint((parse_hint_argv(transit_relay_location),)),)
+        relays = parse_relay_location(transit_relay_location)
         if telemetry is None:
             telemetry = Telemetry(reactor, events_path=settings.telemetry.events_path)
         self.telemetry = telemetry
@@ -340,10 +338,16 @@ class Manager:
             on_alive=self._alive,
         )
 
-    def connector_connection_made(self, link: SelectedLink, candidates: int = 1) -> None:
+    def connector_connection_made(
+        self, link: SelectedLink, candidates: int = 1, relay: RelayUsed | None = None
+    ) -> None:
         kind = "direct-tcp-v1" if link.is_direct else "relay-v1"
         self.telemetry.connection_selected(
-            kind, via_relay=not link.is_direct, candidates=candidates
+            kind,
+            via_relay=not link.is_direct,
+            candidates=candidates,
+            relay_transport=relay.transport if relay is not None else None,
+            relay_index=relay.index if relay is not None else None,
         )
         if self._traffic_interval is not None and not self.telemetry.periodic_traffic:
             self.telemetry.start_periodic_traffic(self._traffic_interval)

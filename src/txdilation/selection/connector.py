@@ -15,6 +15,12 @@ Invariants: once a connection is selected or the connector stops, every other co
 listener and pending attempt is closed or cancelled, and any connection that completes later
 is aborted; address discovery never blocks the reactor; a Tor connector never listens.
 
+Relay hints may name several relays, each over TCP or WebSocket: every relay endpoint is dialed
+at once when relays are due, and the first to finish its handshake wins
+(:mod:`txdilation.selection.relays` states the policy; WebSocket dials go through
+:class:`txdilation.link.websocket.WebSocketClientEndpoint`). The selected relay endpoint, if
+any, is reported to the owner with the selection.
+
 Given the session's :class:`~txdilation.telemetry.Telemetry`, every outbound dial (each direct,
 Tor or relay hint tried) and every connection our listener accepts is one telemetry attempt,
 followed by an :class:`~txdilation.selection.attempts.AttemptLog` (outcomes and durations are
@@ -51,17 +57,28 @@ from zope.interface import implementer
 
 from txdilation.link.connection import DilatedConnectionProtocol
 from txdilation.link.framer import relay_handshake_line
+from txdilation.link.websocket import WebSocketClientEndpoint
 from txdilation.selection.attempts import Attempt, AttemptLog
 from txdilation.selection.hints import (
     DirectTCPV1Hint,
     Hint,
+    RelayEndpoint,
     RelayV1Hint,
     TCPHint,
     TorTCPV1Hint,
+    WebSocketHint,
     describe_inbound,
     describe_outbound,
     encode_hint,
     hint_url,
+    websocket_address,
+)
+from txdilation.selection.relays import (
+    RELAY_CONNECT_TIMEOUT,
+    RelayUsed,
+    relay_index,
+    relay_transport,
+    relays_to_dial,
 )
 from txdilation.settings import NetworkSettings
 from txdilation.telemetry import Telemetry
@@ -93,9 +110,12 @@ class IConnectorOwner(TypingProtocol):
     def link_for(self, connection: DilatedConnectionProtocol) -> IRecordSink:
         """The record sink (the selected link) for the connection being selected."""
 
-    def connector_connection_made(self, link: Any, candidates: int) -> None:
+    def connector_connection_made(
+        self, link: Any, candidates: int, relay: RelayUsed | None = None
+    ) -> None:
         """The generation's connection was selected; ``link`` is what ``link_for`` gave for
-        it, ``candidates`` how many connections reached the selectable point."""
+        it, ``candidates`` how many connections reached the selectable point, ``relay`` the
+        relay endpoint that carries it (None: direct)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,10 +208,11 @@ class Connector:
         self._considering: set[DilatedConnectionProtocol] = set()
         self._grace_timer: IDelayedCall | None = None
         self._relay_timer: IDelayedCall | None = None
-        self._deferred_relays: list[TCPHint] = []
+        self._deferred_relays: list[RelayEndpoint] = []
         self._relays_started = False
         self._direct_outstanding = 0
-        self._used_relays: set[TCPHint] = set()
+        self._used_relays: set[RelayEndpoint] = set()
+        self._relay_of: dict[DilatedConnectionProtocol, RelayEndpoint] = {}
         self.selected: DilatedConnectionProtocol | None = None
         self._finished = False  # selected or stopped: no more listeners or attempts
         self._listen_retry: IDelayedCall | None = None
@@ -302,15 +323,16 @@ class Connector:
         direct = sorted(
             (h for h in hints if not isinstance(h, RelayV1Hint)), key=lambda h: -h.priority
         )
-        relays = [inner for h in hints if isinstance(h, RelayV1Hint) for inner in h.hints]
+        fresh = relays_to_dial((h for h in hints if isinstance(h, RelayV1Hint)), self._used_relays)
+        if s.tor is not None:  # WebSocket relays are not dialed through Tor
+            fresh = [h for h in fresh if not isinstance(h, WebSocketHint)]
         made_direct = False
-        for h in direct:
-            if isinstance(h, TorTCPV1Hint) and s.tor is None:
+        for d in direct:
+            if isinstance(d, TorTCPV1Hint) and s.tor is None:
                 continue
-            status.append(DilationHint(hint_url(h), True))
-            self._attempt(h, via_relay=False)
+            status.append(DilationHint(hint_url(d), True))
+            self._attempt(d, via_relay=False)
             made_direct = True
-        fresh = [h for h in relays if h not in self._used_relays]
         self._used_relays.update(fresh)
         status.extend(DilationHint(hint_url(h), False) for h in fresh)
         if made_direct and not s.no_listen and not self._relays_started:
@@ -333,12 +355,21 @@ class Connector:
         for h in pending:
             self._attempt(h, via_relay=True)
 
-    def _attempt(self, hint: TCPHint, *, via_relay: bool) -> None:
+    def _attempt(self, hint: RelayEndpoint, *, via_relay: bool) -> None:
         s = self._settings
-        if s.tor is not None:
+        timeout = (
+            min(s.handshake_timeout, RELAY_CONNECT_TIMEOUT) if via_relay else s.handshake_timeout
+        )
+        endpoint: IStreamClientEndpoint
+        if isinstance(hint, WebSocketHint):
+            host, port, path = websocket_address(hint)
+            endpoint = WebSocketClientEndpoint(
+                self._reactor, host, port, path, secure=hint.secure, timeout=timeout
+            )
+        elif s.tor is not None:
             endpoint = s.tor.stream_via(hint.hostname, hint.port)
         else:
-            endpoint = _tcp_client_endpoint(self._reactor, hint, s.handshake_timeout)
+            endpoint = _tcp_client_endpoint(self._reactor, hint, timeout)
         relay_line = None
         if via_relay:
             relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
@@ -354,6 +385,7 @@ class Connector:
             not via_relay,
             relay_line,
             attempt,
+            hint if via_relay else None,
         )
         d = endpoint.connect(factory)
         self._attempts.add(d)
@@ -386,6 +418,7 @@ class Connector:
         is_direct: bool,
         relay_line: bytes | None,
         attempt: Attempt | None = None,
+        relay: RelayEndpoint | None = None,
     ) -> DilatedConnectionProtocol:
         """The L2 protocol for a new TCP connection (``attempt``: its telemetry attempt)."""
         s = self._settings
@@ -401,6 +434,8 @@ class Connector:
             handshake_timeout=s.handshake_timeout,
         )
         self._connections.add(p)
+        if relay is not None:
+            self._relay_of[p] = relay
         if attempt is not None and self._attempt_log is not None:
             self._attempt_log.connected(attempt)
             self._attempt_of[p] = attempt
@@ -444,6 +479,7 @@ class Connector:
     def candidate_failed(self, connection: Any, reason: str) -> None:
         self._considering.discard(connection)
         self._connections.discard(connection)
+        self._relay_of.pop(connection, None)
         attempt = self._attempt_of.pop(connection, None)
         if attempt is not None and self._attempt_log is not None:
             self._attempt_log.closed(attempt, reason)
@@ -478,6 +514,7 @@ class Connector:
                 c.abort()
         self._connections.clear()
         self._held.clear()
+        self._relay_of = {c: r for c, r in self._relay_of.items() if c is keep}
 
     def _select(self, connection: DilatedConnectionProtocol) -> None:
         self.selected = connection
@@ -487,11 +524,19 @@ class Connector:
         self._close_others(keep=connection)
         link = self._owner.link_for(connection)
         connection.events.select(link)
-        self._owner.connector_connection_made(link, self.candidates)
+        endpoint = self._relay_of.pop(connection, None)
+        relay = None
+        if endpoint is not None:
+            relay = RelayUsed(
+                hint_url(endpoint),
+                relay_transport(endpoint),
+                relay_index(self._settings.relay_hints, endpoint),
+            )
+        self._owner.connector_connection_made(link, self.candidates, relay)
         connection.deliver_held()
 
 
-def _hint_type(hint: TCPHint, via_relay: bool) -> str:
+def _hint_type(hint: RelayEndpoint, via_relay: bool) -> str:
     """The telemetry hint type of an outbound attempt (never its address)."""
     if via_relay:
         return "relay-v1"
@@ -515,16 +560,18 @@ class _OutboundFactory(ClientFactory):
         is_direct: bool,
         relay_line: bytes | None,
         attempt: Attempt | None,
+        relay: RelayEndpoint | None = None,
     ) -> None:
         self.connector = connector
         self.description = description
         self.is_direct = is_direct
         self.relay_line = relay_line
         self.attempt = attempt
+        self.relay = relay
 
     def buildProtocol(self, addr: object) -> DilatedConnectionProtocol:
         p = self.connector.build_protocol(
-            self.description, self.is_direct, self.relay_line, self.attempt
+            self.description, self.is_direct, self.relay_line, self.attempt, self.relay
         )
         p.factory = self
         return p

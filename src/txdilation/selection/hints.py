@@ -35,14 +35,30 @@ class TorTCPV1Hint:
 
 
 @dataclass(frozen=True, slots=True)
-class RelayV1Hint:
-    """Connect to a transit relay reachable at any of ``hints``."""
+class WebSocketHint:
+    """A transit relay's WebSocket endpoint, ``ws://`` or ``wss://`` (only inside a relay hint)."""
 
-    hints: tuple[DirectTCPV1Hint | TorTCPV1Hint, ...]
+    url: str
+
+    @property
+    def secure(self) -> bool:
+        return self.url.startswith("wss:")
+
+
+TCPHint = DirectTCPV1Hint | TorTCPV1Hint
+RelayEndpoint = DirectTCPV1Hint | TorTCPV1Hint | WebSocketHint
+
+
+@dataclass(frozen=True, slots=True)
+class RelayV1Hint:
+    """Connect to a transit relay reachable at any of ``hints`` (``name``: magic-wormhole.rs's
+    human-readable relay name, usually its domain; None for stock's layout)."""
+
+    hints: tuple[RelayEndpoint, ...]
+    name: str | None = None
 
 
 Hint = DirectTCPV1Hint | TorTCPV1Hint | RelayV1Hint
-TCPHint = DirectTCPV1Hint | TorTCPV1Hint
 
 
 class HintError(ValueError):
@@ -76,10 +92,14 @@ def _parse_tcp(d: Any) -> TCPHint:
         raise HintError(f"bad port in {kind} hint: {port!r:.80}")
     if isinstance(priority, bool) or not isinstance(priority, int | float):
         raise HintError(f"bad priority in {kind} hint: {priority!r:.80}")
+    return _tcp_of_kind(kind, hostname, port, float(priority))
+
+
+def _tcp_of_kind(kind: object, hostname: str, port: int, priority: float) -> TCPHint:
     if kind == "direct-tcp-v1":
-        return DirectTCPV1Hint(hostname, port, float(priority))
+        return DirectTCPV1Hint(hostname, port, priority)
     if kind == "tor-tcp-v1":
-        return TorTCPV1Hint(hostname, port, float(priority))
+        return TorTCPV1Hint(hostname, port, priority)
     raise HintError(f"unknown hint type {kind!r:.80}")
 
 
@@ -92,16 +112,62 @@ def parse_hint(d: Any) -> Hint:
         inner = d.get("hints")
         if not isinstance(inner, list) or not inner:
             raise HintError("relay-v1 hint without a list of hints")
-        parsed = []
+        parsed: list[RelayEndpoint] = []
         for h in inner:
             try:
-                parsed.append(_parse_tcp(h))
+                parsed.append(_parse_relay_endpoint(h))
             except HintError:
                 continue
         if not parsed:
             raise HintError("relay-v1 hint with no usable hints")
-        return RelayV1Hint(tuple(parsed))
+        name = d.get("name")
+        return RelayV1Hint(tuple(parsed), name if isinstance(name, str) and name else None)
     return _parse_tcp(d)
+
+
+def _parse_relay_endpoint(d: Any) -> RelayEndpoint:
+    if isinstance(d, dict) and d.get("type") == "websocket":
+        return parse_websocket_url(d.get("url"))
+    return _parse_tcp(d)
+
+
+_WS_URL = re.compile(
+    r"^wss?://(?:\[(?P<v6>[0-9a-fA-F:.]+)\]|(?P<host>[^:/\[\]?#@\s]+))(?::(?P<port>\d+))?"
+    r"(?P<path>/[^\s#]*)?$"
+)
+
+
+def parse_websocket_url(url: Any) -> WebSocketHint:
+    """A ``ws://HOST[:PORT][/PATH]`` or ``wss://...`` relay URL.
+
+    :raises HintError: for anything else (no userinfo, fragment or whitespace; a usable host).
+    """
+    if not isinstance(url, str) or len(url) > 2048:
+        raise HintError(f"bad websocket relay url: {url!r:.80}")
+    m = _WS_URL.match(url)
+    if not m:
+        raise HintError(f"bad websocket relay url {url!r:.80}: expected ws[s]://HOST[:PORT]/")
+    host = m.group("v6") or m.group("host")
+    if not _usable_hostname(host):
+        raise HintError(f"bad hostname in websocket relay url {url!r:.80}")
+    if m.group("v6"):
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            raise HintError(f"bad IPv6 address in websocket relay url {url!r:.80}") from None
+    port = m.group("port")
+    if port is not None and not 0 < int(port) < 65536:
+        raise HintError(f"bad port in websocket relay url {url!r:.80}")
+    return WebSocketHint(url)
+
+
+def websocket_address(hint: WebSocketHint) -> tuple[str, int, str]:
+    """``(host, port, path)`` of a parsed WebSocket relay URL (port defaults: 80, 443)."""
+    m = _WS_URL.match(hint.url)
+    assert m is not None, hint.url  # WebSocketHints are made by parse_websocket_url
+    host = m.group("v6") or m.group("host")
+    port = int(m.group("port")) if m.group("port") else (443 if hint.secure else 80)
+    return host, port, m.group("path") or "/"
 
 
 def parse_hints(items: Any) -> tuple[list[Hint], list[str]]:
@@ -118,7 +184,7 @@ def parse_hints(items: Any) -> tuple[list[Hint], list[str]]:
     return hints, problems
 
 
-def encode_hint(hint: Hint) -> dict[str, Any]:
+def encode_hint(hint: Hint | WebSocketHint) -> dict[str, Any]:
     """Return the JSON-able dict for ``hint``, in stock's layout."""
     match hint:
         case DirectTCPV1Hint(hostname, port, priority):
@@ -130,8 +196,14 @@ def encode_hint(hint: Hint) -> dict[str, Any]:
             }
         case TorTCPV1Hint(hostname, port, priority):
             return {"type": "tor-tcp-v1", "priority": priority, "hostname": hostname, "port": port}
-        case RelayV1Hint(inner):
-            return {"type": "relay-v1", "hints": [encode_hint(h) for h in inner]}
+        case WebSocketHint(url):
+            return {"type": "websocket", "url": url}
+        case RelayV1Hint(inner, name):
+            encoded: dict[str, Any] = {"type": "relay-v1"}
+            if name is not None or any(isinstance(h, WebSocketHint) for h in inner):
+                encoded["name"] = name  # magic-wormhole.rs's form (null when unnamed)
+            encoded["hints"] = [encode_hint(h) for h in inner]
+            return encoded
     raise TypeError(f"not a hint: {hint!r}")
 
 
@@ -169,9 +241,12 @@ def _hostport(hostname: str, port: int) -> str:
     return f"[{hostname}]:{port}" if ":" in hostname else f"{hostname}:{port}"
 
 
-def describe_outbound(hint: TCPHint, *, via_relay: bool, tor: bool = False) -> str:
-    """Describe an outbound attempt as stock does: ``->tcp:H:P`` or ``->relay:tcp:H:P``."""
+def describe_outbound(hint: RelayEndpoint, *, via_relay: bool, tor: bool = False) -> str:
+    """Describe an outbound attempt as stock does: ``->tcp:H:P`` or ``->relay:tcp:H:P``
+    (a WebSocket relay: ``->relay:ws://H:P/``)."""
     prefix = ("tor->" if tor else "->") + ("relay:" if via_relay else "")
+    if isinstance(hint, WebSocketHint):
+        return prefix + hint.url
     scheme = "tor:" if isinstance(hint, TorTCPV1Hint) else "tcp:"
     return f"{prefix}{scheme}{_hostport(hint.hostname, hint.port)}"
 
@@ -185,6 +260,9 @@ def describe_inbound(addr: object) -> str:
     return f"<-{addr!r}"
 
 
-def hint_url(hint: TCPHint) -> str:
-    """``host:port`` as used by ``wormhole._status.DilationHint.url``."""
+def hint_url(hint: RelayEndpoint) -> str:
+    """``host:port`` as used by ``wormhole._status.DilationHint.url`` (a WebSocket relay: its
+    URL)."""
+    if isinstance(hint, WebSocketHint):
+        return hint.url
     return f"{hint.hostname}:{hint.port}"

@@ -20,7 +20,9 @@ entries are merged by name (the command line's endpoint wins for a name present 
 
 Invariants of a :class:`SessionConfig` (checked by :func:`build_config`): exactly one of
 ``code``/``allocate_code``; subprotocol names non-empty, printable, without ``=``, unique per
-table; every endpoint string parses; the relay is ``tcp:HOST:PORT``; the ping interval and the
+table; every endpoint string parses; each relay is a relay location
+(``tcp:HOST:PORT``, ``ws[s]://HOST[:PORT]/``, endpoints of one relay comma-separated; the TOML
+``relay`` may be one string or a list, one per relay); the ping interval and the
 close timeout are positive, the drain timeout is not negative; the mailbox is a ``ws://`` or
 ``wss://`` URL with a host; the log level is a known one; the Dilation settings are valid for
 the library (the same checks as ``txdilation.settings``'s readers make; that module is not
@@ -37,7 +39,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from txdilation.selection.hints import HintError, parse_hint_argv
+from txdilation.selection.hints import HintError
+from txdilation.selection.relays import parse_relay_location
 from txdilation.session.endpoints import ForwardSpec, validate_client, validate_server
 from txdilation.session.errors import ConfigError
 
@@ -162,7 +165,7 @@ _SCALARS: Final[dict[str, tuple[type, ...]]] = {
     "appid": (str,),
     "code": (str,),
     "allocate-code": (bool,),
-    "relay": (str,),
+    "relay": (str, list),
     "no-listen": (bool,),
     "ping-interval": (int, float),
     "status": (str,),
@@ -191,7 +194,7 @@ class SessionConfig:
     mailbox: str = DEFAULT_MAILBOX
     code: str | None = None
     allocate_code: bool = False
-    relay: str | None = None
+    relay: tuple[str, ...] = ()
     no_listen: bool = False
     ping_interval: float | None = None
     listen: tuple[ForwardSpec, ...] = ()
@@ -278,6 +281,21 @@ def merge(file_settings: Mapping[str, Any], overrides: Mapping[str, Any]) -> dic
     return merged
 
 
+def _relays(value: object) -> tuple[str, ...]:
+    """The relay locations of a ``relay`` setting: one string or a list of them (none: ``()``)."""
+    if value is None or value == "":
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(v, str) for v in items):
+        raise ConfigError(f"relay: a string or a list of strings, not {value!r:.80}")
+    relays = tuple(v.strip() for v in items if v.strip())
+    try:
+        parse_relay_location(relays)
+    except HintError as e:
+        raise ConfigError(f"relay: {e}") from None
+    return relays
+
+
 def build_config(raw: Mapping[str, Any]) -> SessionConfig:
     """Validate merged raw settings and build the :class:`SessionConfig`.
 
@@ -299,12 +317,7 @@ def build_config(raw: Mapping[str, Any]) -> SessionConfig:
     ping_interval = raw.get("ping-interval")
     if ping_interval is not None:
         ping_interval = _seconds("ping-interval", ping_interval)
-    relay = raw.get("relay") or None
-    if relay is not None:
-        try:
-            parse_hint_argv(relay)
-        except HintError as e:
-            raise ConfigError(f"relay: {e}") from None
+    relay = _relays(raw.get("relay"))
     for key in ("mailbox", "appid"):
         if key in raw and not raw[key]:
             raise ConfigError(f"{key} must not be empty")

@@ -84,7 +84,6 @@ class SessionOptions(usage.Options):
         ["mailbox", None, None, f"Mailbox server URL [default: {DEFAULT_MAILBOX}]."],
         ["appid", None, None, f"Application id; both peers must agree [default: {DEFAULT_APPID}]."],
         ["code", None, None, "The wormhole code to use."],
-        ["relay", None, None, "Transit relay, tcp:HOST:PORT."],
         [
             "ping-interval",
             None,
@@ -122,6 +121,7 @@ class SessionOptions(usage.Options):
         super().__init__()  # type: ignore[no-untyped-call]
         self.listen: dict[str, str] = {}
         self.connect: dict[str, str] = {}
+        self.relays: list[str] = []
         self.config: SessionConfig | None = None
 
     def opt_listen(self, value: str) -> None:
@@ -131,6 +131,10 @@ class SessionOptions(usage.Options):
     def opt_connect(self, value: str) -> None:
         """NAME=CLIENT_ENDPOINT: connect each subchannel NAME the peer opens there (e.g. web=tcp:127.0.0.1:80); other names are refused. Repeatable."""  # noqa: E501
         self.connect.update(_forward(value, "--connect"))
+
+    def opt_relay(self, value: str) -> None:
+        """Transit relay: tcp:HOST:PORT or ws[s]://HOST:PORT/ (one relay's endpoints comma-separated). Repeatable: one per relay, raced."""  # noqa: E501
+        self.relays.append(value)
 
     def opt_version(self) -> NoReturn:
         """Print the versions of txdilation, magic-wormhole, Twisted and Python, and exit."""
@@ -146,7 +150,6 @@ class SessionOptions(usage.Options):
                 "mailbox",
                 "appid",
                 "code",
-                "relay",
                 "ping-interval",
                 "status",
                 "events",
@@ -158,6 +161,7 @@ class SessionOptions(usage.Options):
             overrides: dict[str, Any] = {key: self[key] for key in keys}
             for flag in ("allocate-code", "no-listen"):
                 overrides[flag] = True if self[flag] else None
+            overrides["relay"] = self.relays or None
             overrides["listen"] = self.listen
             overrides["connect"] = self.connect
             self.config = build_config(merge(file_settings, overrides))

@@ -143,7 +143,7 @@ class SessionCore:
             connect=list(config.connect_names),
             pid=os.getpid(),
         )
-        if config.no_listen and config.relay is None:
+        if config.no_listen and not config.relay:
             self.writer.emit(
                 "warning",
                 message="this side advertises no direct hints (--no-listen) and has no relay",
@@ -168,7 +168,7 @@ class SessionCore:
         )
         self.dilated = txdilation.dilate(
             w,
-            config.relay,
+            list(config.relay) or None,
             no_listen=config.no_listen,
             on_status_update=self.observer.dilation_status,
             ping_interval=config.ping_interval,

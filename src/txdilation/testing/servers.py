@@ -169,10 +169,20 @@ async def start_mailbox_server(
 
 @dataclass(kw_only=True)
 class TransitRelay(_LoopbackServer):
-    """A running in-process transit relay on 127.0.0.1; ``hint`` is ``tcp:127.0.0.1:PORT``."""
+    """A running in-process transit relay on 127.0.0.1; ``hint`` is ``tcp:127.0.0.1:PORT``.
+
+    With a WebSocket port (``start_transit_relay(websocket=True)``), ``ws_url`` is
+    ``ws://127.0.0.1:PORT/``, a relay location too; both ports relay to each other."""
 
     hint: str
     transit: Any
+    ws_url: str | None = None
+    _websocket: _LoopbackServer | None = None
+
+    async def _stop(self) -> None:
+        if self._websocket is not None:
+            await self._websocket.stop()
+        await super()._stop()
 
 
 async def start_transit_relay(
@@ -181,14 +191,18 @@ async def start_transit_relay(
     log_fd_file: IO[str] | None = None,
     usage_db: str | None = None,
     port: int = 0,
+    websocket: bool = False,
+    websocket_port: int = 0,
 ) -> TransitRelay:
     """
-    Start the real transit relay (plain TCP) on 127.0.0.1.
+    Start the real transit relay (plain TCP, and WebSocket when asked) on 127.0.0.1.
 
     :param reactor: the reactor to listen with (its ``seconds`` timestamps usage records).
     :param log_fd_file: a text file to receive JSON usage lines, or ``None``.
     :param usage_db: SQLite file for usage records, or ``None``.
     :param port: TCP port; 0 picks a free one.
+    :param websocket: also accept WebSocket connections (``transitrelay --websocket``).
+    :param websocket_port: that port; 0 picks a free one.
     :returns: the running ``TransitRelay``.
     :raises twisted.internet.error.CannotListenError: if the port is taken.
     """
@@ -204,4 +218,20 @@ async def start_transit_relay(
     relay_factory.log_requests = False  # type: ignore[attr-defined]
     relay_factory.transit = transit  # type: ignore[attr-defined]
     served = await _serve_loopback(reactor, port, relay_factory, [db])
-    return TransitRelay(hint=f"tcp:{LOOPBACK}:{served['port']}", transit=transit, **served)
+    relay = TransitRelay(hint=f"tcp:{LOOPBACK}:{served['port']}", transit=transit, **served)
+    if websocket:
+        from autobahn.twisted.websocket import WebSocketServerFactory
+        from wormhole_transit_relay.transit_server import WebSocketTransitConnection
+
+        ws_factory = WebSocketServerFactory(f"ws://{LOOPBACK}/")  # type: ignore[no-untyped-call]
+        ws_factory.protocol = WebSocketTransitConnection
+        ws_factory.transit = transit  # type: ignore[attr-defined]
+        ws_factory.log_requests = False  # type: ignore[attr-defined]
+        try:
+            ws_served = await _serve_loopback(reactor, websocket_port, ws_factory, [])
+        except BaseException:
+            await relay.stop()
+            raise
+        relay._websocket = _LoopbackServer(**ws_served)
+        relay.ws_url = f"ws://{LOOPBACK}:{ws_served['port']}/"
+    return relay
