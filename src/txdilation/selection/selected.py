@@ -11,7 +11,8 @@ Invariants:
   ``may_send_pong`` allows: a peer that pings and never reads cannot grow our buffer), PONG to
   the wormhole's :class:`~txdilation.selection.liveness.PingTracker`; a record type without a
   handler is logged and dropped (the L2 layer already refuses a KCM after selection);
-- any record is a sign of life (and its arrival time is kept: ``last_received_at``); a link silent for 1.5 ping intervals is reported once to the
+- any record is a sign of life (its arrival time is kept: ``last_received_at``); a link
+  silent for 1.5 ping intervals is reported once to the
   owner (``link_silent``), and the connection's end once (``link_lost``, with the reason), after
   which nothing more is dispatched: the owner hears only those two, and ``on_alive(rtt)`` after
   each PING or PONG (status freshness);
