@@ -148,6 +148,7 @@ class Manager:
                 network=settings.network,
                 max_record_size=settings.limits.max_record_size,
                 handshake_timeout=settings.limits.handshake_timeout,
+                max_unauthenticated=settings.limits.max_unauthenticated,
             ),
             outbox=Outbox(sender),
             status=status,
