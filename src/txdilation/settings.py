@@ -193,22 +193,16 @@ class Limits:
                 raise ValueError(
                     f"TXDILATION_HANDSHAKE_TIMEOUT must be a number of seconds, not {timeout!r}"
                 ) from None
-        for name in _BYTE_LIMITS:
+        counts = [(name, "bytes") for name in _BYTE_LIMITS]
+        for name, unit in [*counts, ("max_unauthenticated", "connections")]:
             variable = f"TXDILATION_{name.upper()}"
             raw = env.get(variable, "").strip()
             if raw:
                 try:
                     values[name] = int(raw)
                 except ValueError:
-                    raise ValueError(f"{variable} must be a number of bytes, not {raw!r}") from None
-        raw = env.get("TXDILATION_MAX_UNAUTHENTICATED", "").strip()
-        if raw:
-            try:
-                values["max_unauthenticated"] = int(raw)
-            except ValueError:
-                raise ValueError(
-                    f"TXDILATION_MAX_UNAUTHENTICATED must be a number of connections, not {raw!r}"
-                ) from None
+                    problem = f"{variable} must be a number of {unit}, not {raw!r}"
+                    raise ValueError(problem) from None
         return cls(**values)  # type: ignore[arg-type]
 
 
