@@ -578,21 +578,23 @@ class LineReceiverOnSubchannelTests(DilatedPairBase):
 class RecoveredTelemetryTests(SynchronousTestCase):
     """The ``recovered`` record: what died, how it was noticed, the gap (docs/telemetry.md)."""
 
-    def records(self, m: Manager) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        m.telemetry._sinks.append(out.append)
-        return out
+    def started(
+        self, side: str, peer_side: str
+    ) -> tuple[Manager, MemoryReactorClock, list[dict[str, Any]]]:
+        """A Manager that has its key, versions and the peer's please; its telemetry list."""
+        m, _pipe, clock = _manager(side)
+        records: list[dict[str, Any]] = []
+        m.telemetry._sinks.append(records.append)
+        m.got_dilation_key(b"k" * 32)
+        m.got_wormhole_versions({"can-dilate": ["ged"]})
+        please = {"type": "please", "side": peer_side, "use-version": "ged"}
+        m.received_dilation_message(json.dumps(please).encode())
+        return m, clock, records
 
     def test_leader_after_liveness(self) -> None:
         """A Leader's direct link goes silent: after the next selection, ``recovered`` says
         direct, liveness, and the gap from the last record received to the selection."""
-        m, _pipe, clock = _manager("ffffffffffffffff")
-        records = self.records(m)
-        m.got_dilation_key(b"k" * 32)
-        m.got_wormhole_versions({"can-dilate": ["ged"]})
-        m.received_dilation_message(
-            b'{"type": "please", "side": "0000000000000000", "use-version": "ged"}'
-        )
+        m, clock, records = self.started("ffffffffffffffff", "0000000000000000")
         first = FakeDilatedConnection("first")
         link = m.link_for(first)
         m.connector_connection_made(link, 1)
@@ -617,13 +619,7 @@ class RecoveredTelemetryTests(SynchronousTestCase):
     def test_follower_told_by_the_leader(self) -> None:
         """A Follower whose link the Leader gave up ('reconnect' while it was up) records the
         loss as peer_report; with no record ever received, the gap counts from the loss."""
-        m, _pipe, clock = _manager("0000000000000000")
-        records = self.records(m)
-        m.got_dilation_key(b"k" * 32)
-        m.got_wormhole_versions({"can-dilate": ["ged"]})
-        m.received_dilation_message(
-            b'{"type": "please", "side": "ffffffffffffffff", "use-version": "ged"}'
-        )
+        m, clock, records = self.started("0000000000000000", "ffffffffffffffff")
         first = FakeDilatedConnection("first")
         link = m.link_for(first)
         m.connector_connection_made(link, 1)
@@ -644,13 +640,7 @@ class RecoveredTelemetryTests(SynchronousTestCase):
 
     def test_no_recovery_without_a_loss(self) -> None:
         """The first selection is no recovery."""
-        m, _pipe, _clock = _manager("ffffffffffffffff")
-        records = self.records(m)
-        m.got_dilation_key(b"k" * 32)
-        m.got_wormhole_versions({"can-dilate": ["ged"]})
-        m.received_dilation_message(
-            b'{"type": "please", "side": "0000000000000000", "use-version": "ged"}'
-        )
+        m, _clock, records = self.started("ffffffffffffffff", "0000000000000000")
         m.connector_connection_made(m.link_for(FakeDilatedConnection("only")), 1)
         self.assertNotIn("recovered", [r["event"] for r in records])
         m.stop()
