@@ -290,7 +290,12 @@ async def slow_run(reactor: Any, pairing: Pairing, index: int) -> dict[str, Any]
 
 
 async def flood_run(
-    reactor: Any, pairing: Pairing, count: int, spread: float, index: int
+    reactor: Any,
+    pairing: Pairing,
+    count: int,
+    spread: float,
+    index: int,
+    max_unauthenticated: int | None = None,
 ) -> dict[str, Any]:
     """
     One ``flood`` run. The real peer (``b``, ``--no-listen``, no relay) can only come in
@@ -300,11 +305,15 @@ async def flood_run(
     starts and the real peer is let through (it comes back at its next SYN retry).
     """
     record = _base("flood", pairing, None, index) | {"count": count, "within": spread}
+    if max_unauthenticated is not None:
+        record["max_unauthenticated"] = max_unauthenticated
     with ExitStack() as stack:
         scene = build_scene(stack, hosts=["c"])
         attacker = scene.extra["c"]
         hole = scene.net.blackhole(scene.a, scene.b)
         server = peer_args("txdilation", True, "echo-server", "--listen-port", str(FLOOD_PORT))
+        if max_unauthenticated is not None:
+            server += ["--max-unauthenticated", str(max_unauthenticated)]
         client = peer_args("txdilation", False, "echo-client", "--no-listen")
         pair = start_pair(reactor, scene, server, client, timeout=150)
         try:
@@ -452,7 +461,8 @@ def flood_table(records: list[dict[str, Any]]) -> str:
         rows.append(
             [
                 str(r["run"] + 1),
-                f"{alone['attempted']}, {r.get('within', 1.0):g} s",
+                f"{alone['attempted']}, {r.get('within', 1.0):g} s"
+                + (f", cap {r['max_unauthenticated']}" if "max_unauthenticated" in r else ""),
                 str(alone["refused"] + alone["errors"]),
                 str(alone["never_connected"]),
                 str(alone["slow_connects"]),
@@ -510,6 +520,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--address-cap", type=float, default=180.0)
     p.add_argument("--flood-count", type=int, default=500)
     p.add_argument("--flood-within", type=float, default=1.0, help="seconds to open them in")
+    p.add_argument(
+        "--flood-cap",
+        type=int,
+        default=None,
+        help="the listener's TXDILATION_MAX_UNAUTHENTICATED (default: the library's)",
+    )
     p.add_argument("--json", default=None, help="append every run's record to this file")
     p.add_argument("--report", nargs="*", default=None, help="print tables from --json files")
     return p.parse_args(argv)
@@ -537,7 +553,12 @@ async def measure(reactor: Any, args: argparse.Namespace) -> list[dict[str, Any]
                         record = await slow_run(reactor, pairing, index)
                     else:
                         record = await flood_run(
-                            reactor, pairing, args.flood_count, args.flood_within, index
+                            reactor,
+                            pairing,
+                            args.flood_count,
+                            args.flood_within,
+                            index,
+                            args.flood_cap,
                         )
                     keep(record, "benchmarks.recovery", args.json, records)
     return records

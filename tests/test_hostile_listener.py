@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from twisted.internet.defer import DeferredList, ensureDeferred
+from twisted.internet.defer import CancelledError, Deferred, DeferredList, ensureDeferred
 from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.protocol import Factory
 from twisted.trial.unittest import SynchronousTestCase, TestCase
@@ -114,6 +114,7 @@ class HostileListenerTests(TestCase):
         wave of attackers is connected, and the pair still dilates and carries data."""
         rss_before = vm_status_kib("VmRSS")
         mailbox, apis, owners = await self.listening_pair()
+        keeping = self.keep_generations_busy(list(owners))
         bad: dict[Attacker, str] = {}
         slow: list[Attacker] = []
         for port, owner in owners.items():
@@ -146,6 +147,7 @@ class HostileListenerTests(TestCase):
                 second.append(await self.attack(port, payload))
             for _ in range(IDLE_PER_PORT // 2):
                 second.append(await self.attack(port, b""))
+        keeping.cancel()
         mailbox.release()
         await DeferredList([api.when_dilated() for api in apis], fireOnOneErrback=True)
         await self.echo(apis)
@@ -154,6 +156,22 @@ class HostileListenerTests(TestCase):
         handled = len(bad) + len(slow) + len(second)
         self.assertLess(rss_growth, 64 * 1024, f"RSS grew by {rss_growth} KiB")
         record_figures(self, hostile_connections_handled=handled)
+
+    def keep_generations_busy(self, ports: list[int]) -> Deferred[None]:
+        """Open one more idle connection on each port every half handshake timeout, until
+        cancelled: the generations always have a connection in flight. Without them, a Leader
+        whose last attacker just timed out has nothing in flight and restarts its generation
+        at its next stall check (within ``GENERATION_RETRY``, 1 s), closing the listener the
+        second wave is about to attack; on a loaded machine the test often lost that race
+        (refused connections in the second wave, 3 runs in 13 under two CPU hogs)."""
+
+        async def keep() -> None:
+            while True:
+                for port in ports:
+                    await self.attack(port, b"")
+                await sleep(TIMEOUT / 2)
+
+        return Deferred.fromCoroutine(keep()).addErrback(lambda f: f.trap(CancelledError))
 
     async def echo(self, apis: list[Any]) -> None:
         from tests.mailbox.test_manager import Collector, EchoProtocol

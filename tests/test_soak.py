@@ -10,6 +10,8 @@ moments: some when the client reached a random byte count (so its earlier bytes 
 some on timers, two sometimes in a row without waiting for the reconnection; some pairs are
 relay-only. Every stream must arrive exactly: the receiver's byte count equals the sender's
 total and its SHA-256 equals the sender's. Both sessions must then stop with exit status 0.
+The starved variant runs the same soak while two busy-looping processes compete for the CPU
+(issue 14: no stall under starvation).
 
 The random choices come from ``TXDILATION_SOAK_SEED`` when set (else a fresh seed, printed in
 every failure message) so a failing run can be repeated; ``TXDILATION_SOAK_PAIRS`` (default 20)
@@ -29,6 +31,7 @@ from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from tests.support.harness import LOOPBACK, RealServersMixin
+from tests.support.hogs import start_hogs
 from txdilation.demo import Exchange, ExchangeFactory
 from txdilation.session.child import SessionProcess, run_command, spawn_session
 
@@ -194,3 +197,17 @@ class SoakSlowTests(RealServersMixin, TestCase):
         for s in sessions:
             if "Traceback" in s.stderr:
                 outcome.problems.append(f"{s.name} logged a traceback:\n{s.tail()}")
+
+
+@pytest.mark.slow
+class StarvedSoakSlowTests(SoakSlowTests):
+    """The same soak while two CPU hogs (started and stopped by the test) compete with every
+    pair's processes for the machine's cores."""
+
+    HOGS = 2
+    timeout = 120 + 12 * PAIRS  # twice the unstarved bound per pair
+
+    def setUp(self) -> Deferred[None]:
+        started = super().setUp()
+        self.addCleanup(start_hogs(self.HOGS, lifetime=self.timeout + 30))
+        return started

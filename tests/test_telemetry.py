@@ -55,6 +55,7 @@ def drive_everything(t: tm.Telemetry, clock: Clock) -> None:
     t.reconnect()
     t.reconnecting()
     t.set_generation(2)
+    t.recovered("direct", tm.noticed_by("network_error"), 0.5)
     t.traffic(10, 1000, 10, 100, 8, 800, 0, final=True)
     t.session_ended("happy")
 
@@ -96,6 +97,41 @@ class RecordTests(SynchronousTestCase):
         self.assertEqual(by_event["connection_lost"]["uptime_s"], 2.0)
         self.assertEqual(by_event["connection_selected"]["candidates"], 2)
         self.assertIs(by_event["connection_selected"]["via_relay"], False)
+
+    def test_recovered(self) -> None:
+        """``recovered`` carries the lost path, how the loss was noticed and the gap; values
+        outside the vocabularies become other, a negative gap 0 and a non-finite one none."""
+        t, records, _ = make()
+        t.recovered("relay", "probe", 1.25)
+        t.recovered("tcp:10.0.0.1:4001", "a free text", -3.0)
+        t.recovered("direct", "liveness", math.nan)
+        fields = [{k: r.get(k) for k in ("died", "noticed_by", "gap_s")} for r in records]
+        self.assertEqual(
+            fields,
+            [
+                {"died": "relay", "noticed_by": "probe", "gap_s": 1.25},
+                {"died": "other", "noticed_by": "other", "gap_s": 0.0},
+                {"died": "direct", "noticed_by": "liveness", "gap_s": None},
+            ],
+        )
+        for r in records:
+            VALIDATOR.validate(r)
+
+    def test_noticed_by_maps_every_lost_reason(self) -> None:
+        """Each loss reason maps to how it was noticed, as the issue defines it."""
+        by_way = {  # the issue's definition, written the other way round
+            "probe": {"probe_unanswered"},
+            "liveness": {"timeout"},
+            "network_change": {"network_change"},
+            "peer_report": {"peer_report"},
+            "connection_closed": {"closed", "peer_closed", "network_error"},
+            "other": {"protocol_error", "stopped", "other"},
+        }
+        expected = {reason: way for way, reasons in by_way.items() for reason in reasons}
+        self.assertEqual(set(expected), tm.LOST_REASONS)
+        self.assertEqual({r: tm.noticed_by(r) for r in tm.LOST_REASONS}, expected)
+        self.assertEqual(tm.noticed_by("10.0.0.1"), "other")
+        self.assertEqual(set(by_way), tm.NOTICED_BY)
 
     def test_bad_durations(self) -> None:
         """Negative durations are clamped to 0 and non-finite ones are left out."""
@@ -250,6 +286,8 @@ class PrivacyTests(SynchronousTestCase):
         }
         self.assertEqual(set(thens["attempt_ended"]["outcome"]["enum"]), tm.ATTEMPT_OUTCOMES)
         self.assertEqual(set(thens["connection_lost"]["reason"]["enum"]), tm.LOST_REASONS)
+        self.assertEqual(set(thens["recovered"]["died"]["enum"]), tm.PATHS | {"other"})
+        self.assertEqual(set(thens["recovered"]["noticed_by"]["enum"]), tm.NOTICED_BY)
         self.assertEqual(set(thens["session_ended"]["reason"]["enum"]), tm.END_REASONS)
         selected = thens["connection_selected"]
         self.assertEqual(set(selected["relay_transport"]["enum"]), tm.RELAY_TRANSPORTS)

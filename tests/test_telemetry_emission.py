@@ -108,6 +108,16 @@ class TelemetryEmissionTests(DilatedPairBase):
             self.assertEqual(kinds[-1], "session_ended")
         self.assertIn("reconnect", by_role["leader"])
         self.assertEqual(by_role["follower"].count("reconnecting"), 1)
+        for events in sessions.values():
+            # the second selection is a recovery: right after it, what died and the gap
+            kinds = [r["event"] for r in events]
+            (recovered,) = [r for r in events if r["event"] == "recovered"]
+            self.assertEqual(kinds[kinds.index("recovered") - 1], "connection_selected")
+            self.assertEqual(recovered["generation"], 2)
+            self.assertEqual(recovered["died"], "direct")
+            self.assertIn(recovered["noticed_by"], {"connection_closed", "peer_report"})
+            self.assertGreaterEqual(recovered["gap_s"], 0)
+            self.assertLess(recovered["gap_s"], 30)
         for forbidden in ("secret-payload", "127.0.0.1", dilators[0]._manager._core.my_side):
             self.assertNotIn(forbidden, text)
 

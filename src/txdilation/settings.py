@@ -29,6 +29,8 @@ Resource limits (:class:`Limits`; each variable unset or empty means the default
 - ``TXDILATION_MAX_PENDING_OPEN_BYTES``: bytes held for subchannels nobody listens on yet.
   Default 4 MiB.
 - ``TXDILATION_MAX_RECORD_SIZE``: largest record plaintext accepted from the peer. Default 64 MiB.
+- ``TXDILATION_MAX_UNAUTHENTICATED``: connections the direct-hint listener holds before their
+  handshake is done; one more closes the oldest (``selection.listener``). Default 256.
 
 Waiting for the peer (:class:`ReconnectPolicy`):
 
@@ -62,6 +64,7 @@ from txdilation.wire.limits import (
     DEFAULT_MAX_PENDING_OPEN_BYTES,
     DEFAULT_MAX_RECORD_SIZE,
     DEFAULT_MAX_UNACKED_BYTES,
+    DEFAULT_MAX_UNAUTHENTICATED,
 )
 
 _BYTE_LIMITS = (
@@ -161,10 +164,14 @@ class Limits:
     max_buffered_inbound_bytes: int = DEFAULT_MAX_BUFFERED_INBOUND_BYTES
     max_pending_open_bytes: int = DEFAULT_MAX_PENDING_OPEN_BYTES
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE
+    max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.handshake_timeout) and self.handshake_timeout > 0):
             raise ValueError(f"handshake_timeout must be positive, not {self.handshake_timeout!r}")
+        n = self.max_unauthenticated
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise ValueError(f"max_unauthenticated must be a positive number, not {n!r}")
         for name in _BYTE_LIMITS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -186,14 +193,16 @@ class Limits:
                 raise ValueError(
                     f"TXDILATION_HANDSHAKE_TIMEOUT must be a number of seconds, not {timeout!r}"
                 ) from None
-        for name in _BYTE_LIMITS:
+        counts = [(name, "bytes") for name in _BYTE_LIMITS]
+        for name, unit in [*counts, ("max_unauthenticated", "connections")]:
             variable = f"TXDILATION_{name.upper()}"
             raw = env.get(variable, "").strip()
             if raw:
                 try:
                     values[name] = int(raw)
                 except ValueError:
-                    raise ValueError(f"{variable} must be a number of bytes, not {raw!r}") from None
+                    problem = f"{variable} must be a number of {unit}, not {raw!r}"
+                    raise ValueError(problem) from None
         return cls(**values)  # type: ignore[arg-type]
 
 

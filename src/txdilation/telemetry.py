@@ -76,8 +76,34 @@ ATTEMPT_OUTCOMES: Final = frozenset(
     }
 )
 LOST_REASONS: Final = frozenset(
-    {"closed", "peer_closed", "timeout", "protocol_error", "network_error", "stopped", OTHER}
+    {
+        "closed",
+        "peer_closed",
+        "timeout",  # liveness: nothing heard for 1.5 ping intervals
+        "protocol_error",
+        "network_error",
+        "stopped",
+        "probe_unanswered",  # a probe of a path with unacknowledged records went unanswered
+        "network_change",  # our addresses or routes changed
+        "peer_report",  # the peer told us (txdilation's ``link-lost``, or ``reconnect``)
+        OTHER,
+    }
 )
+PATHS: Final = frozenset({"direct", "relay"})
+"""What a ``recovered`` record's ``died`` says the lost link was."""
+NOTICED_BY: Final = frozenset(
+    {"probe", "liveness", "network_change", "peer_report", "connection_closed", OTHER}
+)
+"""How a loss was noticed (``recovered``'s ``noticed_by``): see :func:`noticed_by`."""
+_NOTICED_BY_REASON: Final = {
+    "probe_unanswered": "probe",
+    "timeout": "liveness",
+    "network_change": "network_change",
+    "peer_report": "peer_report",
+    "closed": "connection_closed",
+    "peer_closed": "connection_closed",
+    "network_error": "connection_closed",
+}
 END_REASONS: Final = frozenset(
     {"happy", "closed", "lonely", "errory", "scary", "failed", "stopped", OTHER}
 )
@@ -92,6 +118,7 @@ EVENTS: Final = (
     "connection_lost",
     "reconnect",
     "reconnecting",
+    "recovered",
     "traffic",
     "ping_rtt",
     "subchannel_opened",
@@ -126,6 +153,14 @@ def schema_text() -> str:
 def vocabulary(value: object, allowed: frozenset[str]) -> str:
     """Return ``value`` if it is one of ``allowed``, else ``"other"`` (never the value itself)."""
     return value if isinstance(value, str) and value in allowed else OTHER
+
+
+def noticed_by(lost_reason: str) -> str:
+    """How a loss with ``lost_reason`` (one of :data:`LOST_REASONS`) was noticed: one of
+    :data:`NOTICED_BY` (``probe_unanswered`` -> ``probe``, ``timeout`` -> ``liveness``,
+    ``network_change`` and ``peer_report`` as they are, ``closed``/``peer_closed``/
+    ``network_error`` -> ``connection_closed``, anything else -> ``other``)."""
+    return _NOTICED_BY_REASON.get(lost_reason, OTHER)
 
 
 def _duration(value: float | None) -> float | None:
@@ -406,6 +441,23 @@ class Telemetry:
         fields = {"reason": vocabulary(reason, LOST_REASONS), "uptime_s": _duration(uptime_s)}
         self._emit("connection_lost", fields)
 
+    def recovered(self, died: str, noticed_by: str, gap_s: float | None) -> None:
+        """A new link was selected after the previous one was lost (emit right after its
+        ``connection_selected``, so the record carries the new generation).
+
+        :param died: the lost link's path, ``direct`` or ``relay`` (:data:`PATHS`).
+        :param noticed_by: how the loss was noticed, one of :data:`NOTICED_BY` (see
+            :func:`noticed_by`).
+        :param gap_s: seconds from the last record received on the lost link (or from its
+            loss, if none arrived) to this selection.
+        """
+        fields = {
+            "died": vocabulary(died, PATHS),
+            "noticed_by": vocabulary(noticed_by, NOTICED_BY),
+            "gap_s": _duration(gap_s),
+        }
+        self._emit("recovered", fields)
+
     def reconnect(self) -> None:
         """We (the Leader) asked for a new generation."""
         self._emit("reconnect", {})
@@ -608,10 +660,13 @@ __all__ = [
     "HINT_TYPES",
     "LOST_REASONS",
     "NAMESPACE",
+    "NOTICED_BY",
+    "PATHS",
     "SCHEMA",
     "JsonLinesWriter",
     "Telemetry",
     "TrafficStats",
+    "noticed_by",
     "pair_id",
     "record_from_log_event",
     "schema_text",

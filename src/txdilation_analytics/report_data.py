@@ -23,7 +23,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from . import failures
+from . import failures, recovery
 from .charts import CURVE, marks
 from .gold import quantiles
 
@@ -65,10 +65,9 @@ class Section:
     template: str = "sections/table.html.j2"
 
 
-EXTRA_SECTIONS: list[Section] = []
-"""Optional sections, rendered in this order after the built-in ones. The planned "recovery
-gaps" section (link recoveries: what died, how it was noticed, the gap) belongs here once
-telemetry records those recoveries."""
+EXTRA_SECTIONS: list[Section] = [Section(recovery.ANCHOR, recovery.TITLE, recovery.collect)]
+"""Optional sections, rendered in this order after the built-in ones: the recovery gaps
+(``recovered`` events: what died, how it was noticed, the gap; :mod:`.recovery`)."""
 
 
 @dataclass

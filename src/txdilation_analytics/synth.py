@@ -28,7 +28,10 @@ Follower's (half each), the other attempts end ``cancelled`` (the Leader's relay
 ``superseded`` when it was a held candidate, 30 %) right before ``connection_selected``;
 relayed races end the direct dials ``timeout``/``connect_failed`` first; a ``ping_rtt`` every
 30 s while connected (PONG after the RTT); ``connection_lost`` and, at once, ``reconnect``
-(Leader) / ``reconnecting`` (Follower) between generations; periodic ``traffic`` every 60 s
+(Leader) / ``reconnecting`` (Follower) between generations, and ``recovered`` right after the
+next selection (``died``: the pair's path; ``noticed_by``: ``connection_closed`` for a
+``network_error`` loss, else ``liveness``; ``gap_s``: from the loss to the selection, plus
+1.65 ping intervals of silence before a ``liveness`` loss); periodic ``traffic`` every 60 s
 from the first selection (cumulative counters interpolated over the session); one subchannel
 (scid 1, opened by the Leader after the first selection, closed at the end); the graceful
 close: ``subchannel_closed``, ``connection_lost`` ``closed``, the ``final`` traffic record and
@@ -67,6 +70,8 @@ PING_INTERVAL = 30.0
 """Seconds between PINGs on a connection (the Manager's default)."""
 RECONNECT_DELAY = 1e-5
 """Seconds from a connection's loss to the reconnect (at once, but after it)."""
+SILENT_BEFORE_LOSS = 1.65 * PING_INTERVAL
+"""Seconds nothing was heard before a liveness (``timeout``) loss: 1.5 to 1.75 intervals."""
 MAX_RTT = 0.9
 """Largest RTT sample (keeps a ping inside its connection's last second)."""
 RECORD_BYTES = 16384
@@ -346,6 +351,19 @@ def _generation(g: Column, seed: int) -> Column:
         _event("hints_received", at(0.17), g, hints=_hints("relay-v1", F.lit(1))),
         *race,
         F.when(~failed, selected),
+        F.when(  # right after a reconnection's selection: what died, how noticed, the gap
+            ~failed & (g > 1),
+            _event(
+                "recovered",
+                tsel + RECONNECT_DELAY,
+                g,
+                died=F.when(relay, "relay").otherwise("direct"),
+                noticed_by=F.when(c("lost_to_network"), "connection_closed").otherwise("liveness"),
+                gap_s=tsel
+                - (c("recon") - RECONNECT_DELAY)
+                + F.when(c("lost_to_network"), 0.0).otherwise(SILENT_BEFORE_LOSS),
+            ),
+        ),
         F.when(
             ~failed & (g == 1),
             _event("subchannel_opened", tsel + 0.01, g, scid=F.lit(1), initiator=is_leader),
@@ -491,7 +509,10 @@ def _session_events(df: DataFrame, seed: int) -> DataFrame:
         F.array_compact(F.concat(head, _generation(g, seed), _periodic_traffic(g), tail))
     )
     per_gen = 7 + 2 * c("attempts_per_gen") + c("pings")
-    base = F.when(first, 0).otherwise(2 + per_gen * (g - 1) + _ticks_before(c("w_start")))
+    recoveries_before = F.greatest(g - 2, F.lit(0))  # one ``recovered`` in each generation >= 2
+    base = F.when(first, 0).otherwise(
+        2 + per_gen * (g - 1) + recoveries_before + _ticks_before(c("w_start"))
+    )
     exploded = rows.select(
         F.posexplode(events).alias("pos", "e"), "pid", "side", base.alias("base")
     ).withColumn("seq", c("base") + c("pos"))

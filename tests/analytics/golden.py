@@ -5,7 +5,8 @@ exact):
 
 - S1/S2: both peers of pair A, direct win (leader 0.75 s, follower 0.5 s to dilate);
 - S3: relay fallback (direct times out, relay selected after 2.5 s);
-- S4: reconnect with a retransmission burst (direct, lost after 10 s, then relay);
+- S4: reconnect with a retransmission burst (direct, lost after 10 s, then relay: a
+  ``recovered`` with a 2 s gap);
 - S5: failed dilation (both attempts fail).
 
 Plus bad lines: unparseable, wrong schema, unknown event, missing field, bad value, and one
@@ -162,6 +163,7 @@ def _reconnect_burst(sink: JsonLinesWriter) -> None:
     clock.advance(1.0)  # 62.5
     t.attempt_ended(4, "relay-v1", "outbound", "selected", 0.5, 0.5)
     t.connection_selected("relay-v1", True, candidates=1)
+    t.recovered("direct", "connection_closed", 2.0)  # from the loss at 60.5
     t.ping_rtt(1 / 16)
     clock.advance(10.0)  # 72.5
     t.traffic(62, 1_000_000, 62, 250_000, 7, 100_000, 0, final=True)

@@ -235,6 +235,71 @@ class GoldenTests(SynchronousTestCase):
 
         self.assertTable(gold.daily_losses(self.tables["generations"]), *DAILY_LOSSES)
 
+    def test_recovery_gaps(self) -> None:
+        """The report's recovery gaps: S4's one recovery (direct lost, noticed as a closed
+        connection, 2 s gap) in the whole, per noticed_by and per path rows; the section's
+        table formats them; no recovery, no section."""
+        from types import SimpleNamespace
+
+        from txdilation_analytics import recovery
+        from txdilation_analytics.recovery import GapRow
+
+        rows = recovery.gap_rows(SimpleNamespace(events=self.tables["events"]))  # type: ignore[arg-type]
+        self.assertEqual(
+            rows,
+            [
+                GapRow("all", "", 1, 2.0, 2.0, 2.0),
+                GapRow("noticed_by", "connection_closed", 1, 2.0, 2.0, 2.0),
+                GapRow("died", "direct", 1, 2.0, 2.0, 2.0),
+            ],
+        )
+        data = recovery.section_data(rows)
+        assert data is not None
+        self.assertEqual(
+            data["rows"],
+            [
+                ["all", "", "1", "2 s", "2 s", "2 s"],
+                ["noticed by", "connection_closed", "1", "2 s", "2 s", "2 s"],
+                ["path that died", "direct", "1", "2 s", "2 s", "2 s"],
+            ],
+        )
+        none = self.tables["events"].filter("event != 'recovered'")
+        self.assertIsNone(recovery.collect(SimpleNamespace(events=none)))  # type: ignore[arg-type]
+
+    def test_recovery_gaps_grouped(self) -> None:
+        """Several recoveries: exact percentiles (linear interpolation) per group, groups in
+        the documented order, a recovery without a gap counted but in no percentile."""
+        from types import SimpleNamespace
+
+        from txdilation_analytics import recovery
+
+        events = spark().createDataFrame(
+            [
+                ("recovered", "probe", "direct", 1.0),
+                ("recovered", "probe", "relay", 3.0),
+                ("recovered", "liveness", "direct", 50.0),
+                ("recovered", "peer_report", "direct", 2.0),
+                ("recovered", "liveness", "relay", None),
+                ("connection_lost", None, None, None),
+            ],
+            "event string, noticed_by string, died string, gap_s double",
+        )
+        rows = recovery.gap_rows(SimpleNamespace(events=events))  # type: ignore[arg-type]
+        self.assertEqual([(g.by, g.value, g.count) for g in rows], [
+            ("all", "", 5),
+            ("noticed_by", "probe", 2), ("noticed_by", "liveness", 2),
+            ("noticed_by", "peer_report", 1),
+            ("died", "direct", 3), ("died", "relay", 2),
+        ])  # fmt: skip
+        expected = [
+            (2.5, 35.9, 50.0), (2.0, 2.8, 3.0), (50.0, 50.0, 50.0), (2.0, 2.0, 2.0),
+            (2.0, 40.4, 50.0), (3.0, 3.0, 3.0),
+        ]  # fmt: skip
+        for g, (p50, p90, top) in zip(rows, expected, strict=True):
+            self.assertAlmostEqual(g.p50, p50, places=9, msg=g)
+            self.assertAlmostEqual(g.p90, p90, places=9, msg=g)
+            self.assertEqual(g.max, top, g)
+
     def test_summary(self) -> None:
         """summary.json's session metrics over the whole log, exact percentiles."""
         from txdilation_analytics import schemas

@@ -404,6 +404,27 @@ class ReportPageTests(SynchronousTestCase):
         self.assertEqual(rows["relay"][3], "p50 62.5 ms · p90 112 ms / 3 samples")
         self.assertEqual(rows["mixed"][4], "p50 55 kB/s · p90 55 kB/s / 1 session")
 
+    def test_recovery_gaps(self) -> None:
+        """The recovery gaps section is on the page, linked from the header, and its rows
+        equal plain-json computations over the log's ``recovered`` records (S4's one)."""
+        from txdilation_analytics.humanize import count, duration
+
+        page = self.run["page"]
+        self.assertIn('<section id="recovery-gaps">', page)
+        self.assertIn('<a href="#recovery-gaps">Recovery gaps</a>', page)
+        recovered = [r for rs in self.sessions.values() for r in rs if r["event"] == "recovered"]
+        self.assertEqual(len(recovered), 1)
+        gaps = [r["gap_s"] for r in recovered]
+        cells = [count(len(gaps)), *(duration(percentile(gaps, q)) for q in (0.5, 0.9))]
+        cells.append(duration(max(gaps)))
+        table = self.tables["recovery-gaps-table"]
+        self.assertEqual(table[1:], [
+            ["all", "", *cells],
+            ["noticed by", recovered[0]["noticed_by"], *cells],
+            ["path that died", recovered[0]["died"], *cells],
+        ])  # fmt: skip
+        self.assertEqual(table[1][3], "2 s")
+
     def test_small_categories_visible(self) -> None:
         """A crowded mailbox among 2,000 happy ones has its own row with a share, and the
         results chart uses a log scale with every bar labelled with its count."""

@@ -66,7 +66,8 @@ def shape_problems(events: Iterable[Record], interval: float, slack: float) -> l
     connection ends with a ``connection_lost`` ``closed`` (the graceful close) before the final
     traffic record; between a loss and the next generation the Leader records ``reconnect``,
     the Follower ``reconnecting``, at once (one may also follow the last loss, when the close
-    overtook it). Pings only while connected. Periodic ``traffic`` every ``interval`` from the first
+    overtook it); each selection after a loss is followed at once by ``recovered``, and only
+    those. Pings only while connected. Periodic ``traffic`` every ``interval`` from the first
     selection on (none missing before the final one), counters never decreasing. Each
     subchannel opens once while dilated and closes once, before the final traffic record.
 
@@ -153,6 +154,13 @@ def _connections(ev: list[Record], role: str | None, need: Need) -> None:
         if kind == "connection_selected":
             need(not up, "selected while connected")
             up = True
+            after = ev[i + 1]["event"] if i + 1 < len(ev) else None
+            need((after == "recovered") == bool(lost_at), "a reselection without recovered")
+        elif kind == "recovered":
+            previous = ev[i - 1]
+            need(previous["event"] == "connection_selected" and bool(lost_at)
+                 and previous["generation"] == r["generation"], "recovered not after a "
+                 "reselection")  # fmt: skip
         elif kind == "connection_lost":
             need(up, "lost while not connected")
             up = False
@@ -340,6 +348,7 @@ class SynthShapeTests(SynchronousTestCase):
             kinds["failed"] += not selected
             kinds["relayed"] += any(r["via_relay"] for r in selected)
             kinds["reconnected"] += len(selected) > 1
+            kinds["recovered"] += names["recovered"] == len(selected) - 1 > 0
             kinds["periodic"] += names["traffic"] > 1
             kinds["pings"] += names["ping_rtt"] > 0
             kinds["subchannel"] += names["subchannel_opened"] == 1
@@ -351,6 +360,7 @@ class SynthShapeTests(SynchronousTestCase):
                     hints = hint_count(events, g, "direct-tcp-v1", ("hints_received",))
                     self.assertEqual(len(race), hints + 2, name)
         self.assertTrue(all(kinds[k] > 0 for k in ("failed", "relayed", "reconnected")), kinds)
+        self.assertEqual(kinds["recovered"], kinds["reconnected"], kinds)
         self.assertGreater(kinds["subchannel"], 0.9 * (300 - kinds["failed"]), kinds)
         self.assertTrue(0.2 * 300 < kinds["periodic"] < 0.9 * 300, kinds)
         self.assertTrue(0.2 * 300 < kinds["pings"] < 0.95 * 300, kinds)

@@ -573,3 +573,74 @@ class LineReceiverOnSubchannelTests(DilatedPairBase):
         self.assertEqual(line, b"HELLO")
         client.transport.loseConnection()
         self.assertTrue(client.transport.disconnecting)
+
+
+class RecoveredTelemetryTests(SynchronousTestCase):
+    """The ``recovered`` record: what died, how it was noticed, the gap (docs/telemetry.md)."""
+
+    def started(
+        self, side: str, peer_side: str
+    ) -> tuple[Manager, MemoryReactorClock, list[dict[str, Any]]]:
+        """A Manager that has its key, versions and the peer's please; its telemetry list."""
+        m, _pipe, clock = _manager(side)
+        records: list[dict[str, Any]] = []
+        m.telemetry._sinks.append(records.append)
+        m.got_dilation_key(b"k" * 32)
+        m.got_wormhole_versions({"can-dilate": ["ged"]})
+        please = {"type": "please", "side": peer_side, "use-version": "ged"}
+        m.received_dilation_message(json.dumps(please).encode())
+        return m, clock, records
+
+    def test_leader_after_liveness(self) -> None:
+        """A Leader's direct link goes silent: after the next selection, ``recovered`` says
+        direct, liveness, and the gap from the last record received to the selection."""
+        m, clock, records = self.started("ffffffffffffffff", "0000000000000000")
+        first = FakeDilatedConnection("first")
+        link = m.link_for(first)
+        m.connector_connection_made(link, 1)
+        clock.advance(1.0)
+        link.got_record(Ping(b"ping"))
+        clock.advance(10.0)
+        link.connection_lost(first, "peer silent for 1.5 ping intervals")  # type: ignore[arg-type]
+        m.received_dilation_message(b'{"type": "reconnecting"}')
+        clock.advance(0.5)
+        second = FakeDilatedConnection("second")
+        m.connector_connection_made(m.link_for(second), 1)
+        kinds = [r["event"] for r in records]
+        self.assertEqual(kinds.count("recovered"), 1)
+        recovered = records[kinds.index("recovered")]
+        self.assertEqual(records[kinds.index("recovered") - 1]["event"], "connection_selected")
+        self.assertEqual(
+            {k: recovered[k] for k in ("died", "noticed_by", "gap_s", "generation")},
+            {"died": "direct", "noticed_by": "liveness", "gap_s": 10.5, "generation": 2},
+        )
+        m.stop()
+
+    def test_follower_told_by_the_leader(self) -> None:
+        """A Follower whose link the Leader gave up ('reconnect' while it was up) records the
+        loss as peer_report; with no record ever received, the gap counts from the loss."""
+        m, clock, records = self.started("0000000000000000", "ffffffffffffffff")
+        first = FakeDilatedConnection("first")
+        link = m.link_for(first)
+        m.connector_connection_made(link, 1)
+        clock.advance(3.0)
+        m.received_dilation_message(b'{"type": "reconnect"}')
+        self.assertTrue(first.aborted)
+        link.connection_lost(first, "Connection was aborted")  # type: ignore[arg-type]
+        clock.advance(0.25)
+        m.connector_connection_made(m.link_for(FakeDilatedConnection("second")), 1)
+        lost = [r for r in records if r["event"] == "connection_lost"]
+        self.assertEqual([r["reason"] for r in lost], ["peer_report"])
+        (recovered,) = [r for r in records if r["event"] == "recovered"]
+        self.assertEqual(
+            (recovered["died"], recovered["noticed_by"], recovered["gap_s"]),
+            ("direct", "peer_report", 0.25),
+        )
+        m.stop()
+
+    def test_no_recovery_without_a_loss(self) -> None:
+        """The first selection is no recovery."""
+        m, _clock, records = self.started("ffffffffffffffff", "0000000000000000")
+        m.connector_connection_made(m.link_for(FakeDilatedConnection("only")), 1)
+        self.assertNotIn("recovered", [r["event"] for r in records])
+        m.stop()

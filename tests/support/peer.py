@@ -116,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--events", default=None, help="txdilation: TXDILATION_EVENTS (telemetry file)")
     p.add_argument(
+        "--max-unauthenticated",
+        type=int,
+        default=None,
+        help="txdilation: TXDILATION_MAX_UNAUTHENTICATED (listener's cap)",
+    )
+    p.add_argument(
         "--semantics",
         default=None,
         help="txdilation: TXDILATION_SEMANTICS, what the scenario sees (stock or twisted)",
@@ -139,6 +145,7 @@ _TXDILATION_SETTINGS = {
     "hint_port": "TXDILATION_HINT_PORT",
     "peer_timeout": "TXDILATION_PEER_TIMEOUT",
     "events": "TXDILATION_EVENTS",
+    "max_unauthenticated": "TXDILATION_MAX_UNAUTHENTICATED",
     "semantics": "TXDILATION_SEMANTICS",
 }
 

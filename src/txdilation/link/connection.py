@@ -333,6 +333,12 @@ class DilatedConnectionProtocol(Protocol):
         if self._tcp is not None:
             self._tcp.abortConnection()
 
+    @property
+    def prologue_received(self) -> bool:
+        """True once the peer's prologue arrived intact (the listener's flood cap closes
+        connections without one first)."""
+        return self._framer.framing
+
     def fail(self, reason: str) -> None:
         """Drop this connection because of ``reason`` (logged once)."""
         if self._failed_reason is None:

@@ -31,6 +31,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -59,7 +60,7 @@ from txdilation.selection.relays import RelayLocation, RelayUsed, parse_relay_lo
 from txdilation.selection.selected import SelectedLink
 from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
-from txdilation.telemetry import Telemetry
+from txdilation.telemetry import Telemetry, noticed_by
 from txdilation.wire.errors import OldPeerCannotDilateError
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
@@ -145,6 +146,7 @@ class Manager:
                 network=settings.network,
                 max_record_size=settings.limits.max_record_size,
                 handshake_timeout=settings.limits.handshake_timeout,
+                max_unauthenticated=settings.limits.max_unauthenticated,
             ),
             outbox=Outbox(sender),
             status=status,
@@ -155,6 +157,8 @@ class Manager:
         if initial_mailbox_status is not None:
             self._core.absence.mailbox_connected(mailbox_up(initial_mailbox_status))
         self._traffic_interval = settings.telemetry.traffic_interval
+        self._last_loss: _Loss | None = None
+        self._leader_asked: SelectedLink | None = None
         self.telemetry.set_traffic_source(self._mux.traffic_stats)
         self.api = DilatedWormhole(self)
         """What ``dilate()`` returns to the application."""
@@ -297,6 +301,7 @@ class Manager:
         if self._core.role is not FOLLOWER:
             _log.warn("ignoring 'reconnect': only a Leader may send it to a Follower")
             return
+        self._leader_asked = self._core.link  # a loss of that link is the Leader's report
         self.events.rx_reconnect()
 
     def reconnecting(self) -> None:
@@ -351,6 +356,10 @@ class Manager:
         )
         if self._traffic_interval is not None and not self.telemetry.periodic_traffic:
             self.telemetry.start_periodic_traffic(self._traffic_interval)
+        loss, self._last_loss = self._last_loss, None
+        if loss is not None:
+            gap = self._reactor.seconds() - loss.since
+            self.telemetry.recovered(loss.died, loss.noticed_by, gap)
         self.events.connection_made(link)
 
     # --- LinkOwner (the selected link) ---
@@ -361,7 +370,15 @@ class Manager:
             return
         _log.info("dilated connection {desc} lost: {reason}", desc=link.description, reason=reason)
         c.link = None
-        self.telemetry.connection_lost(_lost_reason(reason))
+        lost_reason = "peer_report" if link is self._leader_asked else _lost_reason(reason)
+        self._leader_asked = None
+        self.telemetry.connection_lost(lost_reason)
+        since = link.last_received_at
+        self._last_loss = _Loss(
+            died="direct" if link.is_direct else "relay",
+            noticed_by=noticed_by(lost_reason),
+            since=since if since is not None else self._reactor.seconds(),
+        )
         self._mux.connection_lost()
         c.absence.waiting_for_peer(True)
         self.events.connection_lost()
@@ -380,8 +397,19 @@ class Manager:
         self.events.peer_absent()
 
 
+@dataclass(frozen=True, slots=True)
+class _Loss:
+    """The last selected link's loss, until a new link is selected (``recovered``)."""
+
+    died: str  # "direct" or "relay"
+    noticed_by: str  # telemetry.NOTICED_BY
+    since: float  # the last record received on it, or its loss if none
+
+
 def _lost_reason(reason: str) -> str:
     """Map a connection-loss message onto the telemetry vocabulary (no free text leaves)."""
+    if "reports this connection dead" in reason:
+        return "peer_report"
     if "silent" in reason or "not selected within" in reason:
         return "timeout"
     if "Error" in reason and "Connection" not in reason:

@@ -13,7 +13,10 @@ Selection policy (module-level Automat machine ``connector_machine``):
 
 Invariants: once a connection is selected or the connector stops, every other connection,
 listener and pending attempt is closed or cancelled, and any connection that completes later
-is aborted; address discovery never blocks the reactor; a Tor connector never listens.
+is aborted; address discovery never blocks the reactor; a Tor connector never listens; the
+listener has a large backlog and holds at most ``max_unauthenticated`` connections before
+their handshake, closing the oldest beyond that (``selection.listener``: a flood neither
+refuses the real peer nor grows our memory).
 
 Relay hints may name several relays, each over TCP or WebSocket: every relay endpoint is dialed
 at once when relays are due, and the first to finish its handshake wins
@@ -40,9 +43,7 @@ from twisted.internet.defer import Deferred, succeed
 from twisted.internet.endpoints import (
     HostnameEndpoint,
     TCP4ClientEndpoint,
-    TCP4ServerEndpoint,
     TCP6ClientEndpoint,
-    TCP6ServerEndpoint,
 )
 from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IDelayedCall, IListeningPort, IStreamClientEndpoint
@@ -80,11 +81,16 @@ from txdilation.selection.relays import (
     relay_transport,
     relays_to_dial,
 )
+from txdilation.selection.listener import OldestFirstCap, listen
 from txdilation.settings import NetworkSettings
 from txdilation.telemetry import Telemetry
 from txdilation.wire.contracts import ICandidateOwner, IRecordSink
 from txdilation.wire.keys import derive_relay_token
-from txdilation.wire.limits import DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_RECORD_SIZE
+from txdilation.wire.limits import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_MAX_RECORD_SIZE,
+    DEFAULT_MAX_UNAUTHENTICATED,
+)
 from txdilation.wire.machines import complete
 from txdilation.wire.roles import LEADER, Role
 
@@ -133,6 +139,7 @@ class ConnectorSettings:
     direct_grace: float = DIRECT_GRACE
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
 
 
 class ConnectorEvents(TypingProtocol):
@@ -218,6 +225,10 @@ class Connector:
         self._listen_retry: IDelayedCall | None = None
         self._attempt_log = AttemptLog(telemetry, reactor) if telemetry is not None else None
         self._attempt_of: dict[DilatedConnectionProtocol, Attempt] = {}
+        #: inbound connections not through their handshake yet (a flood cannot hold more)
+        self._unauthenticated: OldestFirstCap[DilatedConnectionProtocol] = OldestFirstCap(
+            settings.max_unauthenticated, lambda c: c.prologue_received
+        )
         self.candidates = 0
         """How many connections reached the selectable point before the race ended."""
         self.events: ConnectorEvents = connector_machine(self)
@@ -259,10 +270,7 @@ class Connector:
         self._listen_retry = None
         network = self._settings.network
         interface = network.listen_interface or ""
-        factory = _InboundFactory(self)
-        endpoint_class: Any = TCP6ServerEndpoint if ":" in interface else TCP4ServerEndpoint
-        endpoint = endpoint_class(self._reactor, network.listen_port, interface=interface)
-        d = endpoint.listen(factory)
+        d = listen(self._reactor, network.listen_port, interface, _InboundFactory(self))
         d.addCallback(self._listening)
 
         def failed(f: Failure) -> None:
@@ -445,7 +453,21 @@ class Connector:
         log = self._attempt_log
         return log.started("direct-tcp-v1", "inbound") if log is not None else None
 
+    def _admit_inbound(self, connection: DilatedConnectionProtocol) -> None:
+        """Hold a connection our listener accepted; close the oldest beyond the cap."""
+        cap = self._unauthenticated
+        first = cap.evicted == 0
+        for old in cap.admit(connection):
+            if first:
+                first = False
+                _log.info(
+                    "listener holds {n} unauthenticated connections: closing the oldest",
+                    n=cap.limit,
+                )
+            old.abort()
+
     def candidate_ready(self, connection: Any) -> None:
+        self._unauthenticated.discard(connection)
         attempt = self._attempt_of.get(connection)
         if attempt is not None and self._attempt_log is not None:
             self._attempt_log.ready(attempt)
@@ -477,6 +499,7 @@ class Connector:
         )
 
     def candidate_failed(self, connection: Any, reason: str) -> None:
+        self._unauthenticated.discard(connection)
         self._considering.discard(connection)
         self._connections.discard(connection)
         self._relay_of.pop(connection, None)
@@ -501,6 +524,7 @@ class Connector:
         for port in self._listeners:
             port.stopListening()
         self._listeners.clear()
+        self._unauthenticated.clear()
         for d in list(self._attempts):
             d.cancel()
         self._attempts.clear()
@@ -587,6 +611,7 @@ class _InboundFactory(ServerFactory):
         c = self.connector
         p = c.build_protocol(describe_inbound(addr), True, None, c._inbound_attempt())
         p.factory = self
+        c._admit_inbound(p)
         return p
 
 

@@ -11,7 +11,8 @@ Invariants:
   ``may_send_pong`` allows: a peer that pings and never reads cannot grow our buffer), PONG to
   the wormhole's :class:`~txdilation.selection.liveness.PingTracker`; a record type without a
   handler is logged and dropped (the L2 layer already refuses a KCM after selection);
-- any record is a sign of life; a link silent for 1.5 ping intervals is reported once to the
+- any record is a sign of life (its arrival time is kept: ``last_received_at``); a link
+  silent for 1.5 ping intervals is reported once to the
   owner (``link_silent``), and the connection's end once (``link_lost``, with the reason), after
   which nothing more is dispatched: the owner hears only those two, and ``on_alive(rtt)`` after
   each PING or PONG (status freshness);
@@ -81,6 +82,9 @@ class SelectedLink:
         self._pings = pings
         self._may_send_pong = may_send_pong
         self._on_alive = on_alive
+        self._clock = clock
+        self.last_received_at: float | None = None
+        """``clock.seconds()`` when the last record arrived (None before the first)."""
         self._lost = False
         self._dispatch: dict[type[Record], Handler] = dict(handlers)
         self._dispatch[Ping] = self._got_ping
@@ -115,6 +119,7 @@ class SelectedLink:
 
     def got_record(self, record: Record) -> None:
         self._liveness.received += 1
+        self.last_received_at = self._clock.seconds()
         handler = self._dispatch.get(type(record))
         if handler is None:
             _log.warn("unexpected record {record!r} on {link!r}", record=record, link=self)

@@ -21,6 +21,9 @@ DEFAULT_MAX_PENDING_OPEN_BYTES = 4 * 2**20
 #: Bytes paused subchannels may hold before the whole connection stops reading.
 DEFAULT_MAX_BUFFERED_INBOUND_BYTES = 4 * 2**20
 
+#: Unauthenticated connections (accepted by the listener, handshake not done) held at once.
+DEFAULT_MAX_UNAUTHENTICATED = 256
+
 #: Bytes a sequenced record (OPEN, DATA, CLOSE) costs on top of its payload: tag, scid, seqnum.
 RECORD_OVERHEAD = 9
 
@@ -30,5 +33,6 @@ __all__ = [
     "DEFAULT_MAX_PENDING_OPEN_BYTES",
     "DEFAULT_MAX_RECORD_SIZE",
     "DEFAULT_MAX_UNACKED_BYTES",
+    "DEFAULT_MAX_UNAUTHENTICATED",
     "RECORD_OVERHEAD",
 ]
