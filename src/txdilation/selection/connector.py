@@ -74,6 +74,7 @@ from txdilation.selection.hints import (
     hint_url,
     websocket_address,
 )
+from txdilation.selection.listener import OldestFirstCap, listen
 from txdilation.selection.relays import (
     RELAY_CONNECT_TIMEOUT,
     RelayUsed,
@@ -81,7 +82,6 @@ from txdilation.selection.relays import (
     relay_transport,
     relays_to_dial,
 )
-from txdilation.selection.listener import OldestFirstCap, listen
 from txdilation.settings import NetworkSettings
 from txdilation.telemetry import Telemetry
 from txdilation.wire.contracts import ICandidateOwner, IRecordSink
