@@ -75,7 +75,18 @@ ATTEMPT_OUTCOMES: Final = frozenset(
     }
 )
 LOST_REASONS: Final = frozenset(
-    {"closed", "peer_closed", "timeout", "protocol_error", "network_error", "stopped", OTHER}
+    {
+        "closed",
+        "peer_closed",
+        "timeout",
+        "probe_unanswered",
+        "network_change",
+        "peer_report",
+        "protocol_error",
+        "network_error",
+        "stopped",
+        OTHER,
+    }
 )
 END_REASONS: Final = frozenset(
     {"happy", "closed", "lonely", "errory", "scary", "failed", "stopped", OTHER}
