@@ -95,12 +95,13 @@ PAIRINGS = {
         Pairing("tx-tx-receiver-leads", "txdilation", "txdilation", "receiver"),
         Pairing("tx-leads-stock-sender", "stock", "txdilation", "receiver"),
         Pairing("stock-leads-tx-sender", "txdilation", "stock", "receiver"),
+        Pairing("tx-leads-stock-receiver", "txdilation", "stock", "sender"),
         Pairing("stock-stock", "stock", "stock", "sender"),
     )
 }
 CASE_PAIRINGS = {
     "blackhole": list(PAIRINGS),
-    "address": ["tx-tx-sender-leads", "stock-stock"],
+    "address": ["tx-tx-sender-leads", "tx-tx-receiver-leads", "stock-stock"],
     "idle": ["tx-tx-sender-leads"],
     "slow": ["tx-tx-sender-leads", "tx-leads-stock-sender", "stock-stock"],
     "flood": ["tx-tx-sender-leads"],
@@ -261,12 +262,14 @@ async def idle_run(
     }
 
 
-async def slow_run(reactor: Any, pairing: Pairing, index: int) -> dict[str, Any]:
-    """One ``slow`` run: 2 s of delay on what host ``a`` sends, 60 s of streaming."""
-    record = _base("slow", pairing, None, index) | {"delay": SLOW_DELAY, "watch": SLOW_WATCH}
+async def slow_run(
+    reactor: Any, pairing: Pairing, index: int, watch: float = SLOW_WATCH
+) -> dict[str, Any]:
+    """One ``slow`` run: 2 s of delay on what host ``a`` sends, ``watch`` s of streaming."""
+    record = _base("slow", pairing, None, index) | {"delay": SLOW_DELAY, "watch": watch}
     with ExitStack() as stack:
         scene = build_scene(stack)
-        pair, started = await _start_stream(reactor, scene, pairing, None, SLOW_WATCH + 60)
+        pair, started = await _start_stream(reactor, scene, pairing, None, watch + 60)
         try:
             if started is None:
                 return record | {"error": "records never flowed"}
@@ -274,7 +277,7 @@ async def slow_run(reactor: Any, pairing: Pairing, index: int) -> dict[str, Any]
             record["path_before"] = current_path(pair)
             impairment = scene.net.impair(scene.a, up=Shape(SLOW_DELAY))
             slowed_at = time.time()
-            await sleep(reactor, SLOW_WATCH)
+            await sleep(reactor, watch)
             counts = [reconnections(p, slowed_at) for p in pair.results]
             report = await _finish_stream(reactor, pair, sender_first=True)
             record["backend"] = impairment.backend

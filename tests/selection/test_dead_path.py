@@ -193,3 +193,45 @@ class TcpInfoTests(unittest.SynchronousTestCase):
         self.assertIs(peer_tcp_alive(Transport(), 1.0), True)
         self.assertIsNone(peer_tcp_alive(object(), 1.0))
         self.assertIsNone(read_tcp_info(None))
+
+
+class LossReasonTests(unittest.SynchronousTestCase):
+    """The Manager names each way a link is left in the telemetry vocabulary."""
+
+    def test_reasons(self) -> None:
+        from txdilation.mailbox.manager import _lost_reason
+        from txdilation.telemetry import LOST_REASONS
+
+        cases = {
+            "probe unanswered for 1.5s": "probe_unanswered",
+            "network change: probe unanswered for 1.5s": "network_change",
+            "network change: our address 10.2.0.2 is gone": "network_change",
+            "peer report: the Leader asked to reconnect": "peer_report",
+            "peer report: the Follower says this connection is dead": "peer_report",
+            "peer silent for 1.5 ping intervals": "timeout",
+        }
+        for text, reason in cases.items():
+            self.assertEqual(_lost_reason(text), reason)
+            self.assertIn(reason, LOST_REASONS)
+
+
+class NetwatchTests(unittest.SynchronousTestCase):
+    """Local addresses, and a watcher on a Clock (nothing to watch: it stays quiet)."""
+
+    def test_address_is_local(self) -> None:
+        from txdilation.selection.netwatch import address_is_local
+
+        self.assertTrue(address_is_local("127.0.0.1"))
+        self.assertFalse(address_is_local("192.0.2.77"))  # TEST-NET-1: never ours
+        self.assertTrue(address_is_local("not an address"))  # unknown: nothing dropped
+
+    def test_subscribe_on_a_clock(self) -> None:
+        from txdilation.selection import netwatch
+
+        clock = Clock()
+        unsubscribe = netwatch.subscribe(clock, lambda: None)
+        self.assertIsNotNone(netwatch._shared.watcher)
+        unsubscribe()
+        unsubscribe()
+        self.assertIsNone(netwatch._shared.watcher)
+        self.assertEqual(clock.getDelayedCalls(), [])
