@@ -20,6 +20,9 @@ peer the pairing names. Cases:
   each side reports the link gone.
 - ``slow``: 2 s of delay added to every packet host ``a`` sends (RTT +2 s; ``tc netem`` or the
   userspace delayer), then 60 s of streaming: how many times either side dropped the link.
+- ``stall``: the receiver's application reads nothing for ``--stall`` seconds (60) while the
+  sender writes 64 MiB as fast as flow control lets it; how many times either side dropped
+  the link (the dead-path detector must not take a closed window for a dead path).
 - ``flood``: a third host opens ``--flood-count`` connections within a second at the txdilation
   listener (a fixed port), half of them writing 64 bytes of garbage, while the real peer's
   connection attempt is held back until the flood starts: refused, never accepted, garbage
@@ -39,11 +42,12 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from tests.support.harness import PeerPair, PeerResult
 from tests.support.netns import Shape
-from tests.support.peers import connections, noticed_at, path_of, reconnections
+from tests.support.peers import connections, noticed_at, path_of, reconnections, status_events
 from twisted.internet import threads
 
 from benchmarks.namespaced import (
@@ -95,16 +99,20 @@ PAIRINGS = {
         Pairing("tx-tx-receiver-leads", "txdilation", "txdilation", "receiver"),
         Pairing("tx-leads-stock-sender", "stock", "txdilation", "receiver"),
         Pairing("stock-leads-tx-sender", "txdilation", "stock", "receiver"),
+        Pairing("tx-leads-stock-receiver", "txdilation", "stock", "sender"),
         Pairing("stock-stock", "stock", "stock", "sender"),
     )
 }
 CASE_PAIRINGS = {
     "blackhole": list(PAIRINGS),
-    "address": ["tx-tx-sender-leads", "stock-stock"],
+    "address": ["tx-tx-sender-leads", "tx-tx-receiver-leads", "stock-stock"],
     "idle": ["tx-tx-sender-leads"],
     "slow": ["tx-tx-sender-leads", "tx-leads-stock-sender", "stock-stock"],
     "flood": ["tx-tx-sender-leads"],
+    "stall": ["tx-tx-sender-leads", "tx-leads-stock-receiver"],
 }
+STALL_TOTAL = 64 * 2**20
+_STOPPED = "StoppedPeer"
 DEFAULT_CAP = {30.0: 120.0, 5.0: 60.0}
 
 
@@ -261,12 +269,14 @@ async def idle_run(
     }
 
 
-async def slow_run(reactor: Any, pairing: Pairing, index: int) -> dict[str, Any]:
-    """One ``slow`` run: 2 s of delay on what host ``a`` sends, 60 s of streaming."""
-    record = _base("slow", pairing, None, index) | {"delay": SLOW_DELAY, "watch": SLOW_WATCH}
+async def slow_run(
+    reactor: Any, pairing: Pairing, index: int, watch: float = SLOW_WATCH
+) -> dict[str, Any]:
+    """One ``slow`` run: 2 s of delay on what host ``a`` sends, ``watch`` s of streaming."""
+    record = _base("slow", pairing, None, index) | {"delay": SLOW_DELAY, "watch": watch}
     with ExitStack() as stack:
         scene = build_scene(stack)
-        pair, started = await _start_stream(reactor, scene, pairing, None, SLOW_WATCH + 60)
+        pair, started = await _start_stream(reactor, scene, pairing, None, watch + 60)
         try:
             if started is None:
                 return record | {"error": "records never flowed"}
@@ -274,7 +284,7 @@ async def slow_run(reactor: Any, pairing: Pairing, index: int) -> dict[str, Any]
             record["path_before"] = current_path(pair)
             impairment = scene.net.impair(scene.a, up=Shape(SLOW_DELAY))
             slowed_at = time.time()
-            await sleep(reactor, SLOW_WATCH)
+            await sleep(reactor, watch)
             counts = [reconnections(p, slowed_at) for p in pair.results]
             report = await _finish_stream(reactor, pair, sender_first=True)
             record["backend"] = impairment.backend
@@ -287,6 +297,64 @@ async def slow_run(reactor: Any, pairing: Pairing, index: int) -> dict[str, Any]
         "max_gap": report.get("max_gap"),
         "max_latency": report.get("max_latency"),
     }
+
+
+async def stall_run(
+    reactor: Any, pairing: Pairing, index: int, stall: float = 60.0, size: int = STALL_TOTAL
+) -> dict[str, Any]:
+    """One ``stall`` run: a receiver that reads nothing for ``stall`` s under a bulk send."""
+    record = _base("stall", pairing, None, index) | {"stall": stall, "total": size}
+    total = ["--total", str(size), "--chunk", "65536"]
+    sender = peer_args(pairing.sender, pairing.leader == "sender", "bulk-send", *total)
+    receiver = peer_args(pairing.receiver, pairing.leader == "receiver", "bulk-recv", *total)
+    receiver += ["--read-stall", str(stall), "--linger", "0.5"]
+    with ExitStack() as stack:
+        scene = build_scene(stack)
+        pair = start_pair(reactor, scene, sender, receiver, timeout=stall + 120)
+        try:
+            await within(reactor, pair.when("right", "dilated"), 60)
+            await within(reactor, pair.when("left", "dilated"), 10)
+            await sleep(reactor, 1.0)  # both report ConnectedPeer first
+            started = time.time()
+            done = await within(reactor, pair.when("right", "result"), stall + 90)
+            await within(reactor, pair.when("left", "result"), 20)
+        finally:
+            await settle(pair)
+    sent, got = pair.results
+    return record | {
+        "completed": done is not None,
+        "same_bytes": bool(got.result) and got.result.get("sha256") == sent.result.get("sha256"),
+        "sender_reconnections": _drops(sent, started),
+        "receiver_reconnections": _drops(got, started),
+    }
+
+
+def _drops(peer: PeerResult, after: float) -> int:
+    """How many times ``peer`` left ``ConnectedPeer`` after ``after``, other than to stop."""
+    events = [e for e in status_events(peer) if e.get("t", 0.0) > after]
+    states = ["ConnectedPeer", *(str(e.get("peer")) for e in events)]
+    return sum(1 for a, b in pairwise(states) if a == "ConnectedPeer" and b not in (a, _STOPPED))
+
+
+def stall_table(records: list[dict[str, Any]]) -> str:
+    """The ``stall`` table: needless reconnections while the receiver does not read."""
+    rows = []
+    for (key, _), runs in _groups(records, "stall").items():
+        total = [
+            r.get("sender_reconnections", 0) + r.get("receiver_reconnections", 0) for r in runs
+        ]
+        rows.append(
+            [
+                PAIRINGS[key].label,
+                f"{runs[0].get('stall', 0):g} s",
+                str(len(runs)),
+                f"{sum(1 for t in total if t)}/{len(runs)}",
+                str(sum(total)),
+                _count(runs, "same_bytes"),
+            ]
+        )
+    header = ["pairing", "receiver not reading for", "runs", "runs with a reconnection"]
+    return markdown_table([*header, "link drops (both sides)", "all bytes, same SHA-256"], rows)
 
 
 async def flood_run(
@@ -498,6 +566,7 @@ def report(records: list[dict[str, Any]]) -> str:
     for case, title, table in (
         ("idle", "Idle link dies", idle_table),
         ("slow", f"Slow but alive link ({SLOW_DELAY:g} s delay)", slow_table),
+        ("stall", "Receiver not reading", stall_table),
         ("flood", "Connection flood at the listener", flood_table),
     ):
         if any(r["case"] == case for r in records):
@@ -518,6 +587,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--cap", type=float, default=None, help="seconds to wait for a recovery")
     p.add_argument("--address-cap", type=float, default=180.0)
+    p.add_argument("--stall", type=float, default=60.0, help="stall: seconds not reading")
     p.add_argument("--flood-count", type=int, default=500)
     p.add_argument("--flood-within", type=float, default=1.0, help="seconds to open them in")
     p.add_argument(
@@ -551,6 +621,8 @@ async def measure(reactor: Any, args: argparse.Namespace) -> list[dict[str, Any]
                         record = await idle_run(reactor, pairing, label, cap, index)
                     elif case == "slow":
                         record = await slow_run(reactor, pairing, index)
+                    elif case == "stall":
+                        record = await stall_run(reactor, pairing, index, args.stall)
                     else:
                         record = await flood_run(
                             reactor,

@@ -32,6 +32,7 @@ from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.mailbox.manager import DILATION_VERSIONS
 from txdilation.mailbox.messages import CLOSING, EXTENSIONS, LINK_LOST, choose_version, make_side
 from txdilation.selection.connector import Connector
+from txdilation.selection.netwatch import address_is_local
 from txdilation.selection.relays import RelayLocation
 from txdilation.semantics import Semantics
 from txdilation.settings import Settings
@@ -81,6 +82,34 @@ class Manager(_core_manager.Manager):
     @property
     def _connection(self) -> Any:
         return self.connection
+
+    #: stock's RendezvousConnector of this wormhole (set by the Dilator), for network changes
+    _rendezvous: Any = None
+
+    def _network_changed_edge(self) -> None:
+        """Our host's addresses changed: a mailbox WebSocket bound to an address we no longer
+        have would hang until magic-wormhole's keepalive gives up (60-90 s). Abort it, so
+        stock's ClientService reconnects (from the new address), and make its retry immediate
+        rather than after its back-off (stock's mailbox machines then re-send what is queued)."""
+        rc = self._rendezvous
+        transport = getattr(getattr(rc, "_ws", None), "transport", None)
+        try:
+            host = transport.getHost().host  # type: ignore[union-attr]
+        except Exception:
+            return
+        if not isinstance(host, str) or address_is_local(host):
+            return
+        _log.info("the mailbox connection's address {host} is gone: reconnecting it", host=host)
+        transport.abortConnection()  # type: ignore[union-attr]
+        self._reactor.callLater(0.05, _retry_now, getattr(rc, "_connector", None), self._reactor)
+
+
+def _retry_now(service: Any, reactor: Any) -> None:
+    """Make ``service``'s (a ClientService's) pending retry happen now."""
+    machine = getattr(service, "_machine", None)
+    for call in getattr(reactor, "getDelayedCalls", list)():
+        if getattr(call.func, "__self__", None) is machine and call.active():
+            call.reset(0)
 
 
 class Dilator(_core_dilator.Dilator):
@@ -136,7 +165,7 @@ class Dilator(_core_dilator.Dilator):
             settings = Settings.from_environ(os.environ)
         if semantics is not None:
             settings = dataclasses.replace(settings, semantics=semantics)
-        return super().dilate(
+        api = super().dilate(
             transit_relay_location,
             no_listen,
             wormhole_status,
@@ -147,6 +176,10 @@ class Dilator(_core_dilator.Dilator):
             side=make_side(),  # this module's name, looked up now (tests patch it)
             tor=self._tor(),
         )
+        if isinstance(self._manager, Manager):
+            boss = getattr(getattr(self, "_T", None), "_B", None)
+            self._manager._rendezvous = getattr(boss, "_RC", None)
+        return api
 
     def _tor(self) -> Any:
         """The wormhole's Tor manager, if it was created with ``tor=`` (stock ignores it)."""

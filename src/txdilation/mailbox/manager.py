@@ -54,6 +54,7 @@ from txdilation.mailbox.messages import (
     hint_type_counts,
 )
 from txdilation.mailbox.status import StatusReporter, mailbox_up
+from txdilation.selection import netwatch
 from txdilation.selection.connector import Connector, ConnectorSettings
 from txdilation.selection.liveness import PingTracker
 from txdilation.selection.relays import RelayLocation, RelayUsed, parse_relay_location
@@ -234,7 +235,21 @@ class Manager:
         c = self._core
         if c.dilation_key is not None and c.version is not None and not self._started:
             self._started = True
+            unsubscribe = netwatch.subscribe(self._reactor, self.network_changed)
+            self.when_stopped().addCallback(lambda _: unsubscribe())
             self.events.start()
+
+    def network_changed(self) -> None:
+        """The host's addresses or routes changed (``selection.netwatch``): the selected link
+        is dropped if its address is gone, else probed now; the edge may reconnect the mailbox
+        (``_network_changed_edge``)."""
+        link = self._core.link
+        if link is not None:
+            link.network_changed()
+        self._network_changed_edge()
+
+    def _network_changed_edge(self) -> None:
+        """A seam for the stock-facing edge: the mailbox connection after a network change."""
 
     def mailbox_status(self, status: WormholeStatus) -> None:
         """Our mailbox connection's status changed (stock's Boss reports it)."""
@@ -408,7 +423,11 @@ class _Loss:
 
 def _lost_reason(reason: str) -> str:
     """Map a connection-loss message onto the telemetry vocabulary (no free text leaves)."""
-    if "reports this connection dead" in reason:
+    if reason.startswith("probe unanswered"):
+        return "probe_unanswered"
+    if reason.startswith("network change"):
+        return "network_change"
+    if reason.startswith("peer report"):
         return "peer_report"
     if "silent" in reason or "not selected within" in reason:
         return "timeout"

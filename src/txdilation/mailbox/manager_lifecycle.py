@@ -274,7 +274,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         g.connector = None  # it closed everything else when it selected
         c.link = link
         c.status.connected(g.number, link.description)
-        c.mux.connection_made(link.connection)
+        c.mux.connection_made(link)  # L4 writes through the link (dead-path detection)
         if not c.dilated:
             c.dilated = True
             c.mux.dilated()
@@ -329,12 +329,12 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         if generation != c.reconnectings:
             _log.info("ignoring 'link-lost' for generation {g}", g=generation)
         elif c.link is not None:
-            c.link.fail("the Follower reports this connection dead")
+            c.link.fail("peer report: the Follower says this connection is dead")
 
     @connected.upon(E.rx_reconnect).to(abandoning)
     def abandon(events: ManagerEvents, c: ManagerCore) -> None:
         if c.link is not None:
-            c.link.abort()
+            c.link.fail("peer report: the Leader asked to reconnect")
 
     @disconnected.upon(E.rx_reconnecting).to(connecting)
     def leader_reconnects(events: ManagerEvents, c: ManagerCore) -> None:

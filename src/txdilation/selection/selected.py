@@ -16,6 +16,10 @@ Invariants:
   owner (``link_silent``), and the connection's end once (``link_lost``, with the reason), after
   which nothing more is dispatched: the owner hears only those two, and ``on_alive(rtt)`` after
   each PING or PONG (status freshness);
+- L4 writes through the selected link (it is the ``IDilatedConnection`` L4 sees), so the
+  :class:`~txdilation.selection.dead_path.DeadPathDetector` sees every sequenced record written
+  and every ACK: a path whose records and then whose probe go unanswered is aborted at once
+  (reason ``probe unanswered ...``), never left through a drain (``abortConnection``);
 - nothing here blocks or queues: records go straight through.
 """
 
@@ -28,9 +32,28 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from txdilation.selection.dead_path import DeadPathDetector
 from txdilation.selection.liveness import Liveness, PingTracker
+from txdilation.selection.netwatch import address_is_local
+from txdilation.selection.tcp_info import peer_tcp_alive
 from txdilation.wire.contracts import IDilatedConnection, IRecordSink
-from txdilation.wire.records import Ping, Pong, Record
+from txdilation.wire.records import Ack, Close, Data, Open, Ping, Pong, Record
+
+_SEQUENCED = (Data, Open, Close)
+
+
+def _transport(connection: Any) -> Any:
+    return getattr(connection, "transport", None)
+
+
+def _local_host(transport: Any) -> str | None:
+    """The local IP address of a TCP transport (None for anything else)."""
+    try:
+        host = transport.getHost().host
+    except Exception:
+        return None
+    return host if isinstance(host, str) else None
+
 
 __all__ = ["LinkOwner", "SelectedLink"]
 
@@ -50,7 +73,7 @@ class LinkOwner(Protocol):
         """Nothing arrived for 1.5 ping intervals. Called at most once."""
 
 
-@implementer(IRecordSink)
+@implementer(IRecordSink, IDilatedConnection)
 class SelectedLink:
     """One selected connection while it carries records (see the module docstring).
 
@@ -89,12 +112,23 @@ class SelectedLink:
         self._dispatch: dict[type[Record], Handler] = dict(handlers)
         self._dispatch[Ping] = self._got_ping
         self._dispatch[Pong] = self._got_pong
+        ack_handler = self._dispatch.get(Ack)
+        if ack_handler is not None:
+            self._dispatch[Ack] = lambda record: self._got_ack(record, ack_handler)
+        reading_paused = lambda: bool(getattr(connection, "reading_paused", False))  # noqa: E731
+        self.dead_path = DeadPathDetector(
+            clock,
+            send_probe=self._send_probe,
+            on_dead=self._dead,
+            kernel_alive=lambda within: peer_tcp_alive(_transport(connection), within),
+            reading_paused=reading_paused,
+        )
         self._liveness = Liveness(
             clock,
             ping_interval,
             send_ping=self._send_ping,
             on_silent=self._silent,
-            reading_paused=lambda: bool(getattr(connection, "reading_paused", False)),
+            reading_paused=reading_paused,
         )
 
     def __repr__(self) -> str:
@@ -130,13 +164,65 @@ class SelectedLink:
         if self._lost:
             return
         self._lost = True
-        self._liveness.stop()
+        self._stop_checks()
         self._owner.link_lost(self, reason)
+
+    def _got_ack(self, record: Ack, handler: Handler) -> None:
+        self.dead_path.acked(record.resp_seqnum)
+        handler(record)
+
+    # --- IDilatedConnection (what L4 writes through) ---
+
+    def send_record(self, record: Any) -> None:
+        if type(record) in _SEQUENCED:
+            self.dead_path.sent(record.seqnum)
+        self.connection.send_record(record)
+
+    def send_records(self, records: Any) -> None:
+        records = list(records)
+        for record in reversed(records):
+            if type(record) in _SEQUENCED:
+                self.dead_path.sent(record.seqnum)
+                break
+        self.connection.send_records(records)
+
+    def registerProducer(self, producer: Any, streaming: bool) -> None:
+        self.connection.registerProducer(producer, streaming)
+
+    def unregisterProducer(self) -> None:
+        self.connection.unregisterProducer()
+
+    def pause_reading(self) -> None:
+        self.connection.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.connection.resume_reading()
+
+    @property
+    def reading_paused(self) -> bool:
+        return bool(getattr(self.connection, "reading_paused", False))
 
     # --- PING / PONG ---
 
     def _send_ping(self) -> None:
         self.connection.send_record(Ping(self._pings.next_ping()))
+        self.dead_path.pinged()
+
+    def _send_probe(self) -> None:
+        self.connection.send_record(Ping(self._pings.next_ping()))
+
+    def network_changed(self) -> None:
+        """The host's addresses or routes changed: a connection bound to an address we no
+        longer have is dropped at once; any other is probed now."""
+        host = _local_host(_transport(self.connection))
+        if host is not None and not address_is_local(host):
+            self.fail(f"network change: our address {host} is gone")
+        else:
+            self.dead_path.probe_now("network change")
+
+    def _dead(self, reason: str) -> None:
+        _log.info("{link!r}: {reason}: abandoning it", link=self, reason=reason)
+        self.fail(reason)
 
     def send_app_ping(self, ping_id: bytes) -> None:
         """Send the application's PING (already registered with the tracker)."""
@@ -148,7 +234,9 @@ class SelectedLink:
         self._on_alive(None)
 
     def _got_pong(self, record: Pong) -> None:
-        self._on_alive(self._pings.pong(record.ping_id))
+        rtt = self._pings.pong(record.ping_id)
+        self.dead_path.pong(rtt)
+        self._on_alive(rtt)
 
     def _silent(self) -> None:
         _log.info(
@@ -160,21 +248,26 @@ class SelectedLink:
 
     # --- closing ---
 
+    def _stop_checks(self) -> None:
+        self._liveness.stop()
+        self.dead_path.stop()
+
     def stop(self) -> None:
         """No more liveness checks (the link is being closed on purpose)."""
-        self._liveness.stop()
+        self._stop_checks()
 
     def fail(self, reason: str) -> None:
         """Drop the connection now because of ``reason`` (logged by the L2 layer)."""
-        self._liveness.stop()
-        self.connection.fail(reason)  # type: ignore[attr-defined]
+        self._stop_checks()
+        self.connection.fail(reason)
 
     def abort(self) -> None:
         """Drop the connection now (``abortConnection``)."""
-        self._liveness.stop()
+        self._stop_checks()
         self.connection.abort()
 
     def disconnect(self) -> None:
-        """Close the connection politely (``loseConnection``)."""
-        self._liveness.stop()
+        """Close the connection politely (``loseConnection``): only for a link whose peer
+        acknowledged everything (closing drains first); a dead path is aborted instead."""
+        self._stop_checks()
         self.connection.disconnect()

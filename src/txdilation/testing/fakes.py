@@ -42,6 +42,7 @@ class FakeDilatedConnection:
     :ivar send_calls: one list per ``send_record``/``send_records`` call (batching checks).
     :ivar producer: the producer registered with ``registerProducer`` (None if none).
     :ivar reading_paused: True between ``pause_reading()`` and ``resume_reading()``.
+    :ivar failed_reason: the first reason given to ``fail()`` (which also aborts).
     """
 
     def __init__(
@@ -61,6 +62,7 @@ class FakeDilatedConnection:
         self.pause_reading_calls = 0
         self.disconnected = False
         self.aborted = False
+        self.failed_reason: str | None = None
 
     @property
     def closed(self) -> bool:
@@ -102,6 +104,11 @@ class FakeDilatedConnection:
 
     def abort(self) -> None:
         self.aborted = True
+
+    def fail(self, reason: str) -> None:
+        if self.failed_reason is None:
+            self.failed_reason = reason
+        self.abort()
 
     def of_type(self, kind: type[Record]) -> list[Record]:
         """The records sent so far that are instances of ``kind``."""

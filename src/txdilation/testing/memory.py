@@ -94,6 +94,9 @@ class _MemoryConnection:
     def abort(self) -> None:
         self._link.pair._lose(self._link)
 
+    def fail(self, reason: str) -> None:
+        self.abort()
+
 
 class _MemoryLink:
     """Two connections back to back; records move on a later turn of the clock."""

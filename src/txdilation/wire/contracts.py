@@ -58,6 +58,9 @@ class IDilatedConnection(Interface):
     def abort() -> None:
         """Close at once (abortConnection): for dead paths and protocol violations."""
 
+    def fail(reason: str) -> None:
+        """Close at once, as ``abort()``, logging ``reason`` (a short sentence) once."""
+
 
 class IRecordSink(Interface):
     """Where a selected L2 connection delivers what it receives (the selected link)."""

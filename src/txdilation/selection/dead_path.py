@@ -1,0 +1,249 @@
+"""L3: noticing a dead path from the traffic itself, in seconds (I/O-free).
+
+The ping interval (30 s by default) is far too slow to notice that the path in use died while
+data flows. :class:`DeadPathDetector` watches the link's own records instead, without changing
+the wire (stock answers every PING with a PONG):
+
+- **RTT**: :class:`RttEstimator` keeps the smoothed RTT and its variation (RFC 6298) from the
+  PONGs of our PINGs and from the ACKs of our sequenced records (the time from writing a record
+  to the ACK that retired it; queueing in our buffers makes that larger, never smaller, so the
+  timeout errs on the patient side). ``rto = srtt + 4 * rttvar`` within
+  [:data:`MIN_RTO`, :data:`MAX_RTO`], :data:`INITIAL_RTO` before any sample, like TCP's.
+- **Trigger**: a sequenced record written on this link and not acknowledged within ``rto``
+  sends a probe (a PING). So does the periodic PING of the liveness check: an idle link is
+  probed once per ping interval.
+- **Answer**: a probe is answered by any PONG or by an ACK that retires something. After an
+  answer the next data probe waits at least ``rto`` again (at most one probe per ``rto``).
+- **Verdict**: a data probe unanswered for ``max(1.5 * rto, 1.5 * MIN_RTO)`` or a periodic one
+  for ``max(3 * rto, 3 * MIN_RTO)`` ends the path (``on_dead``), unless
+
+  - we paused reading ourselves (an answer may be sitting unread), or
+  - the kernel says the peer's TCP is alive (``kernel_alive``: nothing in flight, or a TCP
+    ACK arrived within the probe's timeout): the peer application is not reading (flow
+    control closed the window) or is starved, which is not a dead path. The probe is then
+    dropped and the next one waits its timeout again.
+
+  Without a kernel answer (``None``), the verdict stands.
+
+So a black hole under traffic is noticed ``rto + 1.5 rto`` after the last record was written
+(2.5 s on a fast path), an idle one within one ping interval plus ``3 rto``; a path whose RTT
+jumps by up to 1.5 ``rto`` at once (a 2 s delay on a fast path: the first ACK after the jump
+comes ~2 s after the first probe-triggering write, inside the 2.5 s) is not called dead, and
+once the samples follow the new RTT the timeouts grow with it.
+
+Invariants: ``on_dead`` is called at most once, and never after :meth:`stop`; one timer at
+most is pending; every method is O(1) amortised (the sent-record log holds one entry per
+write, retired by ACKs) and no timer is rescheduled per ACK.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+
+__all__ = [
+    "DATA_PROBE_FACTOR",
+    "INITIAL_RTO",
+    "MAX_RTO",
+    "MIN_RTO",
+    "PING_PROBE_FACTOR",
+    "DeadPathDetector",
+    "RttEstimator",
+]
+
+#: seconds: the floor of the retransmission-style timeout (TCP's, RFC 6298)
+MIN_RTO = 1.0
+#: seconds: the timeout before any RTT sample (TCP's initial RTO)
+INITIAL_RTO = 1.0
+#: seconds: the ceiling (a path slower than that is left to the liveness check)
+MAX_RTO = 20.0
+#: a probe sent because records went unacknowledged waits this many RTOs for an answer
+DATA_PROBE_FACTOR = 1.5
+#: the periodic PING (an idle link's probe) waits this many RTOs for its PONG
+PING_PROBE_FACTOR = 3.0
+
+_log = Logger(namespace="txdilation.selection.dead_path")
+
+
+class RttEstimator:
+    """Smoothed RTT and RTT variation (RFC 6298, alpha 1/8, beta 1/4) and the RTO."""
+
+    def __init__(self) -> None:
+        self.srtt: float | None = None
+        self.rttvar = 0.0
+        self.samples = 0
+
+    def sample(self, rtt: float) -> None:
+        """One measured round trip, in seconds (negative ones are ignored)."""
+        if rtt < 0:
+            return
+        self.samples += 1
+        if self.srtt is None:
+            self.srtt, self.rttvar = rtt, rtt / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
+            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+
+    @property
+    def rto(self) -> float:
+        """``srtt + 4 rttvar`` within [MIN_RTO, MAX_RTO] (INITIAL_RTO before any sample)."""
+        if self.srtt is None:
+            return INITIAL_RTO
+        return min(MAX_RTO, max(MIN_RTO, self.srtt + 4 * self.rttvar))
+
+
+class DeadPathDetector:
+    """Probes a link whose records go unanswered and ends it when the probe is unanswered too
+    (see the module docstring).
+
+    :param clock: the reactor's time.
+    :param send_probe: writes one PING (ours, so its PONG is reported to :meth:`pong`).
+    :param on_dead: called once with a reason when the path is dead.
+    :param kernel_alive: given the probe's timeout in seconds, True when the kernel says the
+        peer's TCP is alive, False when it says not, None when it cannot tell.
+    :param reading_paused: True while we deliberately stopped reading.
+    """
+
+    def __init__(
+        self,
+        clock: IReactorTime,
+        *,
+        send_probe: Callable[[], None],
+        on_dead: Callable[[str], None],
+        kernel_alive: Callable[[float], bool | None] = lambda timeout: None,
+        reading_paused: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._clock = clock
+        self._send_probe = send_probe
+        self._on_dead = on_dead
+        self._kernel_alive = kernel_alive
+        self._reading_paused = reading_paused
+        self.rtt = RttEstimator()
+        #: (highest seqnum written, when) per write on this link, oldest first
+        self._sent: deque[tuple[int, float]] = deque()
+        self._probe_deadline: float | None = None  # a probe waits for its answer until then
+        self._probe_timeout = 0.0
+        self._cause = ""  # what the verdict's reason starts with (a network change)
+        self._quiet_until = 0.0  # no data probe before then
+        self._timer: IDelayedCall | None = None
+        self._stopped = False
+        self.probes = 0  # probes sent, for logs and tests
+        self.kernel_saves = 0  # unanswered probes the kernel vouched for
+
+    # --- what the link reports ---
+
+    def sent(self, seqnum: int) -> None:
+        """Sequenced records up to ``seqnum`` were written to this link now."""
+        if self._stopped:
+            return
+        self._sent.append((seqnum, self._clock.seconds()))
+        if self._timer is None:
+            self._arm()
+
+    def acked(self, resp_seqnum: int) -> None:
+        """An ACK for everything up to ``resp_seqnum`` arrived."""
+        sent = self._sent
+        newest: float | None = None
+        while sent and sent[0][0] <= resp_seqnum:
+            newest = sent.popleft()[1]
+        if newest is not None:
+            self.rtt.sample(self._clock.seconds() - newest)
+            self._answered()
+
+    def pong(self, rtt: float | None) -> None:
+        """A PONG arrived (``rtt`` when it answered one of our PINGs)."""
+        if rtt is not None:
+            self.rtt.sample(rtt)
+        self._answered()
+
+    def pinged(self) -> None:
+        """The periodic PING went out: it is a probe too (unless one is out already)."""
+        if self._stopped or self._probe_deadline is not None:
+            return
+        self._start_probe(max(PING_PROBE_FACTOR * self.rtt.rto, PING_PROBE_FACTOR * MIN_RTO))
+
+    def probe_now(self, cause: str) -> None:
+        """Probe at once (a local network change): an unanswered probe's verdict names
+        ``cause``. Nothing happens while a probe is out already."""
+        if self._stopped or self._probe_deadline is not None:
+            return
+        self._cause = f"{cause}: "
+        rto = self.rtt.rto
+        self._start_probe(max(DATA_PROBE_FACTOR * rto, DATA_PROBE_FACTOR * MIN_RTO))
+
+    def stop(self) -> None:
+        """No more probes or verdicts (idempotent)."""
+        self._stopped = True
+        self._cancel()
+        self._sent.clear()
+
+    # --- internals ---
+
+    @property
+    def probing(self) -> bool:
+        """True while a probe waits for its answer."""
+        return self._probe_deadline is not None
+
+    def _answered(self) -> None:
+        if self._probe_deadline is not None:
+            self._probe_deadline = None
+            self._cause = ""
+            self._quiet_until = self._clock.seconds() + self.rtt.rto
+        # the pending timer fires at the old deadline and re-arms for the new one: no
+        # timer churn per ACK
+
+    def _start_probe(self, timeout: float) -> None:
+        self.probes += 1
+        self._probe_timeout = timeout
+        self._probe_deadline = self._clock.seconds() + timeout
+        self._arm()
+        self._send_probe()
+
+    def _next_deadline(self) -> float | None:
+        if self._probe_deadline is not None:
+            return self._probe_deadline
+        if self._sent:
+            return max(self._sent[0][1] + self.rtt.rto, self._quiet_until)
+        return None
+
+    def _arm(self) -> None:
+        self._cancel()
+        when = self._next_deadline()
+        if when is not None:
+            delay = max(0.0, when - self._clock.seconds())
+            self._timer = self._clock.callLater(delay, self._check)
+
+    def _cancel(self) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+    def _check(self) -> None:
+        self._timer = None
+        if self._stopped:
+            return
+        now = self._clock.seconds()
+        if self._probe_deadline is not None:
+            if now < self._probe_deadline:
+                self._arm()
+                return
+            if not self._reading_paused() and self._kernel_alive(self._probe_timeout) is not True:
+                self._stopped = True
+                self._sent.clear()
+                self._on_dead(f"{self._cause}probe unanswered for {self._probe_timeout:.3g}s")
+                return
+            self.kernel_saves += 1
+            self._cause = ""
+            _log.debug("probe unanswered but the peer's TCP is alive (or we are not reading)")
+            self._probe_deadline = None
+            self._quiet_until = now + self._probe_timeout
+            self._arm()
+            return
+        if self._sent and now >= self._sent[0][1] + self.rtt.rto and now >= self._quiet_until:
+            rto = self.rtt.rto
+            self._start_probe(max(DATA_PROBE_FACTOR * rto, DATA_PROBE_FACTOR * MIN_RTO))
+            return
+        self._arm()

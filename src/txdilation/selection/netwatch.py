@@ -1,0 +1,223 @@
+"""L3: noticing local network changes (addresses or routes appearing or disappearing).
+
+A host that moves (another Wi-Fi, a new DHCP lease) leaves its connections on an address it no
+longer has: their packets go nowhere, and nothing tells the application. :class:`NetworkWatcher`
+calls ``on_change()`` soon after the host's addresses or routes change:
+
+- on Linux through rtnetlink (pyroute2's ``IPRSocket``, read from the reactor: no thread, no
+  polling), for address, route and link events;
+- elsewhere (or when netlink cannot be opened) by polling the host's addresses every
+  :data:`POLL_INTERVAL` seconds (``selection.hints`` discovery), reporting a difference.
+
+A burst of events (a flush, then new addresses and routes) is reported once, :data:`SETTLE`
+seconds after the last of them. One watcher per process is shared by every dilated wormhole
+(:func:`subscribe`); it runs while at least one subscriber is left.
+
+:func:`address_is_local` says whether this host still has an address (a connection bound to
+one it no longer has is dead, whatever its peer does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from twisted.internet.interfaces import IDelayedCall, IReactorFDSet, IReadDescriptor
+from twisted.internet.threads import deferToThreadPool
+from twisted.logger import Logger
+from zope.interface import implementer
+
+__all__ = ["POLL_INTERVAL", "SETTLE", "NetworkWatcher", "address_is_local", "subscribe"]
+
+#: seconds between address polls where netlink is not available
+POLL_INTERVAL = 2.0
+#: seconds after the last event of a burst before it is reported
+SETTLE = 0.05
+
+_log = Logger(namespace="txdilation.selection.netwatch")
+
+# rtnetlink message types that mean "the paths out of this host may have changed"
+_EVENTS = frozenset(
+    {"RTM_NEWADDR", "RTM_DELADDR", "RTM_NEWROUTE", "RTM_DELROUTE", "RTM_NEWLINK", "RTM_DELLINK"}
+)
+
+
+def address_is_local(host: str) -> bool:
+    """True while this host has the address ``host`` (an unparsable one counts as local: we
+    cannot tell, so nothing is dropped for it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        probe = socket.socket(family, socket.SOCK_DGRAM)
+    except OSError:
+        return True
+    try:
+        probe.bind((host.split("%")[0], 0))
+    except OSError as e:
+        return e.errno != errno.EADDRNOTAVAIL
+    finally:
+        probe.close()
+    return True
+
+
+@implementer(IReadDescriptor)
+class _NetlinkReader:
+    """The rtnetlink socket as a reactor read descriptor."""
+
+    def __init__(self, sock: Any, on_event: Callable[[], None]) -> None:
+        self._sock = sock
+        self._on_event = on_event
+
+    def fileno(self) -> int:
+        return int(self._sock.fileno())
+
+    def doRead(self) -> None:
+        try:
+            messages = self._sock.get()
+        except Exception:  # a malformed message must not kill the reactor
+            _log.failure("reading rtnetlink")
+            return
+        if any(m.get("event") in _EVENTS for m in messages):
+            self._on_event()
+
+    def connectionLost(self, reason: object) -> None:
+        pass
+
+    def logPrefix(self) -> str:
+        return "rtnetlink"
+
+
+def _open_netlink() -> Any:
+    """An rtnetlink socket bound to the address, route and link groups, or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        from pyroute2 import IPRSocket  # type: ignore[import-untyped]
+
+        sock = IPRSocket()
+        sock.bind()
+        return sock
+    except Exception as e:  # no pyroute2, or no netlink here (a sandbox)
+        _log.info("no rtnetlink ({e}): polling addresses instead", e=e)
+        return None
+
+
+def _addresses() -> frozenset[str]:
+    """This host's addresses (for polling; stock's discovery, as the Connector's hints)."""
+    from wormhole import ipaddrs
+
+    return frozenset(ipaddrs.find_addresses())
+
+
+class NetworkWatcher:
+    """Calls ``on_change()`` after the host's addresses or routes changed (see the module
+    docstring). ``start()``/``stop()`` are idempotent."""
+
+    def __init__(self, reactor: Any, on_change: Callable[[], None]) -> None:
+        self._reactor = reactor
+        self._on_change = on_change
+        self._reader: _NetlinkReader | None = None
+        self._poll: IDelayedCall | None = None
+        self._settle: IDelayedCall | None = None
+        self._known: frozenset[str] = frozenset()
+        self.running = False
+
+    def start(self) -> None:
+        if self.running:
+            return
+        self.running = True
+        reactor: Any = self._reactor  # (no narrowing: it is also an IReactorTime)
+        if not IReactorFDSet.providedBy(reactor):
+            return  # a test's Clock: nothing to watch
+        sock = _open_netlink()
+        if sock is not None:
+            self._reader = _NetlinkReader(sock, self._event)
+            self._reactor.addReader(self._reader)
+        else:
+            self._poll = self._reactor.callLater(0, self._poll_once)
+
+    def stop(self) -> None:
+        self.running = False
+        if self._reader is not None:
+            self._reactor.removeReader(self._reader)
+            with contextlib.suppress(Exception):
+                self._reader._sock.close()
+            self._reader = None
+        for call in (self._poll, self._settle):
+            if call is not None and call.active():
+                call.cancel()
+        self._poll = self._settle = None
+
+    def _poll_once(self) -> None:
+        self._poll = None
+        d = deferToThreadPool(self._reactor, self._reactor.getThreadPool(), _addresses)
+        d.addCallbacks(self._polled, lambda f: _log.failure("polling addresses", f))
+
+    def _polled(self, now: frozenset[str]) -> None:
+        if not self.running:
+            return
+        before, self._known = self._known, now
+        if before and now != before:
+            self._event()
+        self._poll = self._reactor.callLater(POLL_INTERVAL, self._poll_once)
+
+    def _event(self) -> None:
+        if self._settle is not None and self._settle.active():
+            self._settle.reset(SETTLE)
+        else:
+            self._settle = self._reactor.callLater(SETTLE, self._report)
+
+    def _report(self) -> None:
+        self._settle = None
+        _log.info("the local network changed")
+        try:
+            self._on_change()
+        except Exception:
+            _log.failure("reacting to a network change")
+
+
+class _Shared:
+    """One reactor's watcher and its subscribers."""
+
+    def __init__(self) -> None:
+        self.watcher: NetworkWatcher | None = None
+        self.subscribers: list[Callable[[], None]] = []
+
+    def changed(self) -> None:
+        for callback in list(self.subscribers):
+            try:
+                callback()
+            except Exception:
+                _log.failure("a network-change subscriber raised")
+
+
+# one watcher per reactor (a process has one; tests also drive Managers on Clocks, and a
+# watcher started on one of those must not stand in for the real reactor's)
+_watchers: dict[Any, _Shared] = {}
+
+
+def subscribe(reactor: Any, callback: Callable[[], None]) -> Callable[[], None]:
+    """Call ``callback()`` on every network change from now on; returns the unsubscribe
+    function (idempotent). A reactor's shared watcher starts with its first subscriber and
+    stops when the last one leaves."""
+    shared = _watchers.get(reactor)
+    if shared is None:
+        shared = _watchers[reactor] = _Shared()
+        shared.watcher = NetworkWatcher(reactor, shared.changed)
+        shared.watcher.start()
+    shared.subscribers.append(callback)
+
+    def unsubscribe() -> None:
+        if callback in shared.subscribers:
+            shared.subscribers.remove(callback)
+            if not shared.subscribers:
+                if shared.watcher is not None:
+                    shared.watcher.stop()
+                    shared.watcher = None
+                if _watchers.get(reactor) is shared:
+                    del _watchers[reactor]
+
+    return unsubscribe

@@ -1,0 +1,237 @@
+"""Tests for txdilation.selection.dead_path: the RTO, probes, verdicts (Clock-driven) and the
+kernel's word (tcp_info, on a real loopback socket)."""
+
+from __future__ import annotations
+
+import socket
+
+from twisted.internet.task import Clock
+from twisted.trial import unittest
+
+from txdilation.selection.dead_path import (
+    INITIAL_RTO,
+    MAX_RTO,
+    MIN_RTO,
+    DeadPathDetector,
+    RttEstimator,
+)
+from txdilation.selection.tcp_info import peer_tcp_alive, read_tcp_info
+
+
+class RttEstimatorTests(unittest.SynchronousTestCase):
+    """RFC 6298 smoothing, the floor and the ceiling."""
+
+    def test_initial_floor_and_cap(self) -> None:
+        rtt = RttEstimator()
+        self.assertEqual(rtt.rto, INITIAL_RTO)
+        rtt.sample(0.001)
+        self.assertEqual(rtt.rto, MIN_RTO)
+        for _ in range(50):
+            rtt.sample(100.0)
+        self.assertEqual(rtt.rto, MAX_RTO)
+
+    def test_smoothing(self) -> None:
+        rtt = RttEstimator()
+        rtt.sample(2.0)
+        self.assertEqual((rtt.srtt, rtt.rttvar), (2.0, 1.0))
+        self.assertEqual(rtt.rto, 6.0)
+        rtt.sample(2.0)
+        self.assertAlmostEqual(rtt.rttvar, 0.75)
+        rtt.sample(-1.0)  # ignored
+        self.assertEqual(rtt.samples, 2)
+
+
+class Harness:
+    """A detector on a Clock, recording probes and verdicts; ``kernel`` is its answer."""
+
+    def __init__(self, kernel: bool | None = None) -> None:
+        self.clock = Clock()
+        self.probes: list[float] = []
+        self.dead: list[tuple[float, str]] = []
+        self.kernel = kernel
+        self.paused = False
+        self.d = DeadPathDetector(
+            self.clock,
+            send_probe=lambda: self.probes.append(self.clock.seconds()),
+            on_dead=lambda why: self.dead.append((self.clock.seconds(), why)),
+            kernel_alive=lambda within: self.kernel,
+            reading_paused=lambda: self.paused,
+        )
+
+    def stream(self, until: float, *, acked_after: float | None, step: float = 0.01) -> None:
+        """Write one record every ``step`` until ``until``, each ACKed ``acked_after`` later
+        (never, when None)."""
+        seqnum = self.d._sent[-1][0] + 1 if self.d._sent else 0
+        while self.clock.seconds() < until - 1e-9:
+            self.d.sent(seqnum)
+            if acked_after is not None:
+                self.clock.callLater(acked_after, self.d.acked, seqnum)
+            seqnum += 1
+            self.clock.advance(step)
+
+    def run(self, seconds: float, step: float = 0.05) -> None:
+        self.clock.pump([step] * int(seconds / step))
+
+
+class DeadPathTests(unittest.SynchronousTestCase):
+    """Probing from traffic, and the verdicts."""
+
+    def test_live_stream_is_never_probed(self) -> None:
+        h = Harness()
+        h.stream(30.0, acked_after=0.005)
+        self.assertEqual((h.probes, h.dead), ([], []))
+        self.assertEqual(h.d.rtt.rto, MIN_RTO)
+
+    def test_black_hole_under_traffic(self) -> None:
+        """Records stop being acknowledged at t=10: a probe ``rto`` later, dead 1.5 ``rto``
+        after the probe (2.5 s after the last acknowledged write)."""
+        h = Harness()
+        h.stream(10.0, acked_after=0.005)
+        h.stream(15.0, acked_after=None)
+        self.assertEqual(len(h.probes), 1)
+        self.assertLess(abs(h.probes[0] - 11.0), 0.02)
+        self.assertEqual(len(h.dead), 1)
+        self.assertLess(abs(h.dead[0][0] - 12.5), 0.02)
+        self.assertIn("probe unanswered", h.dead[0][1])
+
+    def test_sudden_two_second_delay_is_not_death(self) -> None:
+        """The RTT jumps from 5 ms to 2 s: the first ACKs after the jump answer the probe, the
+        samples grow the RTO, and nothing is called dead (the slow-but-alive case)."""
+        h = Harness()
+        h.stream(10.0, acked_after=0.005)
+        h.stream(70.0, acked_after=2.0)
+        self.assertEqual(h.dead, [])
+        self.assertGreater(h.d.rtt.rto, 2.0)
+        self.assertLessEqual(len(h.probes), 3)
+
+    def test_pong_answers_a_probe(self) -> None:
+        h = Harness()
+        h.d.sent(0)
+        h.run(1.2)
+        self.assertEqual(len(h.probes), 1)
+        h.d.pong(0.3)
+        h.run(1.0)
+        self.assertEqual(h.dead, [])
+        self.assertEqual(len(h.probes), 1)  # the next one waits an rto after the answer
+        h.run(10.0)
+        self.assertEqual(len(h.dead), 1)  # record 0 is still unacknowledged: probed, dead
+
+    def test_idle_ping_is_a_probe(self) -> None:
+        """The periodic PING of an idle link waits 3 rto for its PONG."""
+        h = Harness()
+        h.d.pinged()
+        h.run(2.9)
+        self.assertEqual(h.dead, [])
+        h.d.pong(0.1)
+        h.run(30.0)
+        self.assertEqual(h.dead, [])
+        h.d.pinged()
+        h.run(3.1)
+        self.assertEqual(len(h.dead), 1)
+        self.assertLess(abs(h.dead[0][0] - 32.9 - 3.0), 0.06)
+
+    def test_kernel_vouches_for_a_peer_that_does_not_read(self) -> None:
+        """A peer whose application stopped reading answers nothing, but its TCP is alive:
+        never dead, and probed at most once per probe timeout."""
+        h = Harness(kernel=True)
+        h.stream(5.0, acked_after=0.005)
+        h.stream(65.0, acked_after=None, step=0.1)
+        self.assertEqual(h.dead, [])
+        self.assertGreater(h.d.kernel_saves, 5)
+        self.assertLessEqual(len(h.probes), 60 / 2.5 + 1)
+        h.kernel = False
+        h.run(5.0)
+        self.assertEqual(len(h.dead), 1)
+
+    def test_paused_reading_is_not_death(self) -> None:
+        h = Harness()
+        h.paused = True
+        h.d.sent(0)
+        h.run(20.0)
+        self.assertEqual(h.dead, [])
+        h.paused = False
+        h.run(5.0)
+        self.assertEqual(len(h.dead), 1)
+
+    def test_stop_and_at_most_once(self) -> None:
+        h = Harness()
+        h.d.sent(0)
+        h.run(10.0)
+        self.assertEqual(len(h.dead), 1)
+        h.d.sent(1)
+        h.d.pinged()
+        h.run(10.0)
+        self.assertEqual(len(h.dead), 1)
+        h2 = Harness()
+        h2.d.sent(0)
+        h2.d.stop()
+        h2.run(10.0)
+        self.assertEqual((h2.probes, h2.dead, h2.clock.getDelayedCalls()), ([], [], []))
+
+
+class TcpInfoTests(unittest.SynchronousTestCase):
+    """The kernel's word on a real loopback connection (None where TCP_INFO is missing)."""
+
+    def test_loopback_peer_is_alive(self) -> None:
+        server = socket.socket()
+        self.addCleanup(server.close)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        client = socket.create_connection(server.getsockname())
+        self.addCleanup(client.close)
+        accepted, _ = server.accept()
+        self.addCleanup(accepted.close)
+        info = read_tcp_info(client)
+        if info is None:
+            raise unittest.SkipTest("no TCP_INFO on this platform")
+        self.assertEqual(info.unacked, 0)
+
+        class Transport:
+            def getHandle(self) -> socket.socket:
+                return client
+
+        self.assertIs(peer_tcp_alive(Transport(), 1.0), True)
+        self.assertIsNone(peer_tcp_alive(object(), 1.0))
+        self.assertIsNone(read_tcp_info(None))
+
+
+class LossReasonTests(unittest.SynchronousTestCase):
+    """The Manager names each way a link is left in the telemetry vocabulary."""
+
+    def test_reasons(self) -> None:
+        from txdilation.mailbox.manager import _lost_reason
+        from txdilation.telemetry import LOST_REASONS
+
+        cases = {
+            "probe unanswered for 1.5s": "probe_unanswered",
+            "network change: probe unanswered for 1.5s": "network_change",
+            "network change: our address 10.2.0.2 is gone": "network_change",
+            "peer report: the Leader asked to reconnect": "peer_report",
+            "peer report: the Follower says this connection is dead": "peer_report",
+            "peer silent for 1.5 ping intervals": "timeout",
+        }
+        for text, reason in cases.items():
+            self.assertEqual(_lost_reason(text), reason)
+            self.assertIn(reason, LOST_REASONS)
+
+
+class NetwatchTests(unittest.SynchronousTestCase):
+    """Local addresses, and a watcher on a Clock (nothing to watch: it stays quiet)."""
+
+    def test_address_is_local(self) -> None:
+        from txdilation.selection.netwatch import address_is_local
+
+        self.assertTrue(address_is_local("127.0.0.1"))
+        self.assertFalse(address_is_local("192.0.2.77"))  # TEST-NET-1: never ours
+        self.assertTrue(address_is_local("not an address"))  # unknown: nothing dropped
+
+    def test_subscribe_on_a_clock(self) -> None:
+        from txdilation.selection import netwatch
+
+        clock = Clock()
+        unsubscribe = netwatch.subscribe(clock, lambda: None)
+        self.assertIsNotNone(netwatch._watchers[clock].watcher)
+        unsubscribe()
+        unsubscribe()
+        self.assertNotIn(clock, netwatch._watchers)
+        self.assertEqual(clock.getDelayedCalls(), [])
