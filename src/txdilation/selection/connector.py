@@ -11,6 +11,13 @@ Selection policy (module-level Automat machine ``connector_machine``):
   become viable at about the same time), then taken; when no direct connection can come any
   more (no listener, no direct attempt or candidate left) it is taken at once.
 
+Direct TCP reaches through NATs and over IPv6 (``selection.punch``): on a real reactor the
+listener is dual-stack and, unless ``NetworkSettings.punch`` is off, bound with
+``SO_REUSEPORT``; every direct dial to an IP literal then starts from the listening port, our
+public address from the mailbox's welcome (``ConnectorSettings.public_addresses``) is
+advertised with that port as a low-priority direct hint, and a dial from that port that fails
+early is retried for a few seconds, so that both peers' SYNs cross (a TCP simultaneous open).
+
 Invariants: once a connection is selected or the connector stops, every other connection,
 listener and pending attempt is closed or cancelled, and any connection that completes later
 is aborted; address discovery never blocks the reactor; a Tor connector never listens.
@@ -30,7 +37,7 @@ from typing import Any
 from typing import Protocol as TypingProtocol
 
 from automat import TypeMachineBuilder
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.endpoints import (
     HostnameEndpoint,
     TCP4ClientEndpoint,
@@ -51,6 +58,8 @@ from zope.interface import implementer
 
 from txdilation.link.connection import DilatedConnectionProtocol
 from txdilation.link.framer import relay_handshake_line
+from txdilation.selection import punch
+from txdilation.selection.addresses import ipv6_addresses
 from txdilation.selection.attempts import Attempt, AttemptLog
 from txdilation.selection.hints import (
     DirectTCPV1Hint,
@@ -100,7 +109,9 @@ class IConnectorOwner(TypingProtocol):
 
 @dataclass(frozen=True, slots=True)
 class ConnectorSettings:
-    """Everything a connector needs besides its collaborators; the same for every generation."""
+    """Everything a connector needs besides its collaborators (``public_addresses``: what the
+    mailbox server last told us it sees, ``your-address``; the rest is the same for every
+    generation)."""
 
     role: Role
     dilation_key: bytes
@@ -113,6 +124,7 @@ class ConnectorSettings:
     direct_grace: float = DIRECT_GRACE
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    public_addresses: tuple[str, ...] = ()
 
 
 class ConnectorEvents(TypingProtocol):
@@ -195,6 +207,13 @@ class Connector:
         self.selected: DilatedConnectionProtocol | None = None
         self._finished = False  # selected or stopped: no more listeners or attempts
         self._listen_retry: IDelayedCall | None = None
+        #: hole punching: listen with SO_REUSEPORT and dial direct hints from that port
+        self._punch = (
+            settings.network.punch and settings.tor is None and punch.sockets_reusable(reactor)
+        )
+        self._dual_stack = settings.tor is None and punch.sockets_reusable(reactor)
+        self._listen_port: int | None = None  # the listener's port, once it listens
+        self._punch_retries: set[IDelayedCall] = set()
         self._attempt_log = AttemptLog(telemetry, reactor) if telemetry is not None else None
         self._attempt_of: dict[DilatedConnectionProtocol, Attempt] = {}
         self.candidates = 0
@@ -221,6 +240,7 @@ class Connector:
             or self._held
             or self._deferred_relays
             or self._listen_retry is not None
+            or self._punch_retries
         )
 
     # --- starting ---
@@ -239,9 +259,19 @@ class Connector:
         network = self._settings.network
         interface = network.listen_interface or ""
         factory = _InboundFactory(self)
-        endpoint_class: Any = TCP6ServerEndpoint if ":" in interface else TCP4ServerEndpoint
-        endpoint = endpoint_class(self._reactor, network.listen_port, interface=interface)
-        d = endpoint.listen(factory)
+        if self._dual_stack:
+            d: Deferred[Any] = maybeDeferred(
+                punch.listen,
+                self._reactor,
+                factory,
+                network.listen_port,
+                interface,
+                reuse_port=self._punch,
+            )
+        else:
+            endpoint_class: Any = TCP6ServerEndpoint if ":" in interface else TCP4ServerEndpoint
+            endpoint = endpoint_class(self._reactor, network.listen_port, interface=interface)
+            d = endpoint.listen(factory)
         d.addCallback(self._listening)
 
         def failed(f: Failure) -> None:
@@ -266,13 +296,17 @@ class Connector:
         if self._finished:  # selected or stopped while the listener was starting
             self._close_others(keep=self.selected)
             return succeed(None)
-        portnum = self._settings.network.hint_port or port.getHost().port  # type: ignore[attr-defined]
+        self._listen_port = port.getHost().port  # type: ignore[attr-defined]
+        portnum = self._settings.network.hint_port or self._listen_port
         d = self._find_addresses()
 
         def publish(addresses: Sequence[str]) -> None:
             if port not in self._listeners:
                 return  # stopped meanwhile
             hints: list[Hint] = [DirectTCPV1Hint(a, portnum, 0.0) for a in addresses]
+            if self._punch:
+                public = self._settings.public_addresses
+                hints.extend(punch.punched_hints(public, portnum, addresses))
             if hints:
                 self.events.listener_ready(hints)
 
@@ -285,9 +319,10 @@ class Connector:
         if configured is not None:
             return succeed(configured)
         pool = getattr(self._reactor, "getThreadPool", None)
+        find = _find_addresses_with_ipv6 if self._dual_stack else ipaddrs.find_addresses
         if pool is None:
-            return succeed(_usable_addresses(ipaddrs.find_addresses()))
-        d: Deferred[list[str]] = deferToThreadPool(self._reactor, pool(), ipaddrs.find_addresses)
+            return succeed(_usable_addresses(find()))
+        d: Deferred[list[str]] = deferToThreadPool(self._reactor, pool(), find)
         return d.addCallback(_usable_addresses)
 
     # --- peer hints ---
@@ -333,17 +368,31 @@ class Connector:
         for h in pending:
             self._attempt(h, via_relay=True)
 
-    def _attempt(self, hint: TCPHint, *, via_relay: bool) -> None:
+    def _attempt(self, hint: TCPHint, *, via_relay: bool, first_try: float | None = None) -> None:
         s = self._settings
+        binding = None
+        if self._punch and not via_relay and self._listen_port:
+            binding = punch.dial_binding(
+                hint, self._listen_port, s.network.listen_interface or None
+            )
         if s.tor is not None:
             endpoint = s.tor.stream_via(hint.hostname, hint.port)
+        elif binding is not None:
+            endpoint = TCP4ClientEndpoint(  # IP literals of either family; see selection.punch
+                self._reactor,
+                hint.hostname,
+                hint.port,
+                timeout=s.handshake_timeout,
+                bindAddress=binding,
+            )
         else:
             endpoint = _tcp_client_endpoint(self._reactor, hint, s.handshake_timeout)
         relay_line = None
         if via_relay:
             relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
-        else:
+        elif first_try is None:  # a punch retry is still the same outstanding attempt
             self._direct_outstanding += 1
+        started = self._reactor.seconds() if first_try is None else first_try
         log = self._attempt_log
         attempt = None
         if log is not None:
@@ -363,7 +412,8 @@ class Connector:
             if isinstance(result, Failure):
                 if log is not None and attempt is not None:
                     log.connect_failed(attempt, result)
-                if not via_relay:
+                retrying = binding is not None and self._retry_punch(hint, started)
+                if not via_relay and not retrying:
                     self._direct_attempt_over()
                 _log.debug(
                     "attempt {desc} failed: {why}",
@@ -372,6 +422,22 @@ class Connector:
                 )
 
         d.addBoth(done)
+
+    def _retry_punch(self, hint: TCPHint, started: float) -> bool:
+        """Dial ``hint`` from the listening port again shortly, if still within the punch
+        window (the peer's SYN may not have opened its NAT yet); whether it will be."""
+        if self._finished or self._reactor.seconds() - started >= punch.PUNCH_WINDOW:
+            return False
+
+        def again() -> None:
+            self._punch_retries.discard(timer)
+            if self._finished:
+                return
+            self._attempt(hint, via_relay=False, first_try=started)
+
+        timer = self._reactor.callLater(punch.PUNCH_RETRY_DELAY, again)
+        self._punch_retries.add(timer)
+        return True
 
     def _direct_attempt_over(self) -> None:
         self._direct_outstanding -= 1
@@ -468,10 +534,12 @@ class Connector:
         for d in list(self._attempts):
             d.cancel()
         self._attempts.clear()
-        for timer in (self._relay_timer, self._grace_timer, self._listen_retry):
+        timers = (self._relay_timer, self._grace_timer, self._listen_retry, *self._punch_retries)
+        for timer in timers:
             if timer is not None and timer.active():
                 timer.cancel()
         self._relay_timer = self._grace_timer = self._listen_retry = None
+        self._punch_retries.clear()
         self._deferred_relays.clear()
         for c in {*self._connections, *self._held}:
             if c is not keep:
@@ -496,6 +564,11 @@ def _hint_type(hint: TCPHint, via_relay: bool) -> str:
     if via_relay:
         return "relay-v1"
     return "tor-tcp-v1" if isinstance(hint, TorTCPV1Hint) else "direct-tcp-v1"
+
+
+def _find_addresses_with_ipv6() -> list[str]:
+    """Stock's IPv4 discovery and our IPv6 one (blocking: run in a thread)."""
+    return [*ipaddrs.find_addresses(), *ipv6_addresses()]
 
 
 def _usable_addresses(addresses: Iterable[str]) -> list[str]:
