@@ -10,15 +10,20 @@ from typing import Any
 
 from twisted.internet import reactor as _reactor
 from twisted.internet.defer import inlineCallbacks
+from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.task import deferLater
 from twisted.internet.testing import MemoryReactorClock
+from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from txdilation.selection.addresses import ipv6_addresses, parse_if_inet6
 from txdilation.selection.connector import Connector, ConnectorSettings
 from txdilation.selection.hints import DirectTCPV1Hint, TorTCPV1Hint
 from txdilation.selection.punch import (
+    PUNCH_GRACE,
     PUNCH_PRIORITY,
+    PUNCH_RETRY_DELAY,
+    PUNCH_WINDOW,
     dial_binding,
     public_addresses,
     punched_hints,
@@ -27,7 +32,7 @@ from txdilation.selection.punch import (
 from txdilation.settings import NetworkSettings, Settings
 from txdilation.wire.roles import LEADER
 
-from .test_connector import RecordingOwner
+from .test_connector import FakeCandidate, RecordingOwner, make
 
 reactor: Any = _reactor
 
@@ -204,3 +209,60 @@ class ListenerTests(TestCase):
             with socket.socket(family, socket.SOCK_STREAM) as s:
                 s.settimeout(2)
                 s.connect((address, port))  # accepted by the kernel: the listener has it
+
+
+class PunchPolicyTests(SynchronousTestCase):
+    """The connector's punching policy on a MemoryReactorClock (punching forced on, as if
+    it listened on port 5555 of a real reactor)."""
+
+    def punching_leader(self) -> tuple[Connector, RecordingOwner, MemoryReactorClock]:
+        c, owner, reactor = make(LEADER)
+        c._punch, c._listen_port = True, 5555
+        return c, owner, reactor
+
+    def test_dials_from_the_listening_port(self) -> None:
+        """Direct hints that are IP literals are dialled from the listening port; names are
+        not."""
+        c, _owner, reactor = self.punching_leader()
+        c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
+        c.got_hints([DirectTCPV1Hint("peer.example", 6001)])
+        bindings = [bind for _h, _p, _f, _t, bind in reactor.tcpClients]
+        self.assertEqual(bindings[0]._port, 5555)
+        self.assertEqual(bindings[1:], [None])  # the name, resolved by HostnameEndpoint
+
+    def test_relay_held_longer_while_a_punched_dial_is_under_way(self) -> None:
+        """A relay candidate is held for PUNCH_GRACE while the peer's punched hint is being
+        dialled (also when that dial starts after the candidate was held), then taken."""
+        for hints_first in (True, False):
+            with self.subTest(hints_first=hints_first):
+                c, owner, reactor = self.punching_leader()
+                relay = FakeCandidate("->relay:tcp:127.0.0.1:4001", False)
+                c.got_hints([DirectTCPV1Hint("192.168.1.2", 6000)])  # a LAN hint, hanging
+                if hints_first:
+                    c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
+                c.candidate_ready(relay)
+                reactor.advance(0.1)
+                if not hints_first:
+                    c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
+                reactor.advance(PUNCH_GRACE - 0.2)
+                self.assertEqual(owner.made, [])
+                reactor.advance(0.2)
+                self.assertEqual(owner.made, [relay])
+
+    def test_failed_punched_dial_is_retried_within_the_window(self) -> None:
+        """A dial from the listening port that fails is tried again after PUNCH_RETRY_DELAY,
+        until PUNCH_WINDOW has passed since the first; meanwhile the connector is busy."""
+        c, _owner, reactor = self.punching_leader()
+        c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
+        dials = 1
+        while reactor.seconds() < PUNCH_WINDOW + 2:
+            factory = reactor.tcpClients[-1][2]
+            factory.clientConnectionFailed(None, Failure(ConnectionRefusedError()))
+            if not c._punch_retries:
+                break
+            self.assertTrue(c.busy)
+            reactor.advance(PUNCH_RETRY_DELAY)
+            dials += 1
+            self.assertEqual(len(reactor.tcpClients), dials)
+        self.assertEqual(dials, int(PUNCH_WINDOW / PUNCH_RETRY_DELAY) + 1)
+        self.assertFalse(c.busy)

@@ -7,7 +7,8 @@ exchange reached the point where they may be selected.
 Selection policy (module-level Automat machine ``connector_machine``):
 - the Follower takes the first connection on which the Leader's KCM arrived (the wire rule);
 - the Leader takes a direct candidate at once; a relay candidate is held for
-  ``direct_grace`` seconds in case a direct one completes too (direct beats relay when both
+  ``direct_grace`` seconds (``punch.PUNCH_GRACE`` while a dial to a punched hint of the
+  peer's is under way) in case a direct one completes too (direct beats relay when both
   become viable at about the same time), then taken; when no direct connection can come any
   more (no listener, no direct attempt or candidate left) it is taken at once.
 
@@ -214,6 +215,10 @@ class Connector:
         self._dual_stack = settings.tor is None and punch.sockets_reusable(reactor)
         self._listen_port: int | None = None  # the listener's port, once it listens
         self._punch_retries: set[IDelayedCall] = set()
+        self._punching: set[Deferred[Any]] = set()  # dials to the peer's punched hints
+        self._held_since: float | None = None  # when the first relay candidate was held
+        #: when we published punched hints and when we last dialled a punched hint
+        self._punch_marks: list[float] = []
         self._attempt_log = AttemptLog(telemetry, reactor) if telemetry is not None else None
         self._attempt_of: dict[DilatedConnectionProtocol, Attempt] = {}
         self.candidates = 0
@@ -306,7 +311,10 @@ class Connector:
             hints: list[Hint] = [DirectTCPV1Hint(a, portnum, 0.0) for a in addresses]
             if self._punch:
                 public = self._settings.public_addresses
-                hints.extend(punch.punched_hints(public, portnum, addresses))
+                punched = punch.punched_hints(public, portnum, addresses)
+                if punched:
+                    self._punch_marks.append(self._reactor.seconds())
+                hints.extend(punched)
             if hints:
                 self.events.listener_ready(hints)
 
@@ -406,9 +414,14 @@ class Connector:
         )
         d = endpoint.connect(factory)
         self._attempts.add(d)
+        if binding is not None and punch.is_punched(hint):
+            self._punching.add(d)
+            self._punch_marks.append(self._reactor.seconds())
+            self._extend_grace()
 
         def done(result: object) -> None:
             self._attempts.discard(d)
+            self._punching.discard(d)
             if isinstance(result, Failure):
                 if log is not None and attempt is not None:
                     log.connect_failed(attempt, result)
@@ -438,6 +451,28 @@ class Connector:
         timer = self._reactor.callLater(punch.PUNCH_RETRY_DELAY, again)
         self._punch_retries.add(timer)
         return True
+
+    def _relay_grace(self) -> float:
+        """How long from now the Leader holds a relay candidate: ``direct_grace``; while a
+        punched dial is under way, until ``punch.PUNCH_GRACE`` after the later of our
+        punched hints' publication and the latest punched dial's start (the peer's SYN
+        follows our hints; ours follows its hints), if that is later."""
+        now: float = self._reactor.seconds()
+        held = self._held_since if self._held_since is not None else now
+        until = held + self._settings.direct_grace
+        if self._punching or self._punch_retries:
+            since = max(self._punch_marks, default=held)
+            until = max(until, since + punch.PUNCH_GRACE)
+        return max(0.0, until - now)
+
+    def _extend_grace(self) -> None:
+        """A punched dial started while a relay candidate is held: hold it longer if the
+        grace now ends later."""
+        timer = self._grace_timer
+        if timer is None or not timer.active():
+            return
+        if self._reactor.seconds() + self._relay_grace() > timer.getTime():
+            timer.reset(self._relay_grace())
 
     def _direct_attempt_over(self) -> None:
         self._direct_outstanding -= 1
@@ -540,6 +575,7 @@ class Connector:
                 timer.cancel()
         self._relay_timer = self._grace_timer = self._listen_retry = None
         self._punch_retries.clear()
+        self._punching.clear()
         self._deferred_relays.clear()
         for c in {*self._connections, *self._held}:
             if c is not keep:
@@ -644,7 +680,8 @@ def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
     @connecting.upon(E.tentative_candidate).to(holding)
     def hold(events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol) -> None:
         c._held.append(connection)
-        c._grace_timer = c._reactor.callLater(c._settings.direct_grace, events.grace_expired)
+        c._held_since = c._reactor.seconds()
+        c._grace_timer = c._reactor.callLater(c._relay_grace(), events.grace_expired)
 
     @holding.upon(E.tentative_candidate).loop()
     def hold_another(

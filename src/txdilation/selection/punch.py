@@ -43,10 +43,12 @@ from twisted.internet.tcp import makeBinding
 from txdilation.selection.hints import DirectTCPV1Hint, TCPHint
 
 __all__ = [
+    "PUNCH_GRACE",
     "PUNCH_PRIORITY",
     "PUNCH_RETRY_DELAY",
     "PUNCH_WINDOW",
     "dial_binding",
+    "is_punched",
     "listen",
     "public_addresses",
     "punched_hints",
@@ -62,6 +64,18 @@ PUNCH_WINDOW = 5.0
 
 PUNCH_RETRY_DELAY = 0.5
 """Seconds between such retries."""
+
+PUNCH_GRACE = 1.5
+"""Seconds the Leader holds a relay candidate (instead of ``direct_grace``) while a dial to a
+punched hint of the peer's is still under way: the relay path is ready about as soon as the
+hints are exchanged, the punched one a round trip after the later of the two dials."""
+
+
+def is_punched(hint: TCPHint) -> bool:
+    """Whether a peer's hint is a punched one (a punching peer advertises its public address
+    below the ordinary priority; stock advertises every direct hint at 0.0)."""
+    return isinstance(hint, DirectTCPV1Hint) and hint.priority <= PUNCH_PRIORITY
+
 
 _LISTEN_BACKLOG = 50
 
