@@ -3,16 +3,17 @@ One dilation between two ``tests.support.peer`` processes in network namespaces:
 took and how long it took (issue 13, reach). Shared by ``tests/test_reach.py`` and
 ``benchmarks/reach.py``.
 
-Layer: test infrastructure. The left peer allocates the code and leads (its dilation side is
-forced higher), the right one follows; both echo two messages (``--sizes 1,1000``) once
-dilated. The path is read from both peers' first ``ConnectedPeer`` status (``direct``,
-``relay``, ``mixed: ...`` when they disagree) or ``failed`` when they had not both dilated
-within ``cap`` seconds of the joining peer having the code; the time to dilate runs from that
-moment to the later peer's dilation. Both peers are killed and waited for before it returns.
+Layer: test infrastructure. Both peers start at once with the same random code; the left one
+leads (its dilation side is forced higher), the right one follows; both echo two messages
+(``--sizes 1,1000``) once dilated. The path is read from both peers' first ``ConnectedPeer``
+status (``direct``, ``relay``, ``mixed: ...`` when they disagree) or ``failed`` when they had
+not both dilated within ``cap`` seconds of both having the code; the time to dilate runs from
+that moment to the later peer's dilation. Both peers are killed and waited for before it returns.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -64,10 +65,12 @@ async def dilate_once(
         cap + 60,
         left=placement(left_node),
         right=placement(right_node),
+        code=f"{secrets.randbelow(900000) + 100000}-reach-run",  # both start at once
     ).start()
     joined, dilated = None, []
     try:
-        joined = await within(reactor, pair.when("right", "code"), 60)
+        codes = [await within(reactor, pair.when(side, "code"), 60) for side in ("left", "right")]
+        joined = max(codes, key=lambda c: float(c["t"])) if all(codes) else None
         ends = time.monotonic() + cap  # one deadline for both peers
         for side in ("left", "right"):
             left_over = max(0.0, ends - time.monotonic())
