@@ -7,9 +7,11 @@ topology (``benchmarks.namespaced.Scene``: the real mailbox server and transit r
 network of their own behind the router, hosts ``a`` and ``b`` each behind its own NAT, or
 routed directly as a control) and removes it afterwards. The peers dilate and echo two
 messages; the path is read from both peers' ``ConnectedPeer`` status (``direct``, ``relay``),
-or ``failed`` if they had not dilated within ``--cap`` seconds. The time to dilate runs from
-the joining peer's having the code to both peers having dilated. Host ``a`` allocates the
-code and leads (sides are forced); topologies:
+or ``failed`` if they had not dilated within ``--cap`` seconds (``tests.support.reach``). The
+time to dilate runs from both peers' having the code to both peers having dilated (since
+issue 13 both peers start at once with a code chosen for the run; before, host ``a``
+allocated it and ``b`` joined: the same moment). Host ``a`` leads (sides are forced);
+topologies:
 
 - ``routed``: no NAT (control), relay offered;
 - ``preserving+relay`` / ``preserving``: both behind address-and-port-preserving NATs

@@ -18,11 +18,11 @@ from collections import Counter
 from typing import Any
 
 from twisted.internet.defer import DeferredList, ensureDeferred
-from twisted.trial.unittest import TestCase
 
-from tests.support.netns import Host, NatKind, Network, Router, require_namespaces
+from tests.support.netns import Host, NatKind, Router
 from tests.support.reach import dilate_once
 from tests.support.servers import NamespacedServers, start_servers
+from tests.test_netns_support import NamespaceTestCase
 
 TX, STOCK = "txdilation", "stock"
 PUNCH_RUNS = 20
@@ -32,18 +32,10 @@ Case = tuple[tuple[Host, str], tuple[Host, str], tuple[str, ...]]  # Leader, Fol
 FALLBACK_BOUND = 15.0  # seconds: generous; the measured fall back is about 2 s
 
 
-class ReachSlowTests(TestCase):
+class ReachSlowTests(NamespaceTestCase):
     """Punching, falling back, IPv6 (see the module docstring)."""
 
     timeout = 240
-
-    def setUp(self) -> None:
-        from twisted.internet import reactor
-
-        require_namespaces()
-        self.reactor: Any = reactor
-        self.net = Network()
-        self.addCleanup(self.net.close)
 
     def servers(self, *, ipv6: bool = False) -> tuple[NamespacedServers, Router]:
         """The router and the servers on a (dual-stack) host behind it, which clients are

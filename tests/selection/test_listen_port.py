@@ -40,6 +40,16 @@ class NetworkSettingsPortTests(SynchronousTestCase):
             self.assertRaises(ValueError, NetworkSettings.from_environ, env)
 
 
+@inlineCallbacks
+def first_hints(case: TestCase, owner: RecordingOwner) -> Any:
+    """The first connection-hints message ``owner`` gets (within 3 s, or ``case`` fails)."""
+    for _ in range(300):
+        if owner.hint_messages:
+            return owner.hint_messages[0]
+        yield deferLater(reactor, 0.01, lambda: None)
+    case.fail("no hints published")
+
+
 class FixedPortTests(TestCase):
     timeout = 10
 
@@ -53,13 +63,8 @@ class FixedPortTests(TestCase):
         self.addCleanup(c.events.stop)
         return c, owner
 
-    @inlineCallbacks
     def wait_for_hints(self, owner: RecordingOwner) -> Any:
-        for _ in range(300):
-            if owner.hint_messages:
-                return owner.hint_messages[0]
-            yield deferLater(reactor, 0.01, lambda: None)
-        self.fail("no hints published")
+        return first_hints(self, owner)
 
     @inlineCallbacks
     def test_listens_on_the_port_and_advertises_the_other(self) -> Any:

@@ -11,7 +11,6 @@ from typing import Any
 from twisted.internet import reactor as _reactor
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.error import ConnectionRefusedError
-from twisted.internet.task import deferLater
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
@@ -33,6 +32,7 @@ from txdilation.settings import NetworkSettings, Settings
 from txdilation.wire.roles import LEADER
 
 from .test_connector import FakeCandidate, RecordingOwner, make
+from .test_listen_port import first_hints
 
 reactor: Any = _reactor
 
@@ -159,13 +159,8 @@ class ListenerTests(TestCase):
         self.addCleanup(c.events.stop)
         return c, owner
 
-    @inlineCallbacks
     def hints(self, owner: RecordingOwner) -> Any:
-        for _ in range(300):
-            if owner.hint_messages:
-                return owner.hint_messages[0]
-            yield deferLater(reactor, 0.01, lambda: None)
-        self.fail("no hints published")
+        return first_hints(self, owner)
 
     @inlineCallbacks
     def test_punching_advertises_the_public_address(self) -> Any:
