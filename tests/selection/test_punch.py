@@ -5,12 +5,13 @@ connector on the real reactor (what it advertises and how it listens, with punch
 
 from __future__ import annotations
 
+import errno
 import socket
 from typing import Any
 
 from twisted.internet import reactor as _reactor
 from twisted.internet.defer import inlineCallbacks
-from twisted.internet.error import ConnectionRefusedError
+from twisted.internet.error import ConnectError, ConnectionRefusedError
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
@@ -261,3 +262,15 @@ class PunchPolicyTests(SynchronousTestCase):
             self.assertEqual(len(reactor.tcpClients), dials)
         self.assertEqual(dials, int(PUNCH_WINDOW / PUNCH_RETRY_DELAY) + 1)
         self.assertFalse(c.busy)
+
+    def test_no_retry_for_ordinary_hints_or_an_existing_connection(self) -> None:
+        """Only a punched hint is retried, and not when the kernel says the connection between
+        those two ports exists already (our listener accepted the peer's dial)."""
+        c, _owner, reactor = self.punching_leader()
+        c.got_hints([DirectTCPV1Hint("192.168.1.2", 6000)])
+        reactor.tcpClients[-1][2].clientConnectionFailed(None, Failure(ConnectionRefusedError()))
+        c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
+        taken = ConnectError(osError=errno.EADDRNOTAVAIL, string="in use")
+        reactor.tcpClients[-1][2].clientConnectionFailed(None, Failure(taken))
+        self.assertEqual(c._punch_retries, set())
+        self.assertEqual(len(reactor.tcpClients), 2)

@@ -16,8 +16,9 @@ Direct TCP reaches through NATs and over IPv6 (``selection.punch``): on a real r
 listener is dual-stack and, unless ``NetworkSettings.punch`` is off, bound with
 ``SO_REUSEPORT``; every direct dial to an IP literal then starts from the listening port, our
 public address from the mailbox's welcome (``ConnectorSettings.public_addresses``) is
-advertised with that port as a low-priority direct hint, and a dial from that port that fails
-early is retried for a few seconds, so that both peers' SYNs cross (a TCP simultaneous open).
+advertised with that port as a low-priority direct hint, and a dial from that port to a punched
+hint of the peer's that fails early is retried for a few seconds, so that both peers' SYNs
+cross (a TCP simultaneous open).
 
 Invariants: once a connection is selected or the connector stops, every other connection,
 listener and pending attempt is closed or cancelled, and any connection that completes later
@@ -425,7 +426,11 @@ class Connector:
             if isinstance(result, Failure):
                 if log is not None and attempt is not None:
                     log.connect_failed(attempt, result)
-                retrying = binding is not None and self._retry_punch(hint, started)
+                retrying = (
+                    binding is not None
+                    and punch.worth_retrying(hint, result)
+                    and self._retry_punch(hint, started)
+                )
                 if not via_relay and not retrying:
                     self._direct_attempt_over()
                 _log.debug(

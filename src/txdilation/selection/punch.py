@@ -35,10 +35,11 @@ import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from twisted.internet.error import CannotListenError
+from twisted.internet.error import CannotListenError, ConnectBindError
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import ServerFactory
 from twisted.internet.tcp import makeBinding
+from twisted.python.failure import Failure
 
 from txdilation.selection.hints import DirectTCPV1Hint, TCPHint
 
@@ -53,6 +54,7 @@ __all__ = [
     "public_addresses",
     "punched_hints",
     "sockets_reusable",
+    "worth_retrying",
 ]
 
 PUNCH_PRIORITY = -1.0
@@ -77,7 +79,7 @@ def is_punched(hint: TCPHint) -> bool:
     return isinstance(hint, DirectTCPV1Hint) and hint.priority <= PUNCH_PRIORITY
 
 
-_LISTEN_BACKLOG = 50
+_TAKEN = (errno.EADDRNOTAVAIL, errno.EADDRINUSE, errno.EISCONN)
 
 
 def public_addresses(welcome: Mapping[str, Any]) -> tuple[str, ...]:
@@ -134,6 +136,16 @@ def _normal(address: str) -> str:
         return str(ipaddress.ip_address(address))
     except ValueError:
         return address
+
+
+def worth_retrying(hint: TCPHint, failure: Failure) -> bool:
+    """Whether a failed dial from the listening port to ``hint`` should be tried again:
+    only a punched hint, and not when the connection already exists (our listener accepted
+    the peer's dial from the same two ports: the kernel refuses a second socket for them)."""
+    if not is_punched(hint) or failure.check(ConnectBindError):  # type: ignore[no-untyped-call]
+        return False
+    value = failure.value
+    return getattr(value, "osError", None) not in _TAKEN
 
 
 def sockets_reusable(reactor: Any) -> bool:
