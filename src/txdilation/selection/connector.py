@@ -328,7 +328,9 @@ class Connector:
         if configured is not None:
             return succeed(configured)
         pool = getattr(self._reactor, "getThreadPool", None)
-        find = _find_addresses_with_ipv6 if self._dual_stack else ipaddrs.find_addresses
+        # IPv6 addresses only where the listener takes IPv6 (no interface, or an IPv6 one)
+        ipv6 = self._dual_stack and ":" in (self._settings.network.listen_interface or ":")
+        find = _find_addresses_with_ipv6 if ipv6 else ipaddrs.find_addresses
         if pool is None:
             return succeed(_usable_addresses(find()))
         d: Deferred[list[str]] = deferToThreadPool(self._reactor, pool(), find)
