@@ -17,7 +17,7 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from txdilation.selection.addresses import ipv6_addresses, parse_if_inet6
-from txdilation.selection.connector import Connector, ConnectorSettings
+from txdilation.selection.connector import Connector
 from txdilation.selection.hints import DirectTCPV1Hint, TorTCPV1Hint
 from txdilation.selection.punch import (
     PUNCH_GRACE,
@@ -33,7 +33,7 @@ from txdilation.settings import NetworkSettings, Settings
 from txdilation.wire.roles import LEADER
 
 from .test_connector import FakeCandidate, RecordingOwner, make
-from .test_listen_port import first_hints
+from .test_listen_port import first_hints, real_connector
 
 reactor: Any = _reactor
 
@@ -148,17 +148,7 @@ class ListenerTests(TestCase):
     def connector(self, *, punch: bool, interface: str | None = "127.0.0.1") -> Any:
         addresses = ("127.0.0.1",) if interface else ("127.0.0.1", "::1")
         network = NetworkSettings(interface, addresses, punch=punch)
-        settings = ConnectorSettings(
-            role=LEADER,
-            dilation_key=b"k" * 32,
-            side="a" * 16,
-            network=network,
-            public_addresses=("203.0.113.7",),
-        )
-        owner = RecordingOwner()
-        c = Connector(settings, owner=owner, reactor=reactor)
-        self.addCleanup(c.events.stop)
-        return c, owner
+        return real_connector(self, network, public_addresses=("203.0.113.7",))
 
     def hints(self, owner: RecordingOwner) -> Any:
         return first_hints(self, owner)
