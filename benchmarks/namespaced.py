@@ -30,8 +30,9 @@ if str(REPO_ROOT) not in sys.path:
 from tests.support.harness import PeerPair  # noqa: E402
 from tests.support.netns import Host, NatKind, Network, Node, namespace_support  # noqa: E402
 from tests.support.peers import placement  # noqa: E402
+from tests.support.reach import within as within  # noqa: E402  (re-exported)
 from tests.support.servers import NamespacedServers, start_servers  # noqa: E402
-from twisted.internet.defer import Deferred, TimeoutError  # noqa: E402
+from twisted.internet.defer import Deferred  # noqa: E402
 from twisted.internet.task import deferLater  # noqa: E402
 from twisted.python.failure import Failure  # noqa: E402
 
@@ -98,14 +99,6 @@ def start_pair(
 async def sleep(reactor: Any, seconds: float) -> None:
     """Wait ``seconds`` on the reactor."""
     await deferLater(reactor, seconds, lambda: None)
-
-
-async def within(reactor: Any, d: Deferred[Any], seconds: float) -> Any:
-    """``d``'s result, or ``None`` if it has not fired within ``seconds`` (it is cancelled)."""
-    try:
-        return await d.addTimeout(seconds, reactor)
-    except TimeoutError:
-        return None
 
 
 async def settle(pair: PeerPair) -> None:

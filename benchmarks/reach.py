@@ -7,15 +7,24 @@ topology (``benchmarks.namespaced.Scene``: the real mailbox server and transit r
 network of their own behind the router, hosts ``a`` and ``b`` each behind its own NAT, or
 routed directly as a control) and removes it afterwards. The peers dilate and echo two
 messages; the path is read from both peers' ``ConnectedPeer`` status (``direct``, ``relay``),
-or ``failed`` if they had not dilated within ``--cap`` seconds. The time to dilate runs from
-the joining peer's having the code to both peers having dilated. Host ``a`` allocates the
-code and leads (sides are forced); topologies:
+or ``failed`` if they had not dilated within ``--cap`` seconds (``tests.support.reach``). The
+time to dilate runs from both peers' having the code to both peers having dilated (since
+issue 13 both peers start at once with a code chosen for the run; before, host ``a``
+allocated it and ``b`` joined: the same moment). Host ``a`` leads (sides are forced);
+topologies:
 
 - ``routed``: no NAT (control), relay offered;
 - ``preserving+relay`` / ``preserving``: both behind address-and-port-preserving NATs
   (nftables ``masquerade persistent``), relay offered or not;
 - ``randomizing+relay`` / ``randomizing``: both behind port-randomizing NATs
-  (``masquerade fully-random``), relay offered or not.
+  (``masquerade fully-random``), relay offered or not;
+- ``ipv6-only+relay``: both hosts IPv6-only on the router, the servers reached over IPv6
+  (an IPv6 mailbox URL and an IPv6-literal relay hint);
+- ``ipv6-blocked+relay``: the same, the router dropping everything between the
+  two hosts (only the relay path works).
+
+Behind the NATs a txdilation peer hole-punches (``txdilation.selection.punch``) unless its
+``TXDILATION_PUNCH`` is off.
 
 ``--report FILE...`` prints the table of earlier ``--json`` files instead of running.
 """
@@ -29,8 +38,9 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import Any
 
-from tests.support.netns import NatKind
-from tests.support.peers import first_path
+from tests.support.netns import Host, NatKind, Network
+from tests.support.reach import dilate_once
+from tests.support.servers import start_servers
 
 from benchmarks.namespaced import (
     build_scene,
@@ -38,12 +48,8 @@ from benchmarks.namespaced import (
     log,
     markdown_table,
     median_and_worst,
-    peer_args,
     script_main,
     seconds_text,
-    settle,
-    start_pair,
-    within,
 )
 
 TOPOLOGIES: dict[str, tuple[NatKind | None, bool]] = {
@@ -52,7 +58,10 @@ TOPOLOGIES: dict[str, tuple[NatKind | None, bool]] = {
     "preserving": (NatKind.PORT_PRESERVING, False),
     "randomizing+relay": (NatKind.PORT_RANDOMIZING, True),
     "randomizing": (NatKind.PORT_RANDOMIZING, False),
+    "ipv6-only+relay": (None, True),
+    "ipv6-blocked+relay": (None, True),
 }
+IPV6_ONLY = {"ipv6-only+relay", "ipv6-blocked+relay"}
 # (Leader on host a, Follower on host b)
 PAIRINGS = {
     "tx-tx": ("txdilation", "txdilation"),
@@ -61,6 +70,23 @@ PAIRINGS = {
     "stock-stock": ("stock", "stock"),
 }
 LABELS = {"txdilation": "tx", "stock": "stock"}
+
+
+def ipv6_scene(stack: ExitStack, block_direct: bool) -> tuple[str, str, Host, Host]:
+    """IPv6-only hosts ``a`` and ``b`` on the router, the servers (dual-stack) reached at their
+    IPv6 address; ``block_direct``: the router drops everything between ``a`` and ``b``.
+    Returns the mailbox URL, the relay hint and the two hosts."""
+    net = stack.enter_context(Network())
+    internet = net.router()
+    servers_host = net.host("servers", internet)
+    address = servers_host.addresses6[0]
+    servers = start_servers(servers_host, address=address)
+    stack.callback(servers.stop)
+    a = net.host("a", internet, ipv4=False, ipv6=True)
+    b = net.host("b", internet, ipv4=False, ipv6=True)
+    if block_direct:
+        net.blackhole(a, b)
+    return servers.mailbox_url, servers.relay_hint, a, b
 
 
 async def reach_run(
@@ -77,28 +103,25 @@ async def reach_run(
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
     with ExitStack() as stack:
-        scene = build_scene(stack, nat)
-        common = ["--sizes", "1,1000"] + (["--relay", scene.servers.relay_hint] if relay else [])
-        left = peer_args(leader, True, "echo-server", *common)
-        right = peer_args(follower, False, "echo-client", *common)
-        pair = start_pair(reactor, scene, left, right, timeout=cap + 60)
-        try:
-            joined = await within(reactor, pair.when("right", "code"), 60)
-            ends = time.monotonic() + cap  # one deadline for both peers
-            dilated = []
-            for side in ("left", "right"):
-                left_over = max(0.0, ends - time.monotonic())
-                dilated.append(await within(reactor, pair.when(side, "dilated"), left_over))
-            if all(dilated):
-                await within(reactor, pair.when("right", "result"), 20)
-        finally:
-            await settle(pair)
-    paths = {first_path(peer) for peer in pair.results}
-    if not (joined and all(dilated)):
-        return record | {"path": "failed", "seconds": None}
-    path = paths.pop() if len(paths) == 1 else "mixed: " + ",".join(sorted(paths))
-    seconds = max(float(d["t"]) for d in dilated if d) - float(joined["t"])
-    return record | {"path": path, "seconds": round(seconds, 3)}
+        if topology in IPV6_ONLY:
+            mailbox, relay_hint, a, b = ipv6_scene(stack, topology == "ipv6-blocked+relay")
+        else:
+            scene = build_scene(stack, nat)
+            mailbox, relay_hint, a, b = (
+                scene.servers.mailbox_url,
+                scene.servers.relay_hint,
+                scene.a,
+                scene.b,
+            )
+        outcome = await dilate_once(
+            reactor,
+            mailbox,
+            (a, leader),
+            (b, follower),
+            relay=relay_hint if relay else None,
+            cap=cap,
+        )
+    return record | outcome
 
 
 def table(records: list[dict[str, Any]]) -> str:

@@ -169,6 +169,7 @@ class SettingsTests(SynchronousTestCase):
         "listen-port": ("4001", "4001"),
         "hint-addresses": ("192.0.2.7, 198.51.100.1", "192.0.2.7,198.51.100.1"),
         "hint-port": ("40001", "40001"),
+        "punch": ("off", "off"),
         "handshake-timeout": ("12.5", "12.5"),
         "peer-timeout": ("0", "0.0"),
         "max-unacked-bytes": ("8MiB", str(8 * 2**20)),
@@ -196,6 +197,7 @@ class SettingsTests(SynchronousTestCase):
         limits = Limits.from_environ(env)
         self.assertEqual(limits.max_unacked_bytes, 8 * 2**20)
         self.assertEqual(NetworkSettings.from_environ(env).hint_port, 40001)
+        self.assertFalse(NetworkSettings.from_environ(env).punch)
         self.assertIsNone(ReconnectPolicy.from_environ(env).peer_timeout)
         self.assertEqual(TelemetrySettings.from_environ(env).traffic_interval, 30.0)
 
@@ -207,7 +209,7 @@ class SettingsTests(SynchronousTestCase):
             f.write(
                 'code = "1-a"\nlog-level = "debug"\nlisten-port = 4001\n'
                 'hint-addresses = ["192.0.2.7", "198.51.100.1"]\nmax-unacked-bytes = 1048576\n'
-                "handshake-timeout = 5\n"
+                "handshake-timeout = 5\npunch = false\n"
             )
         config = build_config(merge(load_toml(path), {"handshake-timeout": "7"}))
         self.assertEqual(config.log_level, "debug")
@@ -218,6 +220,7 @@ class SettingsTests(SynchronousTestCase):
                 "TXDILATION_HINT_ADDRESSES": "192.0.2.7,198.51.100.1",
                 "TXDILATION_MAX_UNACKED_BYTES": "1048576",
                 "TXDILATION_HANDSHAKE_TIMEOUT": "7.0",
+                "TXDILATION_PUNCH": "off",
             },
         )
 
@@ -232,6 +235,7 @@ class SettingsTests(SynchronousTestCase):
             ("hint-addresses", "", "one or more addresses"),
             ("listen-interface", " ", "must not be empty"),
             ("log-level", "loud", "log-level must be one of"),
+            ("punch", "sometimes", "on or off"),
         ):
             with self.subTest(key=key):
                 e = self.assertRaises(ConfigError, build_config, {"code": "1-a", key: value})

@@ -17,6 +17,10 @@ Where to listen and what to advertise (:class:`NetworkSettings`):
   (default: the listener's), for a port forward (or a test's fault-injection proxy) in front of
   the listener. Both ports are numbers from 1 to 65535 (0 also allowed for the listen port).
 
+- ``TXDILATION_PUNCH``: ``off`` (or ``0``, ``no``, ``false``) turns TCP hole punching off
+  (``txdilation.selection.punch``): no punched hint, the listener without ``SO_REUSEPORT``,
+  direct dials from ephemeral ports. Default ``on``.
+
 Resource limits (:class:`Limits`; each variable unset or empty means the default):
 
 - ``TXDILATION_HANDSHAKE_TIMEOUT``: seconds a connection may take from TCP connect to selection
@@ -83,6 +87,7 @@ class NetworkSettings:
     hint_addresses: tuple[str, ...] | None = None
     listen_port: int = 0
     hint_port: int | None = None
+    punch: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -92,16 +97,38 @@ class NetworkSettings:
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str]) -> NetworkSettings:
-        """Read the four network ``TXDILATION_*`` variables (empty values count as unset).
+        """Read the five network ``TXDILATION_*`` variables (empty values count as unset).
 
-        :raises ValueError: when a port variable is not a port number.
+        :raises ValueError: when a port variable is not a port number, or
+            ``TXDILATION_PUNCH`` not a yes or no.
         """
         interface = env.get("TXDILATION_LISTEN_INTERFACE", "").strip() or None
         raw = env.get("TXDILATION_HINT_ADDRESSES", "")
         addresses = tuple(a.strip() for a in raw.split(",") if a.strip())
         listen_port = _port_from_environ(env, "TXDILATION_LISTEN_PORT")
         hint_port = _port_from_environ(env, "TXDILATION_HINT_PORT")
-        return cls(interface, addresses or None, listen_port or 0, hint_port)
+        punch = _switch_from_environ(env, "TXDILATION_PUNCH", default=True)
+        return cls(interface, addresses or None, listen_port or 0, hint_port, punch)
+
+
+_YES = ("1", "on", "yes", "true")
+_NO = ("0", "off", "no", "false")
+
+
+def _switch_from_environ(env: Mapping[str, str], variable: str, *, default: bool) -> bool:
+    """``variable`` as on (``1``/``on``/``yes``/``true``) or off (``0``/``off``/``no``/``false``);
+    ``default`` when unset or empty.
+
+    :raises ValueError: for anything else.
+    """
+    raw = env.get(variable, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _YES:
+        return True
+    if raw in _NO:
+        return False
+    raise ValueError(f"{variable} must be on or off, not {raw!r}")
 
 
 DEFAULT_PEER_TIMEOUT = 600.0

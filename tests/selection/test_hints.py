@@ -124,3 +124,6 @@ class ArgvAndDescriptionTests(SynchronousTestCase):
         )
         self.assertEqual(describe_inbound(IPv4Address("TCP", "10.0.0.1", 5)), "<-tcp:10.0.0.1:5")
         self.assertEqual(describe_inbound(IPv6Address("TCP", "::1", 5)), "<-tcp:[::1]:5")
+        # an IPv4 client of the dual-stack listener
+        mapped = IPv6Address("TCP", "::ffff:10.0.0.1", 5)
+        self.assertEqual(describe_inbound(mapped), "<-tcp:10.0.0.1:5")

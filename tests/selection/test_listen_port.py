@@ -40,26 +40,36 @@ class NetworkSettingsPortTests(SynchronousTestCase):
             self.assertRaises(ValueError, NetworkSettings.from_environ, env)
 
 
+def real_connector(case: TestCase, network: NetworkSettings, **settings: Any) -> tuple[Any, Any]:
+    """A Leader's connector on the real reactor (stopped at ``case``'s cleanup), its owner."""
+    full = ConnectorSettings(
+        role=LEADER, dilation_key=b"k" * 32, side="a" * 16, network=network, **settings
+    )
+    owner = RecordingOwner()
+    c = Connector(full, owner=owner, reactor=reactor)
+    case.addCleanup(c.events.stop)
+    return c, owner
+
+
+@inlineCallbacks
+def first_hints(case: TestCase, owner: RecordingOwner) -> Any:
+    """The first connection-hints message ``owner`` gets (within 3 s, or ``case`` fails)."""
+    for _ in range(300):
+        if owner.hint_messages:
+            return owner.hint_messages[0]
+        yield deferLater(reactor, 0.01, lambda: None)
+    case.fail("no hints published")
+
+
 class FixedPortTests(TestCase):
     timeout = 10
 
     def connector(self, listen_port: int, hint_port: int | None = None) -> tuple[Any, Any]:
         network = NetworkSettings("127.0.0.1", ("127.0.0.1",), listen_port, hint_port)
-        settings = ConnectorSettings(
-            role=LEADER, dilation_key=b"k" * 32, side="a" * 16, network=network
-        )
-        owner = RecordingOwner()
-        c = Connector(settings, owner=owner, reactor=reactor)
-        self.addCleanup(c.events.stop)
-        return c, owner
+        return real_connector(self, network)
 
-    @inlineCallbacks
     def wait_for_hints(self, owner: RecordingOwner) -> Any:
-        for _ in range(300):
-            if owner.hint_messages:
-                return owner.hint_messages[0]
-            yield deferLater(reactor, 0.01, lambda: None)
-        self.fail("no hints published")
+        return first_hints(self, owner)
 
     @inlineCallbacks
     def test_listens_on_the_port_and_advertises_the_other(self) -> Any:

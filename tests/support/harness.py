@@ -314,7 +314,8 @@ class PeerPair:
     Two ``python -m tests.support.peer`` processes run against each other through a mailbox server.
 
     The left peer allocates a code (``--allocate``); once it reports ``{"event": "code"}`` the
-    right peer starts with ``--code``. When one peer exits, the other's stdin is closed
+    right peer starts with ``--code``. Given a ``code``, both start at once with it (the
+    nameplate must be free). When one peer exits, the other's stdin is closed
     (scenarios may treat EOF as "the other peer has finished"). Each peer also gets
     ``--timeout`` (``timeout`` minus a margin) unless its args already have one; both are
     killed at ``timeout``. While they run, ``when()`` waits for an event and ``send()`` writes a
@@ -327,6 +328,7 @@ class PeerPair:
     :param timeout: seconds after which both peers are killed.
     :param appid: the wormhole application id both peers use.
     :param left: where the left peer runs (``Placement``); ``right`` likewise.
+    :param code: a code both peers set (instead of the left's allocating one).
     """
 
     def __init__(
@@ -340,6 +342,7 @@ class PeerPair:
         appid: str = "lothar.com/txdilation/test",
         left: Placement = HERE,
         right: Placement = HERE,
+        code: str | None = None,
     ) -> None:
         self._reactor = reactor
         self.timeout = timeout
@@ -350,7 +353,9 @@ class PeerPair:
             bounded = [*args] if "--timeout" in args else [*args, "--timeout", peer_timeout]
             return [*common, *code, *bounded]
 
-        self._argv = {"left": argv(left_args, "--allocate"), "right": argv(right_args)}
+        self._code = code
+        left_code = ("--code", code) if code is not None else ("--allocate",)
+        self._argv = {"left": argv(left_args, *left_code), "right": argv(right_args)}
         self._placement = {"left": left, "right": right}
         self.procs: dict[str, _PeerProcess] = {}
         self.problems: list[str] = []
@@ -361,6 +366,8 @@ class PeerPair:
         """Start the left peer (the right one follows its code) and the kill timer."""
         self._spawn("left", self._argv["left"])
         self.procs["left"].ended.addCallback(lambda _: self._close_stdin("right"))
+        if self._code is not None:
+            self._spawn_right(self._code)
         self._timer = self._reactor.callLater(self.timeout, self._timed_out)
         return self
 
@@ -376,13 +383,16 @@ class PeerPair:
     def _on_event(self, proc: _PeerProcess, event: dict[str, Any]) -> None:
         name = proc.result.name
         if event.get("event") == "code" and name == "left" and "right" not in self.procs:
-            self._spawn("right", [*self._argv["right"], "--code", str(event.get("code"))])
-            self.procs["right"].ended.addCallback(lambda _: self._close_stdin("left"))
+            self._spawn_right(str(event.get("code")))
         for waiter in list(self._waiters):
             side, kind, predicate, d = waiter
             if side == name and event.get("event") == kind and predicate(event):
                 self._waiters.remove(waiter)
                 d.callback(event)
+
+    def _spawn_right(self, code: str) -> None:
+        self._spawn("right", [*self._argv["right"], "--code", code])
+        self.procs["right"].ended.addCallback(lambda _: self._close_stdin("left"))
 
     def when(self, side: str, kind: str, predicate: Any = None) -> Deferred[dict[str, Any]]:
         """

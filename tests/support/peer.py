@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--listen-port", type=int, default=None, help="txdilation: fixed listen port")
     p.add_argument("--hint-port", type=int, default=None, help="txdilation: advertised port")
     p.add_argument(
+        "--punch", choices=("on", "off"), default=None, help="txdilation: TXDILATION_PUNCH"
+    )
+    p.add_argument(
         "--peer-timeout", type=float, default=None, help="txdilation: TXDILATION_PEER_TIMEOUT"
     )
     p.add_argument("--events", default=None, help="txdilation: TXDILATION_EVENTS (telemetry file)")
@@ -143,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
 _TXDILATION_SETTINGS = {
     "listen_port": "TXDILATION_LISTEN_PORT",
     "hint_port": "TXDILATION_HINT_PORT",
+    "punch": "TXDILATION_PUNCH",
     "peer_timeout": "TXDILATION_PEER_TIMEOUT",
     "events": "TXDILATION_EVENTS",
     "max_unauthenticated": "TXDILATION_MAX_UNAUTHENTICATED",

@@ -10,7 +10,9 @@ The hooks (each what stock's own module offers, and nothing the core depends on)
   edge where a drop-in application dilates), and passes the wormhole's Tor manager (stock's
   private ``Terminator._B._tor``) on;
 - ``Dilator.wire()`` watches the wormhole's Terminator, so that the peer hears of the
-  application's ``w.close()`` while our mailbox is still open;
+  application's ``w.close()`` while our mailbox is still open, and the Boss's ``rx_welcome``
+  (stock's Boss reaches the Terminator first, ``Terminator._B``), so that the mailbox server's
+  ``your-address`` reaches the core Dilator as data (``got_welcome``), for hole punching;
 - ``Manager._debug_stall_connector`` (falsy; a callable receives each new connector instead of
   its being started), ``Manager._wormhole_status(status)`` (the Boss reports the mailbox there),
   ``Manager._connection`` (the selected L2 connection, which the tests disconnect).
@@ -120,6 +122,28 @@ class Dilator(_core_dilator.Dilator):
     def wire(self, sender: Any, terminator: Any) -> None:
         super().wire(sender, terminator)
         self._watch_close(terminator)
+        self._watch_welcome(getattr(terminator, "_B", None))
+
+    def _watch_welcome(self, boss: Any) -> None:
+        """Stock's Boss hands each mailbox ``welcome`` to the application only; its
+        ``rx_welcome`` is wrapped (on the instance) to show us the welcome first."""
+        rx_welcome = getattr(boss, "rx_welcome", None)
+        if rx_welcome is None or getattr(rx_welcome, "_txdilation_sees", False):
+            return
+
+        def see_welcome(welcome: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                if isinstance(welcome, dict):
+                    self.got_welcome(welcome)
+            except Exception:
+                _log.failure("reading the mailbox welcome failed")
+            return rx_welcome(welcome, *args, **kwargs)
+
+        see_welcome._txdilation_sees = True  # type: ignore[attr-defined]
+        try:
+            boss.rx_welcome = see_welcome
+        except AttributeError:  # a Boss that cannot be wrapped: no punched hints
+            _log.warn("cannot watch {b!r} for the welcome; no hole punching", b=boss)
 
     def _watch_close(self, terminator: Any) -> None:
         """Stock's Boss calls ``Terminator.close(mood)``, and the Terminator calls our

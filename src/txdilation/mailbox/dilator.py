@@ -15,7 +15,7 @@ Invariants: at most one Manager per Dilator (a second ``dilate()`` raises
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from twisted.internet.task import Cooperator
@@ -26,6 +26,7 @@ from zope.interface import implementer
 from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.mailbox.manager import DILATION_VERSIONS, Manager, normalize_ping_interval
 from txdilation.mailbox.messages import make_side
+from txdilation.selection.punch import public_addresses
 from txdilation.selection.relays import RelayLocation
 from txdilation.settings import Settings
 from txdilation.wire.errors import CanOnlyDilateOnceError
@@ -57,6 +58,7 @@ class Dilator:
         self._pending_versions: dict[str, Any] | None = None
         self._pending_messages: deque[bytes] = deque()
         self._stop_requested = False
+        self._public_addresses: tuple[str, ...] = ()
 
     def wire(self, sender: Any, terminator: Any) -> None:
         self._S = ISend(sender)
@@ -102,6 +104,7 @@ class Dilator:
             settings=settings if settings is not None else Settings(),
         )
         self._manager = m
+        m.public_addresses_seen(self._public_addresses)
         if self._pending_key is not None:
             m.got_dilation_key(self._pending_key)
         if self._pending_versions is not None:
@@ -128,6 +131,13 @@ class Dilator:
             return
         self._manager.stop()
         self._manager.when_stopped().addCallback(lambda _: self._T.stoppedD())
+
+    def got_welcome(self, welcome: Mapping[str, Any]) -> None:
+        """The mailbox server's welcome (each time our mailbox connection opens): the address
+        it sees us at is kept for hole punching (``selection.punch``)."""
+        self._public_addresses = public_addresses(welcome)
+        if self._manager is not None:
+            self._manager.public_addresses_seen(self._public_addresses)
 
     def got_key(self, key: bytes) -> None:
         dilation_key = derive_dilation_key(key)

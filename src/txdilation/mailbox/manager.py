@@ -112,6 +112,7 @@ class Manager:
         self._closing_announced = False
         self._acceptable_versions = list(acceptable_versions)
         self._ping_interval = ping_interval
+        self._public_addresses: tuple[str, ...] = ()
         settings = settings if settings is not None else Settings()
         relays = parse_relay_location(transit_relay_location)
         if telemetry is None:
@@ -148,6 +149,7 @@ class Manager:
                 max_record_size=settings.limits.max_record_size,
                 handshake_timeout=settings.limits.handshake_timeout,
                 max_unauthenticated=settings.limits.max_unauthenticated,
+                public_addresses=self._public_addresses,  # as known when the generation starts
             ),
             outbox=Outbox(sender),
             status=status,
@@ -165,6 +167,11 @@ class Manager:
         """What ``dilate()`` returns to the application."""
         self.telemetry.dilation_requested()
         self.events: ManagerEvents = manager_machine(self._core)
+
+    def public_addresses_seen(self, addresses: tuple[str, ...]) -> None:
+        """The mailbox server told us the address it sees (``welcome["your-address"]``, see
+        ``selection.punch.public_addresses``): later generations advertise it for punching."""
+        self._public_addresses = addresses
 
     # --- seams for stock's hooks (``txdilation._stock.manager``) and tests ---
 

@@ -7,9 +7,18 @@ exchange reached the point where they may be selected.
 Selection policy (module-level Automat machine ``connector_machine``):
 - the Follower takes the first connection on which the Leader's KCM arrived (the wire rule);
 - the Leader takes a direct candidate at once; a relay candidate is held for
-  ``direct_grace`` seconds in case a direct one completes too (direct beats relay when both
+  ``direct_grace`` seconds (``punch.PUNCH_GRACE`` while a dial to a punched hint of the
+  peer's is under way) in case a direct one completes too (direct beats relay when both
   become viable at about the same time), then taken; when no direct connection can come any
   more (no listener, no direct attempt or candidate left) it is taken at once.
+
+Direct TCP reaches through NATs and over IPv6 (``selection.punch``): on a real reactor the
+listener is dual-stack and, unless ``NetworkSettings.punch`` is off, bound with
+``SO_REUSEPORT``; every direct dial to an IP literal then starts from the listening port, our
+public address from the mailbox's welcome (``ConnectorSettings.public_addresses``) is
+advertised with that port as a low-priority direct hint, and a dial from that port to a punched
+hint of the peer's that fails early is retried for a few seconds, so that both peers' SYNs
+cross (a TCP simultaneous open).
 
 Invariants: once a connection is selected or the connector stops, every other connection,
 listener and pending attempt is closed or cancelled, and any connection that completes later
@@ -39,7 +48,7 @@ from typing import Any
 from typing import Protocol as TypingProtocol
 
 from automat import TypeMachineBuilder
-from twisted.internet.defer import Deferred, succeed
+from twisted.internet.defer import Deferred, maybeDeferred, succeed
 from twisted.internet.endpoints import (
     HostnameEndpoint,
     TCP4ClientEndpoint,
@@ -59,6 +68,8 @@ from zope.interface import implementer
 from txdilation.link.connection import DilatedConnectionProtocol
 from txdilation.link.framer import relay_handshake_line
 from txdilation.link.websocket import WebSocketClientEndpoint
+from txdilation.selection import punch
+from txdilation.selection.addresses import ipv6_addresses
 from txdilation.selection.attempts import Attempt, AttemptLog
 from txdilation.selection.hints import (
     DirectTCPV1Hint,
@@ -74,7 +85,7 @@ from txdilation.selection.hints import (
     hint_url,
     websocket_address,
 )
-from txdilation.selection.listener import OldestFirstCap, listen
+from txdilation.selection.listener import LISTEN_BACKLOG, OldestFirstCap, listen
 from txdilation.selection.relays import (
     RELAY_CONNECT_TIMEOUT,
     RelayUsed,
@@ -126,7 +137,9 @@ class IConnectorOwner(TypingProtocol):
 
 @dataclass(frozen=True, slots=True)
 class ConnectorSettings:
-    """Everything a connector needs besides its collaborators; the same for every generation."""
+    """Everything a connector needs besides its collaborators (``public_addresses``: what the
+    mailbox server last told us it sees, ``your-address``; the rest is the same for every
+    generation)."""
 
     role: Role
     dilation_key: bytes
@@ -140,6 +153,7 @@ class ConnectorSettings:
     max_record_size: int = DEFAULT_MAX_RECORD_SIZE
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
     max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
+    public_addresses: tuple[str, ...] = ()
 
 
 class ConnectorEvents(TypingProtocol):
@@ -223,6 +237,17 @@ class Connector:
         self.selected: DilatedConnectionProtocol | None = None
         self._finished = False  # selected or stopped: no more listeners or attempts
         self._listen_retry: IDelayedCall | None = None
+        #: hole punching: listen with SO_REUSEPORT and dial direct hints from that port
+        self._punch = (
+            settings.network.punch and settings.tor is None and punch.sockets_reusable(reactor)
+        )
+        self._dual_stack = settings.tor is None and punch.sockets_reusable(reactor)
+        self._listen_port: int | None = None  # the listener's port, once it listens
+        self._punch_retries: set[IDelayedCall] = set()
+        self._punching: set[Deferred[Any]] = set()  # dials to the peer's punched hints
+        self._held_since: float | None = None  # when the first relay candidate was held
+        #: when we published punched hints and when we last dialled a punched hint
+        self._punch_marks: list[float] = []
         self._attempt_log = AttemptLog(telemetry, reactor) if telemetry is not None else None
         self._attempt_of: dict[DilatedConnectionProtocol, Attempt] = {}
         #: inbound connections not through their handshake yet (a flood cannot hold more)
@@ -253,6 +278,7 @@ class Connector:
             or self._held
             or self._deferred_relays
             or self._listen_retry is not None
+            or self._punch_retries
         )
 
     # --- starting ---
@@ -270,7 +296,19 @@ class Connector:
         self._listen_retry = None
         network = self._settings.network
         interface = network.listen_interface or ""
-        d = listen(self._reactor, network.listen_port, interface, _InboundFactory(self))
+        factory = _InboundFactory(self)
+        if self._dual_stack:
+            d: Deferred[Any] = maybeDeferred(
+                punch.listen,
+                self._reactor,
+                factory,
+                network.listen_port,
+                interface,
+                reuse_port=self._punch,
+                backlog=LISTEN_BACKLOG,
+            )
+        else:
+            d = listen(self._reactor, network.listen_port, interface, factory)
         d.addCallback(self._listening)
 
         def failed(f: Failure) -> None:
@@ -295,13 +333,20 @@ class Connector:
         if self._finished:  # selected or stopped while the listener was starting
             self._close_others(keep=self.selected)
             return succeed(None)
-        portnum = self._settings.network.hint_port or port.getHost().port  # type: ignore[attr-defined]
+        self._listen_port = port.getHost().port  # type: ignore[attr-defined]
+        portnum = self._settings.network.hint_port or self._listen_port
         d = self._find_addresses()
 
         def publish(addresses: Sequence[str]) -> None:
             if port not in self._listeners:
                 return  # stopped meanwhile
             hints: list[Hint] = [DirectTCPV1Hint(a, portnum, 0.0) for a in addresses]
+            if self._punch:
+                public = self._settings.public_addresses
+                punched = punch.punched_hints(public, portnum, addresses)
+                if punched:
+                    self._punch_marks.append(self._reactor.seconds())
+                hints.extend(punched)
             if hints:
                 self.events.listener_ready(hints)
 
@@ -314,9 +359,12 @@ class Connector:
         if configured is not None:
             return succeed(configured)
         pool = getattr(self._reactor, "getThreadPool", None)
+        # IPv6 addresses only where the listener takes IPv6 (no interface, or an IPv6 one)
+        ipv6 = self._dual_stack and ":" in (self._settings.network.listen_interface or ":")
+        find = _find_addresses_with_ipv6 if ipv6 else ipaddrs.find_addresses
         if pool is None:
-            return succeed(_usable_addresses(ipaddrs.find_addresses()))
-        d: Deferred[list[str]] = deferToThreadPool(self._reactor, pool(), ipaddrs.find_addresses)
+            return succeed(_usable_addresses(find()))
+        d: Deferred[list[str]] = deferToThreadPool(self._reactor, pool(), find)
         return d.addCallback(_usable_addresses)
 
     # --- peer hints ---
@@ -363,12 +411,23 @@ class Connector:
         for h in pending:
             self._attempt(h, via_relay=True)
 
-    def _attempt(self, hint: RelayEndpoint, *, via_relay: bool) -> None:
+    def _attempt(
+        self, hint: RelayEndpoint, *, via_relay: bool, first_try: float | None = None
+    ) -> None:
         s = self._settings
         timeout = (
             min(s.handshake_timeout, RELAY_CONNECT_TIMEOUT) if via_relay else s.handshake_timeout
         )
         endpoint: IStreamClientEndpoint
+        binding = None
+        # a direct TCP dial, when hole punching may bind it to the listening port
+        punchable: TCPHint | None = None
+        if self._punch and not via_relay and self._listen_port:
+            punchable = None if isinstance(hint, WebSocketHint) else hint
+        if punchable is not None and self._listen_port:
+            binding = punch.dial_binding(
+                punchable, self._listen_port, s.network.listen_interface or None
+            )
         if isinstance(hint, WebSocketHint):
             host, port, path = websocket_address(hint)
             endpoint = WebSocketClientEndpoint(
@@ -376,13 +435,22 @@ class Connector:
             )
         elif s.tor is not None:
             endpoint = s.tor.stream_via(hint.hostname, hint.port)
+        elif binding is not None:
+            endpoint = TCP4ClientEndpoint(  # IP literals of either family; see selection.punch
+                self._reactor,
+                hint.hostname,
+                hint.port,
+                timeout=s.handshake_timeout,
+                bindAddress=binding,
+            )
         else:
             endpoint = _tcp_client_endpoint(self._reactor, hint, timeout)
         relay_line = None
         if via_relay:
             relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
-        else:
+        elif first_try is None:  # a punch retry is still the same outstanding attempt
             self._direct_outstanding += 1
+        started = self._reactor.seconds() if first_try is None else first_try
         log = self._attempt_log
         attempt = None
         if log is not None:
@@ -397,13 +465,24 @@ class Connector:
         )
         d = endpoint.connect(factory)
         self._attempts.add(d)
+        if binding is not None and punchable is not None and punch.is_punched(punchable):
+            self._punching.add(d)
+            self._punch_marks.append(self._reactor.seconds())
+            self._extend_grace()
 
         def done(result: object) -> None:
             self._attempts.discard(d)
+            self._punching.discard(d)
             if isinstance(result, Failure):
                 if log is not None and attempt is not None:
                     log.connect_failed(attempt, result)
-                if not via_relay:
+                retrying = (
+                    binding is not None
+                    and punchable is not None
+                    and punch.worth_retrying(punchable, result)
+                    and self._retry_punch(punchable, started)
+                )
+                if not via_relay and not retrying:
                     self._direct_attempt_over()
                 _log.debug(
                     "attempt {desc} failed: {why}",
@@ -412,6 +491,44 @@ class Connector:
                 )
 
         d.addBoth(done)
+
+    def _retry_punch(self, hint: TCPHint, started: float) -> bool:
+        """Dial ``hint`` from the listening port again shortly, if still within the punch
+        window (the peer's SYN may not have opened its NAT yet); whether it will be."""
+        if self._finished or self._reactor.seconds() - started >= punch.PUNCH_WINDOW:
+            return False
+
+        def again() -> None:
+            self._punch_retries.discard(timer)
+            if self._finished:
+                return
+            self._attempt(hint, via_relay=False, first_try=started)
+
+        timer = self._reactor.callLater(punch.PUNCH_RETRY_DELAY, again)
+        self._punch_retries.add(timer)
+        return True
+
+    def _relay_grace(self) -> float:
+        """How long from now the Leader holds a relay candidate: ``direct_grace``; while a
+        punched dial is under way, until ``punch.PUNCH_GRACE`` after the later of our
+        punched hints' publication and the latest punched dial's start (the peer's SYN
+        follows our hints; ours follows its hints), if that is later."""
+        now: float = self._reactor.seconds()
+        held = self._held_since if self._held_since is not None else now
+        until = held + self._settings.direct_grace
+        if self._punching or self._punch_retries:
+            since = max(self._punch_marks, default=held)
+            until = max(until, since + punch.PUNCH_GRACE)
+        return max(0.0, until - now)
+
+    def _extend_grace(self) -> None:
+        """A punched dial started while a relay candidate is held: hold it longer if the
+        grace now ends later."""
+        timer = self._grace_timer
+        if timer is None or not timer.active():
+            return
+        if self._reactor.seconds() + self._relay_grace() > timer.getTime():
+            timer.reset(self._relay_grace())
 
     def _direct_attempt_over(self) -> None:
         self._direct_outstanding -= 1
@@ -528,10 +645,13 @@ class Connector:
         for d in list(self._attempts):
             d.cancel()
         self._attempts.clear()
-        for timer in (self._relay_timer, self._grace_timer, self._listen_retry):
+        timers = (self._relay_timer, self._grace_timer, self._listen_retry, *self._punch_retries)
+        for timer in timers:
             if timer is not None and timer.active():
                 timer.cancel()
         self._relay_timer = self._grace_timer = self._listen_retry = None
+        self._punch_retries.clear()
+        self._punching.clear()
         self._deferred_relays.clear()
         for c in {*self._connections, *self._held}:
             if c is not keep:
@@ -565,6 +685,11 @@ def _hint_type(hint: RelayEndpoint, via_relay: bool) -> str:
     if via_relay:
         return "relay-v1"
     return "tor-tcp-v1" if isinstance(hint, TorTCPV1Hint) else "direct-tcp-v1"
+
+
+def _find_addresses_with_ipv6() -> list[str]:
+    """Stock's IPv4 discovery and our IPv6 one (blocking: run in a thread)."""
+    return [*ipaddrs.find_addresses(), *ipv6_addresses()]
 
 
 def _usable_addresses(addresses: Iterable[str]) -> list[str]:
@@ -643,7 +768,8 @@ def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
     @connecting.upon(E.tentative_candidate).to(holding)
     def hold(events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol) -> None:
         c._held.append(connection)
-        c._grace_timer = c._reactor.callLater(c._settings.direct_grace, events.grace_expired)
+        c._held_since = c._reactor.seconds()
+        c._grace_timer = c._reactor.callLater(c._relay_grace(), events.grace_expired)
 
     @holding.upon(E.tentative_candidate).loop()
     def hold_another(

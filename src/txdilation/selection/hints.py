@@ -256,8 +256,20 @@ def describe_inbound(addr: object) -> str:
     if isinstance(addr, HostnameAddress):
         return f"<-tcp:{_hostport(addr.hostname.decode('ascii', 'replace'), addr.port)}"
     if isinstance(addr, IPv4Address | IPv6Address):
-        return f"<-tcp:{_hostport(addr.host, addr.port)}"
+        return f"<-tcp:{_hostport(_unmapped(addr.host), addr.port)}"
     return f"<-{addr!r}"
+
+
+def _unmapped(host: str) -> str:
+    """An IPv4 client of a dual-stack listener, ``::ffff:192.0.2.1``, as ``192.0.2.1``."""
+    if host.startswith("::ffff:"):
+        try:
+            mapped = ipaddress.IPv6Address(host).ipv4_mapped
+        except ValueError:
+            return host
+        if mapped is not None:
+            return str(mapped)
+    return host
 
 
 def hint_url(hint: RelayEndpoint) -> str:

@@ -76,7 +76,8 @@ class DilationSetting:
 
     key: str
     variable: str
-    kind: str  # "seconds", "seconds-or-0", "bytes", "port", "port-or-0", "text", "addresses"
+    kind: str  # "seconds", "seconds-or-0", "bytes", "port", "port-or-0", "text", "addresses",
+    # "switch"
     help: str
 
 
@@ -104,6 +105,12 @@ DILATION_SETTINGS: Final = (
         "TXDILATION_HINT_PORT",
         "port",
         "Port advertised in direct hints (a port forward) [default: the listener's].",
+    ),
+    DilationSetting(
+        "punch",
+        "TXDILATION_PUNCH",
+        "switch",
+        "TCP hole punching through NATs, on or off [default: on].",
     ),
     DilationSetting(
         "handshake-timeout",
@@ -153,6 +160,7 @@ DILATION_SETTINGS: Final = (
 _DILATION_TYPES: Final[dict[str, tuple[type, ...]]] = {  # str: as given on the command line
     "text": (str,),
     "addresses": (str, list),
+    "switch": (bool, str),
     "port": (int, str),
     "port-or-0": (int, str),
     "seconds": (int, float, str),
@@ -425,6 +433,15 @@ def _as_variable(kind: str, value: Any) -> str:
         if not str(value).strip():
             raise ValueError("must not be empty")
         return str(value).strip()
+    if kind == "switch":
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        word = str(value).strip().lower()
+        if word in ("1", "on", "yes", "true"):
+            return "on"
+        if word in ("0", "off", "no", "false"):
+            return "off"
+        raise ValueError(f"expected on or off, not {value!r}")
     if kind == "addresses":
         items = value if isinstance(value, list) else str(value).split(",")
         if not all(isinstance(a, str) for a in items):

@@ -1,0 +1,208 @@
+"""L3: TCP hole punching and dual-stack sockets for direct hints.
+
+Hole punching (a TCP simultaneous open through two address-and-port-preserving NATs):
+
+- the mailbox server (0.8+) tells each client the address it sees, ``welcome["your-address"]``
+  (``{"ipv4": ..., "port": ...}`` or ``{"ipv6": ..., "port": ...}``);
+  :func:`public_addresses` reads it (I/O-free);
+- we advertise that address with our *listening* port as an ordinary ``direct-tcp-v1`` hint at
+  :data:`PUNCH_PRIORITY` (:func:`punched_hints`): a port-preserving NAT maps our listening port
+  to the same public port for every connection that starts from it;
+- the listener is bound with ``SO_REUSEADDR`` + ``SO_REUSEPORT`` and every direct dial starts
+  from that same local port (:func:`dial_binding`), so our outgoing SYN opens our NAT for the
+  peer's SYN to that port while the peer's outgoing SYN opens its NAT for ours. Whichever SYN
+  is dropped first, the retransmission of it gets through; both sockets then see a *connected*
+  socket (an outbound connection on both sides, never an accept), and the connection's Noise
+  role comes from Dilation's Leader/Follower, never from who dialled.
+
+Nothing here changes the wire: a peer that does not punch just sees one more direct hint,
+which it may dial (it fails or hangs like any unreachable hint) or ignore.
+
+Dual stack: the listener binds ``::`` (IPv4 connections arrive as IPv4-mapped addresses), or
+``0.0.0.0`` where the host has no IPv6; a configured listen interface is bound as given.
+
+Invariants: the functions that build hints are pure; socket options are only asked of a real
+POSIX reactor (:func:`sockets_reusable`: elsewhere, e.g. a ``MemoryReactor``, the connector
+keeps its plain listener and dials); a hint whose host is a name (not an IP literal) is never
+dialled from the listening port (its family is unknown before resolution).
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import socket
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from twisted.internet.error import CannotListenError, ConnectBindError
+from twisted.internet.interfaces import IListeningPort
+from twisted.internet.protocol import ServerFactory
+from twisted.internet.tcp import makeBinding
+from twisted.python.failure import Failure
+
+from txdilation.selection.hints import DirectTCPV1Hint, TCPHint
+
+__all__ = [
+    "PUNCH_GRACE",
+    "PUNCH_PRIORITY",
+    "PUNCH_RETRY_DELAY",
+    "PUNCH_WINDOW",
+    "dial_binding",
+    "is_punched",
+    "listen",
+    "public_addresses",
+    "punched_hints",
+    "sockets_reusable",
+    "worth_retrying",
+]
+
+PUNCH_PRIORITY = -1.0
+"""The priority of a punched hint: below the ordinary direct hints (0.0), dialled last."""
+
+PUNCH_WINDOW = 5.0
+"""Seconds after its first dial during which a failed dial from the listening port is retried
+(the peer's SYN may not have opened its NAT yet)."""
+
+PUNCH_RETRY_DELAY = 0.5
+"""Seconds between such retries."""
+
+PUNCH_GRACE = 1.5
+"""Seconds the Leader holds a relay candidate (instead of ``direct_grace``) while a dial to a
+punched hint of the peer's is still under way: the relay path is ready about as soon as the
+hints are exchanged, the punched one a round trip after the later of the two dials."""
+
+
+def is_punched(hint: TCPHint) -> bool:
+    """Whether a peer's hint is a punched one (a punching peer advertises its public address
+    below the ordinary priority; stock advertises every direct hint at 0.0)."""
+    return isinstance(hint, DirectTCPV1Hint) and hint.priority <= PUNCH_PRIORITY
+
+
+_TAKEN = (errno.EADDRNOTAVAIL, errno.EADDRINUSE, errno.EISCONN)
+
+
+def public_addresses(welcome: Mapping[str, Any]) -> tuple[str, ...]:
+    """The public addresses in a mailbox ``welcome`` (``your-address``), normalised.
+
+    Loopback, link-local, unspecified and multicast addresses are left out (a mailbox server on
+    the same host or link says nothing our own discovered addresses do not), and so is
+    anything that is not an IP address. Never raises on what a server sent.
+    """
+    you = welcome.get("your-address") if isinstance(welcome, Mapping) else None
+    if not isinstance(you, Mapping):
+        return ()
+    found: list[str] = []
+    for key in ("ipv4", "ipv6"):
+        raw = you.get(key)
+        if not isinstance(raw, str):
+            continue
+        try:
+            address = ipaddress.ip_address(raw.split("%", 1)[0])
+        except ValueError:
+            continue
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped  # a dual-stack server's view of an IPv4 client
+        if (
+            address.is_loopback
+            or address.is_link_local
+            or address.is_unspecified
+            or address.is_multicast
+        ):
+            continue
+        text = str(address)
+        if text not in found:
+            found.append(text)
+    return tuple(found)
+
+
+def punched_hints(
+    public: Iterable[str], port: int, advertised: Iterable[str]
+) -> list[DirectTCPV1Hint]:
+    """The punched hints to advertise: each public address not already ``advertised``, with
+    our listening (or hint) ``port``, at :data:`PUNCH_PRIORITY`."""
+    known = {_normal(a) for a in advertised}
+    hints = []
+    for address in public:
+        if _normal(address) in known:
+            continue
+        known.add(_normal(address))
+        hints.append(DirectTCPV1Hint(address, port, PUNCH_PRIORITY))
+    return hints
+
+
+def _normal(address: str) -> str:
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return address
+
+
+def worth_retrying(hint: TCPHint, failure: Failure) -> bool:
+    """Whether a failed dial from the listening port to ``hint`` should be tried again:
+    only a punched hint, and not when the connection already exists (our listener accepted
+    the peer's dial from the same two ports: the kernel refuses a second socket for them)."""
+    if not is_punched(hint) or failure.check(ConnectBindError):  # type: ignore[no-untyped-call]
+        return False
+    value = failure.value
+    return getattr(value, "osError", None) not in _TAKEN
+
+
+def sockets_reusable(reactor: Any) -> bool:
+    """Whether this reactor makes real sockets whose ``SO_REUSEPORT`` we can set."""
+    from twisted.internet.posixbase import PosixReactorBase
+
+    return hasattr(socket, "SO_REUSEPORT") and isinstance(reactor, PosixReactorBase)
+
+
+def listen(
+    reactor: Any,
+    factory: ServerFactory,
+    port: int,
+    interface: str | None,
+    *,
+    reuse_port: bool,
+    backlog: int = 50,
+) -> IListeningPort:
+    """Listen on ``interface`` (default: every IPv6 and IPv4 address) and ``port``, with
+    ``SO_REUSEADDR`` and, for punching, ``SO_REUSEPORT``; ``backlog`` as ``listenTCP``'s.
+
+    :raises CannotListenError: as ``listenTCP`` does.
+    """
+    every = ["::", "0.0.0.0"] if socket.has_ipv6 else ["0.0.0.0"]
+    candidates = [interface] if interface else every
+    last: CannotListenError | None = None
+    for address in candidates:
+        binding = makeBinding(address, port, reuseAddress=True, reusePort=reuse_port)
+        try:
+            listening: IListeningPort = reactor.listenTCP(
+                binding, factory, backlog=backlog, interface=address
+            )
+            return listening
+        except CannotListenError as e:
+            last = e
+            no_ipv6 = (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL, errno.EPROTONOSUPPORT)
+            if address != "::" or getattr(e.socketError, "errno", None) not in no_ipv6:
+                raise
+    assert last is not None
+    raise last
+
+
+def dial_binding(hint: TCPHint, listen_port: int, interface: str | None) -> Any:
+    """The local binding for a direct dial to ``hint`` from our listening port, or ``None``
+    when that hint cannot be dialled from it (a host name; another family than a configured
+    listen interface)."""
+    try:
+        target = ipaddress.ip_address(hint.hostname)
+    except ValueError:
+        return None
+    if interface:
+        try:
+            if ipaddress.ip_address(interface).version != target.version:
+                return None
+        except ValueError:
+            return None
+        local = interface
+    else:
+        local = "::" if target.version == 6 else "0.0.0.0"
+    return makeBinding(local, listen_port, reuseAddress=True, reusePort=True)

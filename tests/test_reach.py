@@ -1,0 +1,143 @@
+"""
+Reach (issue 13), in Linux network namespaces: hole punching through port-preserving NATs, the
+fall back to the relay behind port-randomizing NATs and against stock peers, and IPv6-only
+paths, with the real mailbox server (which tells each client its ``your-address``) and transit
+relay on a host of their own behind the router.
+
+Each test builds one topology (``tests.support.netns``) and runs peer pairs across it
+(``tests.support.reach.dilate_once``: the left peer leads); the servers are shared by the runs
+of a test. Paths are asserted; times are printed (the figures are ``benchmarks/reach.py``'s,
+in docs/reach-figures.md) and only bounded generously.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+from typing import Any
+
+from twisted.internet.defer import DeferredList, ensureDeferred
+
+from tests.support.netns import Host, NatKind, Router
+from tests.support.reach import dilate_once
+from tests.support.servers import NamespacedServers, start_servers
+from tests.test_netns_support import NamespaceTestCase
+
+TX, STOCK = "txdilation", "stock"
+PUNCH_RUNS = 20
+PUNCH_DIRECT_AT_LEAST = 19
+AT_ONCE = 2  # pairs run concurrently (the machine running the suite is shared)
+Case = tuple[tuple[Host, str], tuple[Host, str], tuple[str, ...]]  # Leader, Follower, arguments
+FALLBACK_BOUND = 15.0  # seconds: generous; the measured fall back is about 2 s
+
+
+class ReachSlowTests(NamespaceTestCase):
+    """Punching, falling back, IPv6 (see the module docstring)."""
+
+    timeout = 240
+
+    def servers(self, *, ipv6: bool = False) -> tuple[NamespacedServers, Router]:
+        """The router and the servers on a (dual-stack) host behind it, which clients are
+        told to reach at its IPv4 address (``ipv6``: at its IPv6 address)."""
+        internet = self.net.router()
+        host = self.net.host("servers", internet)
+        servers = start_servers(host, address=host.addresses6[0] if ipv6 else None)
+        self.addCleanup(servers.stop)
+        return servers, internet
+
+    def behind_nats(self, kind: NatKind) -> tuple[NamespacedServers, Host, Host]:
+        """The servers, and hosts ``a`` and ``b`` each behind its own NAT of ``kind``."""
+        servers, internet = self.servers()
+        a = self.net.host("a", self.net.nat("nat-a", internet, kind))
+        b = self.net.host("b", self.net.nat("nat-b", internet, kind))
+        return servers, a, b
+
+    async def runs(
+        self,
+        servers: NamespacedServers,
+        left: tuple[Host, str],
+        right: tuple[Host, str],
+        count: int,
+        *,
+        extra: tuple[str, ...] = (),
+    ) -> list[dict[str, Any]]:
+        """``count`` dilations of the same pair, relay offered; their outcomes."""
+        return await self.cases(servers, [(left, right, extra)] * count)
+
+    async def cases(self, servers: NamespacedServers, cases: list[Case]) -> list[dict[str, Any]]:
+        """One dilation per case (``AT_ONCE`` at a time), relay offered; their outcomes."""
+        outcomes: list[dict[str, Any]] = []
+        url, hint = servers.mailbox_url, servers.relay_hint
+        for start in range(0, len(cases), AT_ONCE):
+            ds = [
+                ensureDeferred(dilate_once(self.reactor, url, left, right, relay=hint, extra=extra))
+                for left, right, extra in cases[start : start + AT_ONCE]
+            ]
+            results = await DeferredList(ds, consumeErrors=True)
+            for ok, value in results:
+                if not ok:
+                    value.raiseException()
+                outcomes.append(value)
+        return outcomes
+
+    def report(self, what: str, outcomes: list[dict[str, Any]]) -> None:
+        paths = Counter(o["path"] for o in outcomes)
+        times = [o["seconds"] for o in outcomes if o["seconds"] is not None]
+        median = f"{statistics.median(times):.2f} s" if times else "-"
+        worst = f"{max(times):.2f} s" if times else "-"
+        print(f"\n{what}: {dict(paths)}, time to dilate median {median}, worst {worst}")
+
+    async def test_txdilation_punches_through_port_preserving_nats(self) -> None:
+        """Two txdilation peers, each behind its own port-preserving NAT, relay offered: the
+        path is direct in at least 19 of 20 runs (a TCP simultaneous open on the punched
+        hints)."""
+        servers, a, b = self.behind_nats(NatKind.PORT_PRESERVING)
+        started = time.monotonic()
+        outcomes = await self.runs(servers, (a, TX), (b, TX), PUNCH_RUNS)
+        self.report(f"tx-tx, preserving NATs ({time.monotonic() - started:.0f} s)", outcomes)
+        direct = sum(1 for o in outcomes if o["path"] == "direct")
+        self.assertGreaterEqual(direct, PUNCH_DIRECT_AT_LEAST, outcomes)
+        self.assertEqual([o for o in outcomes if o["path"] == "failed"], [])
+
+    async def test_stock_and_no_punching_behind_port_preserving_nats(self) -> None:
+        """The same topology: stock with stock ends on the relay (stock cannot punch);
+        txdilation with stock dilates in both roles (on the relay); txdilation with
+        punching turned off (TXDILATION_PUNCH=off) ends on the relay too."""
+        servers, a, b = self.behind_nats(NatKind.PORT_PRESERVING)
+        names = ["stock-stock", "tx leads stock", "stock leads tx", "tx-tx, punching off"]
+        cases: list[Case] = [
+            ((a, STOCK), (b, STOCK), ()),
+            ((a, TX), (b, STOCK), ()),
+            ((a, STOCK), (b, TX), ()),
+            ((a, TX), (b, TX), ("--punch", "off")),
+        ]
+        outcomes = await self.cases(servers, cases)
+        for name, outcome in zip(names, outcomes, strict=True):
+            self.report(name, [outcome])
+        self.assertEqual([o["path"] for o in outcomes], ["relay"] * len(cases), names)
+
+    async def test_port_randomizing_nats_fall_back_to_the_relay(self) -> None:
+        """Behind port-randomizing NATs the punched hints lead nowhere: the peers dilate on
+        the relay, promptly (the time is printed; bounded generously)."""
+        servers, a, b = self.behind_nats(NatKind.PORT_RANDOMIZING)
+        outcomes = await self.runs(servers, (a, TX), (b, TX), 2)
+        self.report("tx-tx, randomizing NATs", outcomes)
+        for outcome in outcomes:
+            self.assertEqual(outcome["path"], "relay")
+            self.assertLess(outcome["seconds"], FALLBACK_BOUND)
+
+    async def test_ipv6_only(self) -> None:
+        """IPv6-only hosts, servers reached over IPv6 (an IPv6 mailbox URL, an IPv6-literal
+        relay hint): direct over IPv6; with the direct path black-holed, over the relay."""
+        servers, internet = self.servers(ipv6=True)
+        a = self.net.host("a", internet, ipv4=False, ipv6=True)
+        b = self.net.host("b", internet, ipv4=False, ipv6=True)
+        self.assertTrue(servers.relay_hint.startswith("tcp:[2001:db8:"), servers.relay_hint)
+        (direct,) = await self.runs(servers, (a, TX), (b, TX), 1)
+        self.report("tx-tx, IPv6 only", [direct])
+        self.assertEqual(direct["path"], "direct")
+        self.net.blackhole(a, b)
+        (relayed,) = await self.runs(servers, (a, TX), (b, TX), 1)
+        self.report("tx-tx, IPv6 only, direct black-holed", [relayed])
+        self.assertEqual(relayed["path"], "relay")
