@@ -327,7 +327,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     @connected.upon(E.rx_link_lost).loop()
     def peer_lost_link(events: ManagerEvents, c: ManagerCore, generation: int) -> None:
         if generation != c.reconnectings:
-            _log.info("ignoring 'link-lost' for generation {g}", g=generation)
+            _log.debug("ignoring 'link-lost' for generation {g}", g=generation)
         elif c.link is not None:
             c.link.fail("peer report: the Follower says this connection is dead")
 
@@ -429,8 +429,8 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         why = _PEER_INPUTS.get(event.__name__)
 
         def ignored(events: ManagerEvents, c: ManagerCore, *args: object) -> None:
-            if why:
-                _log.info("ignoring {why}", why=why)
+            if why:  # expected in a race (hints after selection...): nothing to act on
+                _log.debug("ignoring {why}", why=why)
 
         return ignored
 
