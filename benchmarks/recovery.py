@@ -69,6 +69,8 @@ from benchmarks.namespaced import (
 STEADY = 3.0  # seconds of records over the direct path before the fault
 SLOW_WATCH = 60.0
 SLOW_DELAY = 2.0
+# the jittery soak: each direction of host a's link delayed 150 ms +/- 120 ms (in order)
+SOAK_SHAPE = Shape(0.15, 0.12)
 START_ATTEMPTS = 4
 FLOOD_PORT = 40000
 
@@ -108,6 +110,7 @@ CASE_PAIRINGS = {
     "address": ["tx-tx-sender-leads", "tx-tx-receiver-leads", "stock-stock"],
     "idle": ["tx-tx-sender-leads"],
     "slow": ["tx-tx-sender-leads", "tx-leads-stock-sender", "stock-stock"],
+    "jitter": ["tx-tx-sender-leads"],
     "flood": ["tx-tx-sender-leads"],
     "stall": ["tx-tx-sender-leads", "tx-leads-stock-receiver"],
 }
@@ -270,10 +273,20 @@ async def idle_run(
 
 
 async def slow_run(
-    reactor: Any, pairing: Pairing, index: int, watch: float = SLOW_WATCH
+    reactor: Any,
+    pairing: Pairing,
+    index: int,
+    watch: float = SLOW_WATCH,
+    case: str = "slow",
 ) -> dict[str, Any]:
-    """One ``slow`` run: 2 s of delay on what host ``a`` sends, ``watch`` s of streaming."""
-    record = _base("slow", pairing, None, index) | {"delay": SLOW_DELAY, "watch": watch}
+    """One ``slow`` run: 2 s of delay on what host ``a`` sends, ``watch`` s of streaming; or,
+    ``case="jitter"``, the soak: :data:`SOAK_SHAPE` both ways for ``watch`` s."""
+    up, down = (Shape(SLOW_DELAY), None) if case == "slow" else (SOAK_SHAPE, SOAK_SHAPE)
+    record = _base(case, pairing, None, index) | {
+        "delay": up.delay,
+        "jitter": up.jitter,
+        "watch": watch,
+    }
     with ExitStack() as stack:
         scene = build_scene(stack)
         pair, started = await _start_stream(reactor, scene, pairing, None, watch + 60)
@@ -282,7 +295,7 @@ async def slow_run(
                 return record | {"error": "records never flowed"}
             await sleep(reactor, STEADY)
             record["path_before"] = current_path(pair)
-            impairment = scene.net.impair(scene.a, up=Shape(SLOW_DELAY))
+            impairment = scene.net.impair(scene.a, up=up, down=down)
             slowed_at = time.time()
             await sleep(reactor, watch)
             counts = [reconnections(p, slowed_at) for p in pair.results]
@@ -497,10 +510,10 @@ def idle_table(records: list[dict[str, Any]]) -> str:
     return markdown_table([*header, "Follower noticed (median / worst)"], rows)
 
 
-def slow_table(records: list[dict[str, Any]]) -> str:
-    """The ``slow`` table: needless reconnections under a 2 s delay."""
+def slow_table(records: list[dict[str, Any]], case: str = "slow") -> str:
+    """The ``slow`` (or ``jitter``) table: needless reconnections on a slow, live link."""
     rows = []
-    for (key, _), runs in _groups(records, "slow").items():
+    for (key, _), runs in _groups(records, case).items():
         total = [
             r.get("sender_reconnections", 0) + r.get("receiver_reconnections", 0) for r in runs
         ]
@@ -566,6 +579,12 @@ def report(records: list[dict[str, Any]]) -> str:
     for case, title, table in (
         ("idle", "Idle link dies", idle_table),
         ("slow", f"Slow but alive link ({SLOW_DELAY:g} s delay)", slow_table),
+        (
+            "jitter",
+            f"Jittery link soak ({SOAK_SHAPE.delay * 1000:g} +/- {SOAK_SHAPE.jitter * 1000:g} ms"
+            " each way)",
+            lambda rs: slow_table(rs, "jitter"),
+        ),
         ("stall", "Receiver not reading", stall_table),
         ("flood", "Connection flood at the listener", flood_table),
     ):
@@ -588,6 +607,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--cap", type=float, default=None, help="seconds to wait for a recovery")
     p.add_argument("--address-cap", type=float, default=180.0)
     p.add_argument("--stall", type=float, default=60.0, help="stall: seconds not reading")
+    p.add_argument("--soak", type=float, default=1800.0, help="jitter: seconds of the soak")
     p.add_argument("--flood-count", type=int, default=500)
     p.add_argument("--flood-within", type=float, default=1.0, help="seconds to open them in")
     p.add_argument(
@@ -621,6 +641,8 @@ async def measure(reactor: Any, args: argparse.Namespace) -> list[dict[str, Any]
                         record = await idle_run(reactor, pairing, label, cap, index)
                     elif case == "slow":
                         record = await slow_run(reactor, pairing, index)
+                    elif case == "jitter":
+                        record = await slow_run(reactor, pairing, index, args.soak, "jitter")
                     elif case == "stall":
                         record = await stall_run(reactor, pairing, index, args.stall)
                     else:
