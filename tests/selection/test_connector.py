@@ -92,13 +92,8 @@ class RecordingOwner:
 def make(role: Role, **kw: Any) -> tuple[Connector, RecordingOwner, MemoryReactorClock]:
     reactor = MemoryReactorClock()
     owner = RecordingOwner()
-    settings = ConnectorSettings(
-        role=role,
-        dilation_key=b"k" * 32,
-        side="a" * 16,
-        network=NetworkSettings("127.0.0.1", ("127.0.0.1",)),
-        **kw,
-    )
+    kw.setdefault("network", NetworkSettings("127.0.0.1", ("127.0.0.1",)))
+    settings = ConnectorSettings(role=role, dilation_key=b"k" * 32, side="a" * 16, **kw)
     # candidates are considered at once here (the later turn is pinned by TimingTests)
     connector = Connector(settings, owner=owner, reactor=reactor, eventually=_synchronously)
     return connector, owner, reactor
@@ -229,6 +224,31 @@ class ListeningAndHintTests(SynchronousTestCase):
             owner.hint_messages,
             [[{"type": "direct-tcp-v1", "priority": 0.0, "hostname": "127.0.0.1", "port": port}]],
         )
+
+    def test_network_change_while_connecting_publishes_new_addresses(self) -> None:
+        """An address that appears while the generation connects is published at once, in a
+        hints message of its own; addresses already published are not sent again, and nothing
+        is published once a connection is selected."""
+        from txdilation.selection import connector as connector_module
+
+        found = ["127.0.0.1", "10.0.0.5"]
+        self.patch(connector_module.ipaddrs, "find_addresses", lambda: list(found))
+        c, owner, reactor = make(LEADER, network=NetworkSettings("", None))
+        c.start()
+        port = reactor.tcpServers[0][0]
+        direct = {"type": "direct-tcp-v1", "priority": 0.0, "port": port}
+        self.assertEqual(owner.hint_messages, [[direct | {"hostname": "10.0.0.5"}]])
+
+        c.network_changed()  # nothing new
+        self.assertEqual(len(owner.hint_messages), 1)
+        found[1:] = ["10.0.0.5", "10.0.0.9"]
+        c.network_changed()
+        self.assertEqual(owner.hint_messages[1:], [[direct | {"hostname": "10.0.0.9"}]])
+
+        c.events.stop()
+        found.append("10.0.0.10")
+        c.network_changed()
+        self.assertEqual(len(owner.hint_messages), 2)
 
     def test_no_listen_publishes_relay_only(self) -> None:
         """no_listen: no listener, no direct hints; the relay hint is published and our own

@@ -248,11 +248,15 @@ class Manager:
 
     def network_changed(self) -> None:
         """The host's addresses or routes changed (``selection.netwatch``): the selected link
-        is dropped if its address is gone, else probed now; the edge may reconnect the mailbox
+        is dropped if its address is gone, else probed now; a generation still connecting
+        publishes hints for new addresses; the edge may reconnect the mailbox
         (``_network_changed_edge``)."""
         link = self._core.link
         if link is not None:
             link.network_changed()
+        connector = self.connector
+        if connector is not None:
+            connector.network_changed()
         self._network_changed_edge()
 
     def _network_changed_edge(self) -> None:

@@ -222,6 +222,7 @@ class Connector:
         self._owner = owner
         self._reactor = reactor
         self._listeners: list[IListeningPort] = []
+        self._published: set[Hint] = set()  # direct hints sent to the peer this generation
         self._attempts: set[Deferred[Any]] = set()
         self._connections: set[DilatedConnectionProtocol] = set()
         self._held: list[DilatedConnectionProtocol] = []
@@ -334,6 +335,20 @@ class Connector:
             self._close_others(keep=self.selected)
             return succeed(None)
         self._listen_port = port.getHost().port  # type: ignore[attr-defined]
+        return self._publish_direct_hints(port)
+
+    def network_changed(self) -> None:
+        """The host's addresses or routes changed while this generation connects: direct
+        hints for addresses found now and not published yet go to the peer (the listener
+        takes every address, so they work at once). Nothing before the listener is up, nor
+        after selection."""
+        if self._finished or not self._listeners or self._listen_port is None:
+            return
+        self._publish_direct_hints(self._listeners[-1])
+
+    def _publish_direct_hints(self, port: IListeningPort) -> Deferred[Any]:
+        """Discover our addresses and publish each direct (and punched) hint once."""
+        assert self._listen_port is not None
         portnum = self._settings.network.hint_port or self._listen_port
         d = self._find_addresses()
 
@@ -347,8 +362,10 @@ class Connector:
                 if punched:
                     self._punch_marks.append(self._reactor.seconds())
                 hints.extend(punched)
-            if hints:
-                self.events.listener_ready(hints)
+            fresh = [h for h in hints if h not in self._published]
+            self._published.update(fresh)
+            if fresh:
+                self.events.listener_ready(fresh)
 
         d.addCallback(publish)
         d.addErrback(lambda f: _log.failure("address discovery failed", f))
