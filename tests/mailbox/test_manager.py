@@ -27,9 +27,10 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from txdilation._stock.manager import Dilator
-from txdilation.mailbox.manager import Manager, normalize_ping_interval
+from txdilation.mailbox.manager import Manager
 from txdilation.mailbox.manager_lifecycle import MAX_EARLY_HINTS
 from txdilation.mailbox.messages import choose_version
+from txdilation.selection.liveness import normalize_ping_interval
 from txdilation.semantics import STOCK, TWISTED, Semantics
 from txdilation.settings import NetworkSettings, Settings
 from txdilation.testing.fakes import FakeDilatedConnection

@@ -199,7 +199,7 @@ class LossReasonTests(unittest.SynchronousTestCase):
     """The Manager names each way a link is left in the telemetry vocabulary."""
 
     def test_reasons(self) -> None:
-        from txdilation.mailbox.manager import _lost_reason
+        from txdilation.mailbox.losses import lost_reason as _lost_reason
         from txdilation.telemetry import LOST_REASONS
 
         cases = {

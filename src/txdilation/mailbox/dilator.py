@@ -24,8 +24,9 @@ from wormhole._status import DilationStatus, WormholeStatus
 from zope.interface import implementer
 
 from txdilation.mailbox.dilated import DilatedWormhole
-from txdilation.mailbox.manager import DILATION_VERSIONS, Manager, normalize_ping_interval
+from txdilation.mailbox.manager import DILATION_VERSIONS, Manager
 from txdilation.mailbox.messages import make_side
+from txdilation.selection.liveness import normalize_ping_interval
 from txdilation.selection.punch import public_addresses
 from txdilation.selection.relays import RelayLocation
 from txdilation.settings import Settings

@@ -31,7 +31,6 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -43,6 +42,7 @@ from wormhole._status import DilationHint, DilationStatus, WormholeStatus
 
 from txdilation.mailbox.absence import PeerAbsence
 from txdilation.mailbox.dilated import DilatedWormhole
+from txdilation.mailbox.losses import LossRecorder
 from txdilation.mailbox.manager_lifecycle import ManagerCore, ManagerEvents, manager_machine
 from txdilation.mailbox.messages import (
     CLOSING,
@@ -61,27 +61,15 @@ from txdilation.selection.relays import RelayLocation, RelayUsed, parse_relay_lo
 from txdilation.selection.selected import SelectedLink
 from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
-from txdilation.telemetry import Telemetry, noticed_by
+from txdilation.telemetry import Telemetry
 from txdilation.wire.errors import OldPeerCannotDilateError
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
-__all__ = ["DILATION_VERSIONS", "DilatedWormhole", "Manager", "normalize_ping_interval"]
+__all__ = ["DILATION_VERSIONS", "DilatedWormhole", "Manager"]
 
 DILATION_VERSIONS = ["ged"]
-DEFAULT_PING_INTERVAL = 30.0
 
 _log = Logger(namespace="txdilation.mailbox.manager")
-
-
-def normalize_ping_interval(ping_interval: float | int | None) -> float:
-    """``None``/0 mean the default (30 s, as stock); ints are accepted; negatives are errors."""
-    if ping_interval is None or ping_interval == 0:
-        return DEFAULT_PING_INTERVAL
-    if isinstance(ping_interval, bool) or not isinstance(ping_interval, int | float):
-        raise TypeError(f"ping_interval must be a number, not {ping_interval!r}")
-    if ping_interval < 0:
-        raise ValueError(f"ping_interval must be positive, not {ping_interval!r}")
-    return float(ping_interval)
 
 
 class Manager:
@@ -118,6 +106,7 @@ class Manager:
         if telemetry is None:
             telemetry = Telemetry(reactor, events_path=settings.telemetry.events_path)
         self.telemetry = telemetry
+        self._losses = LossRecorder(telemetry, reactor)
         self._mux = Multiplexer(
             manager=self,
             reactor=reactor,
@@ -160,8 +149,6 @@ class Manager:
         if initial_mailbox_status is not None:
             self._core.absence.mailbox_connected(mailbox_up(initial_mailbox_status))
         self._traffic_interval = settings.telemetry.traffic_interval
-        self._last_loss: _Loss | None = None
-        self._leader_asked: SelectedLink | None = None
         self.telemetry.set_traffic_source(self._mux.traffic_stats)
         self.api = DilatedWormhole(self)
         """What ``dilate()`` returns to the application."""
@@ -327,7 +314,7 @@ class Manager:
         if self._core.role is not FOLLOWER:
             _log.warn("ignoring 'reconnect': only a Leader may send it to a Follower")
             return
-        self._leader_asked = self._core.link  # a loss of that link is the Leader's report
+        self._losses.leader_asked_to_leave(self._core.link)
         self.events.rx_reconnect()
 
     def reconnecting(self) -> None:
@@ -382,10 +369,7 @@ class Manager:
         )
         if self._traffic_interval is not None and not self.telemetry.periodic_traffic:
             self.telemetry.start_periodic_traffic(self._traffic_interval)
-        loss, self._last_loss = self._last_loss, None
-        if loss is not None:
-            gap = self._reactor.seconds() - loss.since
-            self.telemetry.recovered(loss.died, loss.noticed_by, gap)
+        self._losses.selected()
         self.events.connection_made(link)
 
     # --- LinkOwner (the selected link) ---
@@ -396,15 +380,7 @@ class Manager:
             return
         _log.info("dilated connection {desc} lost: {reason}", desc=link.description, reason=reason)
         c.link = None
-        lost_reason = "peer_report" if link is self._leader_asked else _lost_reason(reason)
-        self._leader_asked = None
-        self.telemetry.connection_lost(lost_reason)
-        since = link.last_received_at
-        self._last_loss = _Loss(
-            died="direct" if link.is_direct else "relay",
-            noticed_by=noticed_by(lost_reason),
-            since=since if since is not None else self._reactor.seconds(),
-        )
+        self._losses.lost(link, reason)
         self._mux.connection_lost()
         c.absence.waiting_for_peer(True)
         self.events.connection_lost()
@@ -421,29 +397,3 @@ class Manager:
     def _peer_absent(self) -> None:
         _log.info("no sign of the peer for the peer timeout: presuming it gone")
         self.events.peer_absent()
-
-
-@dataclass(frozen=True, slots=True)
-class _Loss:
-    """The last selected link's loss, until a new link is selected (``recovered``)."""
-
-    died: str  # "direct" or "relay"
-    noticed_by: str  # telemetry.NOTICED_BY
-    since: float  # the last record received on it, or its loss if none
-
-
-def _lost_reason(reason: str) -> str:
-    """Map a connection-loss message onto the telemetry vocabulary (no free text leaves)."""
-    if reason.startswith("probe unanswered"):
-        return "probe_unanswered"
-    if reason.startswith("network change"):
-        return "network_change"
-    if reason.startswith("peer report"):
-        return "peer_report"
-    if "silent" in reason or "not selected within" in reason:
-        return "timeout"
-    if "Error" in reason and "Connection" not in reason:
-        return "protocol_error"
-    if "cleanly" in reason:
-        return "closed"
-    return "network_error"

@@ -22,10 +22,30 @@ from collections.abc import Callable
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-__all__ = ["SILENT_TICKS", "TICKS_PER_INTERVAL", "Liveness", "PingTracker"]
+__all__ = [
+    "DEFAULT_PING_INTERVAL",
+    "SILENT_TICKS",
+    "TICKS_PER_INTERVAL",
+    "Liveness",
+    "PingTracker",
+    "normalize_ping_interval",
+]
 
 TICKS_PER_INTERVAL = 4
 SILENT_TICKS = 6  # 1.5 ping intervals
+DEFAULT_PING_INTERVAL = 30.0
+
+
+def normalize_ping_interval(ping_interval: float | int | None) -> float:
+    """``None``/0 mean the default (30 s, as stock); ints are accepted; negatives are errors."""
+    if ping_interval is None or ping_interval == 0:
+        return DEFAULT_PING_INTERVAL
+    if isinstance(ping_interval, bool) or not isinstance(ping_interval, int | float):
+        raise TypeError(f"ping_interval must be a number, not {ping_interval!r}")
+    if ping_interval < 0:
+        raise ValueError(f"ping_interval must be positive, not {ping_interval!r}")
+    return float(ping_interval)
+
 
 _log = Logger(namespace="txdilation.selection.liveness")
 
