@@ -42,7 +42,6 @@ import time
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Any
 
 from tests.support.harness import PeerPair, PeerResult
@@ -343,10 +342,18 @@ async def stall_run(
 
 
 def _drops(peer: PeerResult, after: float) -> int:
-    """How many times ``peer`` left ``ConnectedPeer`` after ``after``, other than to stop."""
+    """How many times ``peer`` left ``ConnectedPeer`` after ``after``, other than to stop.
+
+    Leaving it for a state that is followed straight by ``StoppedPeer`` is the session's end
+    (the link closed a moment before the peer's ``closing`` arrived through the mailbox: no
+    new generation was made), not a reconnection."""
     events = [e for e in status_events(peer) if e.get("t", 0.0) > after]
-    states = ["ConnectedPeer", *(str(e.get("peer")) for e in events)]
-    return sum(1 for a, b in pairwise(states) if a == "ConnectedPeer" and b not in (a, _STOPPED))
+    states = ["ConnectedPeer", *(str(e.get("peer")) for e in events), None]
+    return sum(
+        1
+        for a, b, c in zip(states, states[1:], states[2:], strict=False)
+        if a == "ConnectedPeer" and b not in (a, _STOPPED) and c != _STOPPED
+    )
 
 
 def stall_table(records: list[dict[str, Any]]) -> str:
