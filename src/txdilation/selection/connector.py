@@ -441,10 +441,10 @@ class Connector:
         punchable: TCPHint | None = None
         if self._punch and not via_relay and self._listen_port:
             punchable = None if isinstance(hint, WebSocketHint) else hint
-        if punchable is not None and self._listen_port:
-            binding = punch.dial_binding(
-                punchable, self._listen_port, s.network.listen_interface or None
-            )
+            if punchable is not None:
+                binding = punch.dial_binding(
+                    punchable, self._listen_port, s.network.listen_interface or None
+                )
         if isinstance(hint, WebSocketHint):
             host, port, path = websocket_address(hint)
             endpoint = WebSocketClientEndpoint(
