@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import tempfile
+from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet.defer import Deferred, DeferredList, DeferredQueue
@@ -116,13 +117,44 @@ class _ServerFactory(Factory):
         return protocol
 
 
-#: fowl's test_iperf3 expects the invite side's "peer-connected" message before its
-#: "listening" one; the two are independent (the second needs the peer's request over the
-#: dilated link), and the order is not guaranteed: measured on this 2-core machine with fowld
-#: pairs, "listening" came first in 1 of 16 runs with stock magic-wormhole and 1 of 16 with
-#: txdilation. When that test fails with exactly this error, it is run again (twice at most).
-IPERF3_RACE = "'Listening' object has no attribute 'verifier'"
-IPERF3_TEST = "test_iperf3.py::test_performance"
+@dataclass(frozen=True)
+class KnownRace:
+    """A test of fowl's own suite that can lose an ordering race of fowl's making; when it
+    fails with exactly ``signature`` in the output, it is run again (twice at most)."""
+
+    test: str  # pytest's id, as in its "FAILED ..." line
+    signature: str
+    module: str  # what to run it again with: ``--pyargs module -k name``
+
+
+#: fowl's races, measured on this 2-core machine with fowld pairs and fowl's test_cli:
+#:
+#: - test_iperf3 expects the invite side's "peer-connected" message before its "listening"
+#:   one; the two are independent (the second needs the peer's request over the dilated
+#:   link) and the order is not guaranteed: "listening" came first in 1 of 16 runs with stock
+#:   magic-wormhole and 1 of 16 with txdilation.
+#: - test_cli's test_happy_path: both fowl processes issue their command-line commands only
+#:   once dilated. The invite side's ``--remote`` asks the peer at once, and the accept side
+#:   registers the ``--local`` service that request needs a few reactor turns after its own
+#:   ``when_dilated``; when the request arrives first, fowl answers "No service permitted for
+#:   name", nothing listens, and the test gives up after 12.5 s. Measured over 20 runs each
+#:   (the request's arrival minus the registration, on the accept side): stock failed 1
+#:   (-0.8 ms) and had under 3 ms to spare in 10 more; txdilation failed 2 (-1.9, -1.2 ms) and
+#:   had under 3 ms to spare in 2 more. Whether the request waits ~40 ms behind Nagle's
+#:   algorithm (a small write behind an unacknowledged one, and the peer delaying its ACK)
+#:   decides most runs, with either implementation.
+KNOWN_RACES = (
+    KnownRace(
+        "test_iperf3.py::test_performance",
+        "'Listening' object has no attribute 'verifier'",
+        "fowl.test.test_iperf3",
+    ),
+    KnownRace(
+        "test_cli.py::test_happy_path",
+        "failed to see both sides set up",
+        "fowl.test.test_cli",
+    ),
+)
 
 
 class FowlSuiteTests(RealServersMixin, TestCase):
@@ -130,9 +162,11 @@ class FowlSuiteTests(RealServersMixin, TestCase):
 
     timeout = 900
 
-    async def run_fowl_tests(self, scratch: str, target: str) -> tuple[int, str, list[Any]]:
-        """``pytest -p txdilation.dropin --pyargs TARGET`` in ``scratch``: exit code, output,
-        and the substitution proof of every Python process of the run."""
+    async def run_fowl_tests(
+        self, scratch: str, target: str, *select: str
+    ) -> tuple[int, str, list[Any]]:
+        """``pytest -p txdilation.dropin --pyargs TARGET [SELECT...]`` in ``scratch``: exit
+        code, output, and the substitution proof of every Python process of the run."""
         proof = os.path.join(scratch, "proof.jsonl")
         if os.path.exists(proof):
             os.remove(proof)
@@ -144,7 +178,7 @@ class FowlSuiteTests(RealServersMixin, TestCase):
         env["TXDILATION_DROPIN_PROOF"] = proof
         env["PYTHONUNBUFFERED"] = "1"
         args = ["-m", "pytest", "-p", "txdilation.dropin", "-p", "no:cacheprovider"]
-        args += ["-s", "-rA", "--pyargs", target]
+        args += ["-s", "-rA", "--pyargs", target, *select]
         out, err, code = await getProcessOutputAndValue(
             sys.executable, args, env=env, path=scratch, reactor=self.reactor
         )
@@ -162,27 +196,16 @@ class FowlSuiteTests(RealServersMixin, TestCase):
         """``pytest -p txdilation.dropin --pyargs fowl.test``: every test passes (none
         skipped, so the 1 GiB iperf3 forward runs too), no traceback or unhandled error is
         printed, and every Python process of the run proves it dilated through txdilation
-        (the pytest process and each fowl process it spawned). Only fowl's test_iperf3, when
-        it loses its own ordering race (``IPERF3_RACE``, as with stock), is run again."""
+        (the pytest process and each fowl process it spawned). Only a test that loses one of
+        fowl's own ordering races (``KNOWN_RACES``, with that race's failure) is run again."""
         with tempfile.TemporaryDirectory() as scratch:
             code, output, processes = await self.run_fowl_tests(scratch, "fowl.test")
             summary = output.strip().splitlines()[-1]
             print(f"fowl's suite with txdilation: {summary}")
-            failed = re.findall(r"^FAILED (\S+)", output, re.MULTILINE)
-            if code != 0 and failed == [IPERF3_TEST] and IPERF3_RACE in output:
-                self.assertRegex(summary, r"1 failed, (\d+) passed in")
-                failures = output.index("= FAILURES =")
-                output = output[:failures] + output[output.index("= PASSES =") :]
-                for attempt in (1, 2):
-                    print(f"fowl's test_iperf3 lost its ordering race; run again ({attempt})")
-                    code, again, more = await self.run_fowl_tests(scratch, "fowl.test.test_iperf3")
-                    processes += more
-                    if code == 0:
-                        break
-                self.assertEqual(code, 0, again[-8000:])
-                self.check_clean(again, more)
-                summary = summary.replace("1 failed, ", "")
-            self.assertEqual(code, 0, output[-8000:])
+            if code != 0:
+                output, summary = await self.run_lost_races_again(scratch, output, summary)
+            else:
+                self.assertEqual(code, 0, output[-8000:])
         passed = re.search(r"(\d+) passed", summary)
         self.assertIsNotNone(passed, summary)
         self.assertNotRegex(summary, "skipped|failed|error", summary)
@@ -190,6 +213,36 @@ class FowlSuiteTests(RealServersMixin, TestCase):
         self.check_clean(output, processes)
         fowl_processes = [p for p in processes if "--mailbox" in p["argv"]]
         self.assertGreaterEqual(len(fowl_processes), 2, processes)
+
+    async def run_lost_races_again(
+        self, scratch: str, output: str, summary: str
+    ) -> tuple[str, str]:
+        """The suite failed: unless every failed test is a ``KNOWN_RACES`` entry failing with
+        its signature, fail with the output. Otherwise run each again (twice at most), check
+        that it passes cleanly, and return the first run's output without its failure report
+        and its summary with those failures counted as passed."""
+        failed = re.findall(r"^FAILED (\S+)", output, re.MULTILINE)
+        races = {race.test: race for race in KNOWN_RACES}
+        lost = [races.get(test) for test in failed]
+        known = bool(failed) and all(race is not None and race.signature in output for race in lost)
+        self.assertTrue(known, output[-8000:])
+        self.assertRegex(summary, rf"{len(failed)} failed, (\d+) passed in")
+        failures = output.index("= FAILURES =")
+        output = output[:failures] + output[output.index("= PASSES =") :]
+        for race in lost:
+            assert race is not None
+            name = race.test.split("::")[1]
+            for attempt in (1, 2):
+                print(f"fowl's {race.test} lost its ordering race; run again ({attempt})")
+                code, again, more = await self.run_fowl_tests(scratch, race.module, "-k", name)
+                if code == 0:
+                    break
+            self.assertEqual(code, 0, again[-8000:])
+            self.assertRegex(again.strip().splitlines()[-1], r"^=+ 1 passed")
+            self.check_clean(again, more)
+        passed = int(re.search(r"(\d+) passed", summary).group(1))  # type: ignore[union-attr]
+        summary = re.sub(r"\d+ failed, \d+ passed", f"{passed + len(failed)} passed", summary)
+        return output, summary
 
 
 class FowldForwardingTests(RealServersMixin, TestCase):
