@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from typing import Protocol as TypingProtocol
 
@@ -71,6 +70,12 @@ from txdilation.link.websocket import WebSocketClientEndpoint
 from txdilation.selection import punch
 from txdilation.selection.addresses import ipv6_addresses
 from txdilation.selection.attempts import Attempt, AttemptLog
+from txdilation.selection.connector_settings import (
+    DIRECT_GRACE,
+    RELAY_DELAY,
+    ConnectorSettings,
+    IConnectorOwner,
+)
 from txdilation.selection.hints import (
     DirectTCPV1Hint,
     Hint,
@@ -93,67 +98,25 @@ from txdilation.selection.relays import (
     relay_transport,
     relays_to_dial,
 )
-from txdilation.settings import NetworkSettings
 from txdilation.telemetry import Telemetry
-from txdilation.wire.contracts import ICandidateOwner, IRecordSink
+from txdilation.wire.contracts import ICandidateOwner
 from txdilation.wire.keys import derive_relay_token
-from txdilation.wire.limits import (
-    DEFAULT_HANDSHAKE_TIMEOUT,
-    DEFAULT_MAX_RECORD_SIZE,
-    DEFAULT_MAX_UNAUTHENTICATED,
-)
 from txdilation.wire.machines import complete
 from txdilation.wire.roles import LEADER, Role
 
-__all__ = ["Connector", "ConnectorSettings", "IConnectorOwner", "ipaddrs"]
+__all__ = [
+    "DIRECT_GRACE",
+    "RELAY_DELAY",
+    "Connector",
+    "ConnectorSettings",
+    "IConnectorOwner",
+    "ipaddrs",
+]
 
-RELAY_DELAY = 2.0
-DIRECT_GRACE = 0.25
 LISTEN_RETRIES = 50
 LISTEN_RETRY_DELAY = 0.1
 
 _log = Logger(namespace="txdilation.selection.connector")
-
-
-class IConnectorOwner(TypingProtocol):
-    """What a connector reports to (the Manager)."""
-
-    def send_hints(self, hints: list[dict[str, Any]]) -> None:
-        """Publish these hint dicts to the peer in one ``connection-hints`` message."""
-
-    def hint_status(self, hints: list[DilationHint]) -> None:
-        """These hints are being tried (for DilationStatus.hints)."""
-
-    def link_for(self, connection: DilatedConnectionProtocol) -> IRecordSink:
-        """The record sink (the selected link) for the connection being selected."""
-
-    def connector_connection_made(
-        self, link: Any, candidates: int, relay: RelayUsed | None = None
-    ) -> None:
-        """The generation's connection was selected; ``link`` is what ``link_for`` gave for
-        it, ``candidates`` how many connections reached the selectable point, ``relay`` the
-        relay endpoint that carries it (None: direct)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectorSettings:
-    """Everything a connector needs besides its collaborators (``public_addresses``: what the
-    mailbox server last told us it sees, ``your-address``; the rest is the same for every
-    generation)."""
-
-    role: Role
-    dilation_key: bytes
-    side: str
-    relay_hints: tuple[RelayV1Hint, ...] = ()
-    no_listen: bool = False
-    tor: Any = None
-    network: NetworkSettings = field(default_factory=NetworkSettings)
-    relay_delay: float = RELAY_DELAY
-    direct_grace: float = DIRECT_GRACE
-    max_record_size: int = DEFAULT_MAX_RECORD_SIZE
-    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
-    max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
-    public_addresses: tuple[str, ...] = ()
 
 
 class ConnectorEvents(TypingProtocol):
