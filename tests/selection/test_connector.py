@@ -209,7 +209,7 @@ class SelectionPolicyTests(SynchronousTestCase):
         c.candidate_ready(after_stop)
         self.assertTrue(after_stop.aborted)
         self.assertFalse(first.aborted)
-        self.assertEqual(c._listeners, [])
+        self.assertEqual(c._advertiser.listeners, [])
 
 
 class ListeningAndHintTests(SynchronousTestCase):
