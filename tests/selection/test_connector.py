@@ -318,6 +318,17 @@ class ListeningAndHintTests(SynchronousTestCase):
             {("127.0.0.1:7", True), ("127.0.0.1:4001", False)},
         )
 
+    def test_nothing_dialed_after_stop(self) -> None:
+        """Stopped while a direct dial is pending and the peer's relay hint waits out the
+        delay: cancelling the direct dial starts no relay dial (the race is over)."""
+        c, _owner, reactor = make(LEADER, relay_delay=2.0)
+        c.start()
+        c.got_hints([DirectTCPV1Hint("127.0.0.1", 7), RELAY])
+        self.assertEqual([p for _, p, *_ in reactor.tcpClients], [7])
+        c.events.stop()
+        reactor.advance(5.0)
+        self.assertEqual([p for _, p, *_ in reactor.tcpClients], [7])
+
     def test_relay_after_delay(self) -> None:
         """With a direct attempt still pending, relay attempts start after relay_delay."""
         c, _owner, reactor = make(LEADER, relay_delay=2.0)

@@ -18,10 +18,11 @@ the peer's that fails early is retried every ``punch.PUNCH_RETRY_DELAY`` seconds
 :meth:`Dialer.relay_grace` is how long the Leader holds a relay candidate, longer while a
 punched dial is under way.
 
-Invariants: after :meth:`Dialer.close` no dial is retried (a close cancels every pending dial,
-timer and punch retry); the same relay endpoint is dialed at most once per generation; a punch
-retry is the same outstanding direct attempt as its first try; every dial is one telemetry
-attempt when an :class:`~txdilation.selection.attempts.AttemptLog` is given.
+Invariants: after :meth:`Dialer.cancel_attempts` nothing is dialed any more (the cancelled
+direct dials ending there start no relay dial, no punch retry follows); the same relay endpoint
+is dialed at most once per generation; a punch retry is the same outstanding direct attempt as
+its first try; every dial is one telemetry attempt when an
+:class:`~txdilation.selection.attempts.AttemptLog` is given.
 """
 
 from __future__ import annotations
@@ -157,7 +158,10 @@ class Dialer:
             self._hint_status(status)
 
     def _start_relays(self) -> None:
-        """Relay attempts begin after the delay, or once every direct attempt has failed."""
+        """Relay attempts begin after the delay, or once every direct attempt has failed
+        (never after :meth:`cancel_attempts`: the cancelled direct dials end there too)."""
+        if self._closed:
+            return
         if self._relay_timer is not None and self._relay_timer.active():
             self._relay_timer.cancel()
         self._relay_timer = None
