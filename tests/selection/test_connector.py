@@ -209,7 +209,7 @@ class SelectionPolicyTests(SynchronousTestCase):
         c.candidate_ready(after_stop)
         self.assertTrue(after_stop.aborted)
         self.assertFalse(first.aborted)
-        self.assertEqual(c._listeners, [])
+        self.assertEqual(c._advertiser.listeners, [])
 
 
 class ListeningAndHintTests(SynchronousTestCase):
@@ -317,6 +317,17 @@ class ListeningAndHintTests(SynchronousTestCase):
             {(s.url, s.is_direct) for s in owner.statuses},
             {("127.0.0.1:7", True), ("127.0.0.1:4001", False)},
         )
+
+    def test_nothing_dialed_after_stop(self) -> None:
+        """Stopped while a direct dial is pending and the peer's relay hint waits out the
+        delay: cancelling the direct dial starts no relay dial (the race is over)."""
+        c, _owner, reactor = make(LEADER, relay_delay=2.0)
+        c.start()
+        c.got_hints([DirectTCPV1Hint("127.0.0.1", 7), RELAY])
+        self.assertEqual([p for _, p, *_ in reactor.tcpClients], [7])
+        c.events.stop()
+        reactor.advance(5.0)
+        self.assertEqual([p for _, p, *_ in reactor.tcpClients], [7])
 
     def test_relay_after_delay(self) -> None:
         """With a direct attempt still pending, relay attempts start after relay_delay."""

@@ -79,7 +79,7 @@ class FixedPortTests(TestCase):
         c.start()
         hints = yield self.wait_for_hints(owner)
         self.assertEqual([(h["hostname"], h["port"]) for h in hints], [("127.0.0.1", 4242)])
-        self.assertEqual([p.getHost().port for p in c._listeners], [port])
+        self.assertEqual([p.getHost().port for p in c._advertiser.listeners], [port])
 
     @inlineCallbacks
     def test_waits_for_the_port_to_be_free(self) -> Any:
@@ -113,8 +113,8 @@ class FixedPortTests(TestCase):
         c.events.stop()
         yield blocker.stopListening()
         yield deferLater(reactor, 0.3, lambda: None)
-        self.assertEqual(c._listeners, [])
-        self.assertIsNone(c._listen_retry)
+        self.assertEqual(c._advertiser.listeners, [])
+        self.assertIsNone(c._advertiser.listen_retry)
         self.assertEqual(owner.hint_messages, [])
 
 

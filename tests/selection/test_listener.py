@@ -167,7 +167,7 @@ class ListenTests(TestCase):
         await sleep(0.2)
         self.assertEqual([a.open for a in idle], [False] * 3 + [True] * 3)
         self.assertTrue(real.open, "the connection with a prologue was closed first")
-        self.assertEqual(len(c._unauthenticated), 4)
+        self.assertEqual(len(c._advertiser.unauthenticated), 4)
         garbage = await attack(b"GET / HTTP/1.1\r\n\r\n")  # admitted (closing idle[3]) ...
         await until(lambda: not garbage.open, 2, "bad bytes closed at once")  # ... then closed
         more = [await attack() for _ in range(4)]
@@ -176,7 +176,7 @@ class ListenTests(TestCase):
         await sleep(0.2)
         self.assertEqual([a.open for a in more], [False, True, True, True])
         self.assertTrue(real.open, "the connection with a prologue was closed before idle ones")
-        self.assertEqual(len(c._unauthenticated), 4)
+        self.assertEqual(len(c._advertiser.unauthenticated), 4)
 
     def test_cap_closes_oldest_keeps_prologue_longest(self) -> Any:
         """With a cap of 4: each connection beyond it closes the oldest idle one, a

@@ -162,12 +162,12 @@ class ListenerTests(TestCase):
         c, owner = self.connector(punch=True)
         c.start()
         hints = yield self.hints(owner)
-        port = c._listeners[0].getHost().port
+        port = c._advertiser.listeners[0].getHost().port
         self.assertEqual(
             [(h["hostname"], h["port"], h["priority"]) for h in hints],
             [("127.0.0.1", port, 0.0), ("203.0.113.7", port, PUNCH_PRIORITY)],
         )
-        sock = c._listeners[0].socket
+        sock = c._advertiser.listeners[0].socket
         self.assertTrue(sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT))
 
     @inlineCallbacks
@@ -177,7 +177,7 @@ class ListenerTests(TestCase):
         c.start()
         hints = yield self.hints(owner)
         self.assertEqual([h["hostname"] for h in hints], ["127.0.0.1"])
-        sock = c._listeners[0].socket
+        sock = c._advertiser.listeners[0].socket
         self.assertFalse(sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT))
 
     @inlineCallbacks
@@ -188,7 +188,7 @@ class ListenerTests(TestCase):
         c, owner = self.connector(punch=True, interface=None)
         c.start()
         yield self.hints(owner)
-        (listener,) = c._listeners
+        (listener,) = c._advertiser.listeners
         port = listener.getHost().port
         self.assertEqual(listener.getHost().host, "::")
         for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
@@ -203,7 +203,7 @@ class PunchPolicyTests(SynchronousTestCase):
 
     def punching_leader(self) -> tuple[Connector, RecordingOwner, MemoryReactorClock]:
         c, owner, reactor = make(LEADER)
-        c._punch, c._listen_port = True, 5555
+        c._advertiser.punch, c._advertiser.port = True, 5555
         return c, owner, reactor
 
     def test_dials_from_the_listening_port(self) -> None:
@@ -244,7 +244,7 @@ class PunchPolicyTests(SynchronousTestCase):
         while reactor.seconds() < PUNCH_WINDOW + 2:
             factory = reactor.tcpClients[-1][2]
             factory.clientConnectionFailed(None, Failure(ConnectionRefusedError()))
-            if not c._punch_retries:
+            if not c._dialer.punch_retries:
                 break
             self.assertTrue(c.busy)
             reactor.advance(PUNCH_RETRY_DELAY)
@@ -262,5 +262,5 @@ class PunchPolicyTests(SynchronousTestCase):
         c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
         taken = ConnectError(osError=errno.EADDRNOTAVAIL, string="in use")
         reactor.tcpClients[-1][2].clientConnectionFailed(None, Failure(taken))
-        self.assertEqual(c._punch_retries, set())
+        self.assertEqual(c._dialer.punch_retries, set())
         self.assertEqual(len(reactor.tcpClients), 2)

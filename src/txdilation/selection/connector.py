@@ -1,8 +1,10 @@
 """L3: one generation's race of connection hints, ending in the selection of one connection.
 
-A :class:`Connector` listens (unless told not to, or over Tor), publishes direct and relay
-hints, connects to the peer's hints, and collects candidates: L2 connections whose KCM
-exchange reached the point where they may be selected.
+A :class:`Connector` listens (unless told not to, or over Tor) and publishes direct hints
+(:class:`~txdilation.selection.advertise.Advertiser`), publishes relay hints, dials the peer's
+hints (:class:`~txdilation.selection.dialing.Dialer`: direct, punched, Tor and relay, with the
+relay delay), and collects candidates: L2 connections whose KCM exchange reached the point where
+they may be selected. This module is the facade, the candidates and the selection policy.
 
 Selection policy (module-level Automat machine ``connector_machine``):
 - the Follower takes the first connection on which the Leader's KCM arrived (the wire rule);
@@ -12,26 +14,11 @@ Selection policy (module-level Automat machine ``connector_machine``):
   become viable at about the same time), then taken; when no direct connection can come any
   more (no listener, no direct attempt or candidate left) it is taken at once.
 
-Direct TCP reaches through NATs and over IPv6 (``selection.punch``): on a real reactor the
-listener is dual-stack and, unless ``NetworkSettings.punch`` is off, bound with
-``SO_REUSEPORT``; every direct dial to an IP literal then starts from the listening port, our
-public address from the mailbox's welcome (``ConnectorSettings.public_addresses``) is
-advertised with that port as a low-priority direct hint, and a dial from that port to a punched
-hint of the peer's that fails early is retried for a few seconds, so that both peers' SYNs
-cross (a TCP simultaneous open).
-
 Invariants: once a connection is selected or the connector stops, every other connection,
 listener and pending attempt is closed or cancelled, and any connection that completes later
-is aborted; address discovery never blocks the reactor; a Tor connector never listens; the
-listener has a large backlog and holds at most ``max_unauthenticated`` connections before
-their handshake, closing the oldest beyond that (``selection.listener``: a flood neither
-refuses the real peer nor grows our memory).
-
-Relay hints may name several relays, each over TCP or WebSocket: every relay endpoint is dialed
-at once when relays are due, and the first to finish its handshake wins
-(:mod:`txdilation.selection.relays` states the policy; WebSocket dials go through
-:class:`txdilation.link.websocket.WebSocketClientEndpoint`). The selected relay endpoint, if
-any, is reported to the owner with the selection.
+is aborted; a Tor connector never listens; the selected relay endpoint, if any, is reported to
+the owner with the selection, and the selected connection delivers the records it held right
+after the owner's ``connector_connection_made``.
 
 Given the session's :class:`~txdilation.telemetry.Telemetry`, every outbound dial (each direct,
 Tor or relay hint tried) and every connection our listener accepts is one telemetry attempt,
@@ -41,119 +28,44 @@ defined there).
 
 from __future__ import annotations
 
-import ipaddress
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 from typing import Protocol as TypingProtocol
 
 from automat import TypeMachineBuilder
-from twisted.internet.defer import Deferred, maybeDeferred, succeed
-from twisted.internet.endpoints import (
-    HostnameEndpoint,
-    TCP4ClientEndpoint,
-    TCP6ClientEndpoint,
-)
-from twisted.internet.error import CannotListenError
-from twisted.internet.interfaces import IDelayedCall, IListeningPort, IStreamClientEndpoint
-from twisted.internet.protocol import ClientFactory, ServerFactory
-from twisted.internet.threads import deferToThreadPool
+from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 from wormhole import ipaddrs
 from wormhole._interfaces import IDilationConnector
-from wormhole._status import DilationHint
 from zope.interface import implementer
 
 from txdilation.link.connection import DilatedConnectionProtocol
-from txdilation.link.framer import relay_handshake_line
-from txdilation.link.websocket import WebSocketClientEndpoint
-from txdilation.selection import punch
-from txdilation.selection.addresses import ipv6_addresses
+from txdilation.selection.advertise import Advertiser
 from txdilation.selection.attempts import Attempt, AttemptLog
-from txdilation.selection.hints import (
-    DirectTCPV1Hint,
-    Hint,
-    RelayEndpoint,
-    RelayV1Hint,
-    TCPHint,
-    TorTCPV1Hint,
-    WebSocketHint,
-    describe_inbound,
-    describe_outbound,
-    encode_hint,
-    hint_url,
-    websocket_address,
+from txdilation.selection.connector_settings import (
+    DIRECT_GRACE,
+    RELAY_DELAY,
+    ConnectorSettings,
+    IConnectorOwner,
 )
-from txdilation.selection.listener import LISTEN_BACKLOG, OldestFirstCap, listen
-from txdilation.selection.relays import (
-    RELAY_CONNECT_TIMEOUT,
-    RelayUsed,
-    relay_index,
-    relay_transport,
-    relays_to_dial,
-)
-from txdilation.settings import NetworkSettings
+from txdilation.selection.dialing import Dialer
+from txdilation.selection.hints import Hint, RelayEndpoint, encode_hint, hint_url
+from txdilation.selection.relays import RelayUsed, relay_index, relay_transport
 from txdilation.telemetry import Telemetry
-from txdilation.wire.contracts import ICandidateOwner, IRecordSink
-from txdilation.wire.keys import derive_relay_token
-from txdilation.wire.limits import (
-    DEFAULT_HANDSHAKE_TIMEOUT,
-    DEFAULT_MAX_RECORD_SIZE,
-    DEFAULT_MAX_UNAUTHENTICATED,
-)
+from txdilation.wire.contracts import ICandidateOwner
 from txdilation.wire.machines import complete
 from txdilation.wire.roles import LEADER, Role
 
-__all__ = ["Connector", "ConnectorSettings", "IConnectorOwner", "ipaddrs"]
-
-RELAY_DELAY = 2.0
-DIRECT_GRACE = 0.25
-LISTEN_RETRIES = 50
-LISTEN_RETRY_DELAY = 0.1
+__all__ = [
+    "DIRECT_GRACE",
+    "RELAY_DELAY",
+    "Connector",
+    "ConnectorSettings",
+    "IConnectorOwner",
+    "ipaddrs",
+]
 
 _log = Logger(namespace="txdilation.selection.connector")
-
-
-class IConnectorOwner(TypingProtocol):
-    """What a connector reports to (the Manager)."""
-
-    def send_hints(self, hints: list[dict[str, Any]]) -> None:
-        """Publish these hint dicts to the peer in one ``connection-hints`` message."""
-
-    def hint_status(self, hints: list[DilationHint]) -> None:
-        """These hints are being tried (for DilationStatus.hints)."""
-
-    def link_for(self, connection: DilatedConnectionProtocol) -> IRecordSink:
-        """The record sink (the selected link) for the connection being selected."""
-
-    def connector_connection_made(
-        self, link: Any, candidates: int, relay: RelayUsed | None = None
-    ) -> None:
-        """The generation's connection was selected; ``link`` is what ``link_for`` gave for
-        it, ``candidates`` how many connections reached the selectable point, ``relay`` the
-        relay endpoint that carries it (None: direct)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectorSettings:
-    """Everything a connector needs besides its collaborators (``public_addresses``: what the
-    mailbox server last told us it sees, ``your-address``; the rest is the same for every
-    generation)."""
-
-    role: Role
-    dilation_key: bytes
-    side: str
-    relay_hints: tuple[RelayV1Hint, ...] = ()
-    no_listen: bool = False
-    tor: Any = None
-    network: NetworkSettings = field(default_factory=NetworkSettings)
-    relay_delay: float = RELAY_DELAY
-    direct_grace: float = DIRECT_GRACE
-    max_record_size: int = DEFAULT_MAX_RECORD_SIZE
-    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
-    max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
-    public_addresses: tuple[str, ...] = ()
 
 
 class ConnectorEvents(TypingProtocol):
@@ -179,18 +91,6 @@ class ConnectorEvents(TypingProtocol):
 
     def stop(self) -> None:
         """Stop this generation: close everything that is not selected."""
-
-
-def _tcp_client_endpoint(reactor: Any, hint: TCPHint, timeout: float) -> IStreamClientEndpoint:
-    try:
-        address = ipaddress.ip_address(hint.hostname)
-    except ValueError:
-        return HostnameEndpoint(reactor, hint.hostname.encode("idna"), hint.port, timeout=timeout)
-    endpoint_class: Any = TCP6ClientEndpoint if address.version == 6 else TCP4ClientEndpoint
-    endpoint: IStreamClientEndpoint = endpoint_class(
-        reactor, hint.hostname, hint.port, timeout=timeout
-    )
-    return endpoint
 
 
 @implementer(ICandidateOwner, IDilationConnector)
@@ -221,39 +121,37 @@ class Connector:
         )
         self._owner = owner
         self._reactor = reactor
-        self._listeners: list[IListeningPort] = []
-        self._published: set[Hint] = set()  # direct hints sent to the peer this generation
-        self._attempts: set[Deferred[Any]] = set()
         self._connections: set[DilatedConnectionProtocol] = set()
         self._held: list[DilatedConnectionProtocol] = []
         #: candidates waiting for their turn (_consider); one lost meanwhile is dropped from it
         self._considering: set[DilatedConnectionProtocol] = set()
         self._grace_timer: IDelayedCall | None = None
-        self._relay_timer: IDelayedCall | None = None
-        self._deferred_relays: list[RelayEndpoint] = []
-        self._relays_started = False
-        self._direct_outstanding = 0
-        self._used_relays: set[RelayEndpoint] = set()
         self._relay_of: dict[DilatedConnectionProtocol, RelayEndpoint] = {}
         self.selected: DilatedConnectionProtocol | None = None
         self._finished = False  # selected or stopped: no more listeners or attempts
-        self._listen_retry: IDelayedCall | None = None
-        #: hole punching: listen with SO_REUSEPORT and dial direct hints from that port
-        self._punch = (
-            settings.network.punch and settings.tor is None and punch.sockets_reusable(reactor)
-        )
-        self._dual_stack = settings.tor is None and punch.sockets_reusable(reactor)
-        self._listen_port: int | None = None  # the listener's port, once it listens
-        self._punch_retries: set[IDelayedCall] = set()
-        self._punching: set[Deferred[Any]] = set()  # dials to the peer's punched hints
         self._held_since: float | None = None  # when the first relay candidate was held
-        #: when we published punched hints and when we last dialled a punched hint
-        self._punch_marks: list[float] = []
         self._attempt_log = AttemptLog(telemetry, reactor) if telemetry is not None else None
         self._attempt_of: dict[DilatedConnectionProtocol, Attempt] = {}
-        #: inbound connections not through their handshake yet (a flood cannot hold more)
-        self._unauthenticated: OldestFirstCap[DilatedConnectionProtocol] = OldestFirstCap(
-            settings.max_unauthenticated, lambda c: c.prologue_received
+        self._advertiser = Advertiser(
+            settings,
+            reactor,
+            attempt_log=self._attempt_log,
+            accept=lambda description, attempt: self.build_protocol(
+                description, True, None, attempt
+            ),
+            publish=lambda hints: self.events.listener_ready(hints),
+            punched=lambda: self._dialer.punched_hints_published(),
+            late=lambda: self._close_others(keep=self.selected),
+        )
+        self._dialer = Dialer(
+            settings,
+            reactor,
+            attempt_log=self._attempt_log,
+            build=self.build_protocol,
+            bind_port=self._advertiser.punch_port,
+            hint_status=lambda status: self._owner.hint_status(status),
+            punch_dial_started=self._extend_grace,
+            selected=lambda: self.selected is not None,
         )
         self.candidates = 0
         """How many connections reached the selectable point before the race ended."""
@@ -273,270 +171,29 @@ class Connector:
         """Something may still produce a connection: an attempt in progress, a candidate in
         its handshake, relay attempts waiting for their delay, a listener being retried.
         (Our listener alone does not count: the peer may have given up on it.)"""
-        return bool(
-            self._attempts
-            or self._connections
-            or self._held
-            or self._deferred_relays
-            or self._listen_retry is not None
-            or self._punch_retries
-        )
+        retrying = self._advertiser.listen_retry is not None
+        return bool(self._dialer.busy or self._connections or self._held or retrying)
 
-    # --- starting ---
+    # --- starting, hints ---
 
     def start(self) -> None:
         """Listen (when allowed), publish relay hints and connect to our own relay."""
         s = self._settings
         if not s.no_listen and s.tor is None:
-            self._start_listener()
+            self._advertiser.start()
         if s.relay_hints:
             self._owner.send_hints([encode_hint(h) for h in s.relay_hints])
-            self._use_hints(list(s.relay_hints))
-
-    def _start_listener(self, attempt: int = 0) -> None:
-        self._listen_retry = None
-        network = self._settings.network
-        interface = network.listen_interface or ""
-        factory = _InboundFactory(self)
-        if self._dual_stack:
-            d: Deferred[Any] = maybeDeferred(
-                punch.listen,
-                self._reactor,
-                factory,
-                network.listen_port,
-                interface,
-                reuse_port=self._punch,
-                backlog=LISTEN_BACKLOG,
-            )
-        else:
-            d = listen(self._reactor, network.listen_port, interface, factory)
-        d.addCallback(self._listening)
-
-        def failed(f: Failure) -> None:
-            # A fixed port may still be held by the previous generation's listener, whose
-            # socket closes a reactor turn after stopListening(): try again shortly.
-            if (
-                f.check(CannotListenError)  # type: ignore[no-untyped-call]
-                and network.listen_port
-                and attempt < LISTEN_RETRIES
-                and not self._finished
-            ):
-                self._listen_retry = self._reactor.callLater(
-                    LISTEN_RETRY_DELAY, self._start_listener, attempt + 1
-                )
-                return
-            _log.failure("dilation listener failed", f)
-
-        d.addErrback(failed)
-
-    def _listening(self, port: IListeningPort) -> Deferred[Any]:
-        self._listeners.append(port)
-        if self._finished:  # selected or stopped while the listener was starting
-            self._close_others(keep=self.selected)
-            return succeed(None)
-        self._listen_port = port.getHost().port  # type: ignore[attr-defined]
-        return self._publish_direct_hints(port)
+            self._dialer.use_hints(list(s.relay_hints))
 
     def network_changed(self) -> None:
         """The host's addresses or routes changed while this generation connects: direct
-        hints for addresses found now and not published yet go to the peer (the listener
-        takes every address, so they work at once). Nothing before the listener is up, nor
-        after selection."""
-        if self._finished or not self._listeners or self._listen_port is None:
-            return
-        self._publish_direct_hints(self._listeners[-1])
-
-    def _publish_direct_hints(self, port: IListeningPort) -> Deferred[Any]:
-        """Discover our addresses and publish each direct (and punched) hint once."""
-        assert self._listen_port is not None
-        portnum = self._settings.network.hint_port or self._listen_port
-        d = self._find_addresses()
-
-        def publish(addresses: Sequence[str]) -> None:
-            if port not in self._listeners:
-                return  # stopped meanwhile
-            hints: list[Hint] = [DirectTCPV1Hint(a, portnum, 0.0) for a in addresses]
-            if self._punch:
-                public = self._settings.public_addresses
-                punched = punch.punched_hints(public, portnum, addresses)
-                if punched:
-                    self._punch_marks.append(self._reactor.seconds())
-                hints.extend(punched)
-            fresh = [h for h in hints if h not in self._published]
-            self._published.update(fresh)
-            if fresh:
-                self.events.listener_ready(fresh)
-
-        d.addCallback(publish)
-        d.addErrback(lambda f: _log.failure("address discovery failed", f))
-        return d
-
-    def _find_addresses(self) -> Deferred[Sequence[str]]:
-        configured = self._settings.network.hint_addresses
-        if configured is not None:
-            return succeed(configured)
-        pool = getattr(self._reactor, "getThreadPool", None)
-        # IPv6 addresses only where the listener takes IPv6 (no interface, or an IPv6 one)
-        ipv6 = self._dual_stack and ":" in (self._settings.network.listen_interface or ":")
-        find = _find_addresses_with_ipv6 if ipv6 else ipaddrs.find_addresses
-        if pool is None:
-            return succeed(_usable_addresses(find()))
-        d: Deferred[list[str]] = deferToThreadPool(self._reactor, pool(), find)
-        return d.addCallback(_usable_addresses)
-
-    # --- peer hints ---
+        hints for addresses found now and not published yet go to the peer. Nothing before
+        the listener is up, nor after selection."""
+        self._advertiser.network_changed()
 
     def got_hints(self, hints: list[Hint]) -> None:
         """Hints arrived from the peer (the manager filters stale generations)."""
         self.events.hints_received(hints)
-
-    def _use_hints(self, hints: list[Hint]) -> None:
-        s = self._settings
-        status: list[DilationHint] = []
-        direct = sorted(
-            (h for h in hints if not isinstance(h, RelayV1Hint)), key=lambda h: -h.priority
-        )
-        fresh = relays_to_dial((h for h in hints if isinstance(h, RelayV1Hint)), self._used_relays)
-        if s.tor is not None:  # WebSocket relays are not dialed through Tor
-            fresh = [h for h in fresh if not isinstance(h, WebSocketHint)]
-        made_direct = False
-        for d in direct:
-            if isinstance(d, TorTCPV1Hint) and s.tor is None:
-                continue
-            status.append(DilationHint(hint_url(d), True))
-            self._attempt(d, via_relay=False)
-            made_direct = True
-        self._used_relays.update(fresh)
-        status.extend(DilationHint(hint_url(h), False) for h in fresh)
-        if made_direct and not s.no_listen and not self._relays_started:
-            self._deferred_relays.extend(fresh)
-            if self._relay_timer is None:
-                self._relay_timer = self._reactor.callLater(s.relay_delay, self._start_relays)
-        else:
-            for h in fresh:
-                self._attempt(h, via_relay=True)
-        if status:
-            self._owner.hint_status(status)
-
-    def _start_relays(self) -> None:
-        """Relay attempts begin after the delay, or once every direct attempt has failed."""
-        if self._relay_timer is not None and self._relay_timer.active():
-            self._relay_timer.cancel()
-        self._relay_timer = None
-        self._relays_started = True
-        pending, self._deferred_relays = self._deferred_relays, []
-        for h in pending:
-            self._attempt(h, via_relay=True)
-
-    def _attempt(
-        self, hint: RelayEndpoint, *, via_relay: bool, first_try: float | None = None
-    ) -> None:
-        s = self._settings
-        timeout = (
-            min(s.handshake_timeout, RELAY_CONNECT_TIMEOUT) if via_relay else s.handshake_timeout
-        )
-        endpoint: IStreamClientEndpoint
-        binding = None
-        # a direct TCP dial, when hole punching may bind it to the listening port
-        punchable: TCPHint | None = None
-        if self._punch and not via_relay and self._listen_port:
-            punchable = None if isinstance(hint, WebSocketHint) else hint
-            if punchable is not None:
-                binding = punch.dial_binding(
-                    punchable, self._listen_port, s.network.listen_interface or None
-                )
-        if isinstance(hint, WebSocketHint):
-            host, port, path = websocket_address(hint)
-            endpoint = WebSocketClientEndpoint(
-                self._reactor, host, port, path, secure=hint.secure, timeout=timeout
-            )
-        elif s.tor is not None:
-            endpoint = s.tor.stream_via(hint.hostname, hint.port)
-        elif binding is not None:
-            endpoint = TCP4ClientEndpoint(  # IP literals of either family; see selection.punch
-                self._reactor,
-                hint.hostname,
-                hint.port,
-                timeout=s.handshake_timeout,
-                bindAddress=binding,
-            )
-        else:
-            endpoint = _tcp_client_endpoint(self._reactor, hint, timeout)
-        relay_line = None
-        if via_relay:
-            relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
-        elif first_try is None:  # a punch retry is still the same outstanding attempt
-            self._direct_outstanding += 1
-        started = self._reactor.seconds() if first_try is None else first_try
-        log = self._attempt_log
-        attempt = None
-        if log is not None:
-            attempt = log.started(_hint_type(hint, via_relay), "outbound")
-        factory = _OutboundFactory(
-            self,
-            describe_outbound(hint, via_relay=via_relay, tor=s.tor is not None),
-            not via_relay,
-            relay_line,
-            attempt,
-            hint if via_relay else None,
-        )
-        d = endpoint.connect(factory)
-        self._attempts.add(d)
-        if binding is not None and punchable is not None and punch.is_punched(punchable):
-            self._punching.add(d)
-            self._punch_marks.append(self._reactor.seconds())
-            self._extend_grace()
-
-        def done(result: object) -> None:
-            self._attempts.discard(d)
-            self._punching.discard(d)
-            if isinstance(result, Failure):
-                if log is not None and attempt is not None:
-                    log.connect_failed(attempt, result)
-                retrying = (
-                    binding is not None
-                    and punchable is not None
-                    and punch.worth_retrying(punchable, result)
-                    and self._retry_punch(punchable, started)
-                )
-                if not via_relay and not retrying:
-                    self._direct_attempt_over()
-                _log.debug(
-                    "attempt {desc} failed: {why}",
-                    desc=factory.description,
-                    why=result.getErrorMessage(),
-                )
-
-        d.addBoth(done)
-
-    def _retry_punch(self, hint: TCPHint, started: float) -> bool:
-        """Dial ``hint`` from the listening port again shortly, if still within the punch
-        window (the peer's SYN may not have opened its NAT yet); whether it will be."""
-        if self._finished or self._reactor.seconds() - started >= punch.PUNCH_WINDOW:
-            return False
-
-        def again() -> None:
-            self._punch_retries.discard(timer)
-            if self._finished:
-                return
-            self._attempt(hint, via_relay=False, first_try=started)
-
-        timer = self._reactor.callLater(punch.PUNCH_RETRY_DELAY, again)
-        self._punch_retries.add(timer)
-        return True
-
-    def _relay_grace(self) -> float:
-        """How long from now the Leader holds a relay candidate: ``direct_grace``; while a
-        punched dial is under way, until ``punch.PUNCH_GRACE`` after the later of our
-        punched hints' publication and the latest punched dial's start (the peer's SYN
-        follows our hints; ours follows its hints), if that is later."""
-        now: float = self._reactor.seconds()
-        held = self._held_since if self._held_since is not None else now
-        until = held + self._settings.direct_grace
-        if self._punching or self._punch_retries:
-            since = max(self._punch_marks, default=held)
-            until = max(until, since + punch.PUNCH_GRACE)
-        return max(0.0, until - now)
 
     def _extend_grace(self) -> None:
         """A punched dial started while a relay candidate is held: hold it longer if the
@@ -544,13 +201,8 @@ class Connector:
         timer = self._grace_timer
         if timer is None or not timer.active():
             return
-        if self._reactor.seconds() + self._relay_grace() > timer.getTime():
-            timer.reset(self._relay_grace())
-
-    def _direct_attempt_over(self) -> None:
-        self._direct_outstanding -= 1
-        if self._direct_outstanding <= 0 and self._deferred_relays and self.selected is None:
-            self._start_relays()
+        if self._reactor.seconds() + self._dialer.relay_grace(self._held_since) > timer.getTime():
+            timer.reset(self._dialer.relay_grace(self._held_since))
 
     # --- connections (ICandidateOwner) ---
 
@@ -583,25 +235,8 @@ class Connector:
             self._attempt_of[p] = attempt
         return p
 
-    def _inbound_attempt(self) -> Attempt | None:
-        log = self._attempt_log
-        return log.started("direct-tcp-v1", "inbound") if log is not None else None
-
-    def _admit_inbound(self, connection: DilatedConnectionProtocol) -> None:
-        """Hold a connection our listener accepted; close the oldest beyond the cap."""
-        cap = self._unauthenticated
-        first = cap.evicted == 0
-        for old in cap.admit(connection):
-            if first:
-                first = False
-                _log.info(
-                    "listener holds {n} unauthenticated connections: closing the oldest",
-                    n=cap.limit,
-                )
-            old.abort()
-
     def candidate_ready(self, connection: Any) -> None:
-        self._unauthenticated.discard(connection)
+        self._advertiser.unauthenticated.discard(connection)
         attempt = self._attempt_of.get(connection)
         if attempt is not None and self._attempt_log is not None:
             self._attempt_log.ready(attempt)
@@ -627,13 +262,13 @@ class Connector:
         direct candidate is in its handshake. (If not, a relay candidate is taken at once:
         holding it would only widen the window in which a flaky link can cut it.)"""
         return bool(
-            self._listeners
-            or self._direct_outstanding > 0
+            self._advertiser.listeners
+            or self._dialer.direct_outstanding > 0
             or any(c.is_direct for c in self._connections)
         )
 
     def candidate_failed(self, connection: Any, reason: str) -> None:
-        self._unauthenticated.discard(connection)
+        self._advertiser.unauthenticated.discard(connection)
         self._considering.discard(connection)
         self._connections.discard(connection)
         self._relay_of.pop(connection, None)
@@ -642,7 +277,7 @@ class Connector:
             self._attempt_log.closed(attempt, reason)
         _log.debug("candidate {desc} closed: {reason}", desc=connection.description, reason=reason)
         if connection.is_direct and connection.description.startswith("->"):
-            self._direct_attempt_over()
+            self._dialer.direct_attempt_over()
         if connection in self._held:
             self._held.remove(connection)
             if not self._held:
@@ -655,21 +290,13 @@ class Connector:
         if self._attempt_log is not None:
             self._attempt_log.race_over(self._attempt_of.values())
             self._attempt_of.clear()
-        for port in self._listeners:
-            port.stopListening()
-        self._listeners.clear()
-        self._unauthenticated.clear()
-        for d in list(self._attempts):
-            d.cancel()
-        self._attempts.clear()
-        timers = (self._relay_timer, self._grace_timer, self._listen_retry, *self._punch_retries)
-        for timer in timers:
-            if timer is not None and timer.active():
-                timer.cancel()
-        self._relay_timer = self._grace_timer = self._listen_retry = None
-        self._punch_retries.clear()
-        self._punching.clear()
-        self._deferred_relays.clear()
+        self._advertiser.stop_listening()
+        self._dialer.cancel_attempts()
+        if self._grace_timer is not None and self._grace_timer.active():
+            self._grace_timer.cancel()
+        self._grace_timer = None
+        self._advertiser.cancel_retry()
+        self._dialer.cancel_timers()
         for c in {*self._connections, *self._held}:
             if c is not keep:
                 c.abort()
@@ -697,66 +324,6 @@ class Connector:
         connection.deliver_held()
 
 
-def _hint_type(hint: RelayEndpoint, via_relay: bool) -> str:
-    """The telemetry hint type of an outbound attempt (never its address)."""
-    if via_relay:
-        return "relay-v1"
-    return "tor-tcp-v1" if isinstance(hint, TorTCPV1Hint) else "direct-tcp-v1"
-
-
-def _find_addresses_with_ipv6() -> list[str]:
-    """Stock's IPv4 discovery and our IPv6 one (blocking: run in a thread)."""
-    return [*ipaddrs.find_addresses(), *ipv6_addresses()]
-
-
-def _usable_addresses(addresses: Iterable[str]) -> list[str]:
-    """Stock's rule: advertise non-loopback addresses, or loopback only if it is all we have."""
-    found = list(addresses)
-    non_loopback = [a for a in found if a not in ("127.0.0.1", "::1")]
-    return non_loopback or found
-
-
-class _OutboundFactory(ClientFactory):
-    noisy = False  # one factory per attempt: no "Starting/Stopping factory" log lines
-
-    def __init__(
-        self,
-        connector: Connector,
-        description: str,
-        is_direct: bool,
-        relay_line: bytes | None,
-        attempt: Attempt | None,
-        relay: RelayEndpoint | None = None,
-    ) -> None:
-        self.connector = connector
-        self.description = description
-        self.is_direct = is_direct
-        self.relay_line = relay_line
-        self.attempt = attempt
-        self.relay = relay
-
-    def buildProtocol(self, addr: object) -> DilatedConnectionProtocol:
-        p = self.connector.build_protocol(
-            self.description, self.is_direct, self.relay_line, self.attempt, self.relay
-        )
-        p.factory = self
-        return p
-
-
-class _InboundFactory(ServerFactory):
-    noisy = False  # one listener per generation: no "Starting/Stopping factory" log lines
-
-    def __init__(self, connector: Connector) -> None:
-        self.connector = connector
-
-    def buildProtocol(self, addr: object) -> DilatedConnectionProtocol:
-        c = self.connector
-        p = c.build_protocol(describe_inbound(addr), True, None, c._inbound_attempt())
-        p.factory = self
-        c._admit_inbound(p)
-        return p
-
-
 def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
     b = TypeMachineBuilder(ConnectorEvents, Connector)
     connecting = b.state("connecting")
@@ -773,7 +340,7 @@ def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
     @connecting.upon(E.hints_received).loop()
     @holding.upon(E.hints_received).loop()
     def use_hints(events: ConnectorEvents, c: Connector, hints: list[Hint]) -> None:
-        c._use_hints(hints)
+        c._dialer.use_hints(hints)
 
     @connecting.upon(E.decisive_candidate).to(connected)
     @holding.upon(E.decisive_candidate).to(connected)
@@ -786,7 +353,9 @@ def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
     def hold(events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol) -> None:
         c._held.append(connection)
         c._held_since = c._reactor.seconds()
-        c._grace_timer = c._reactor.callLater(c._relay_grace(), events.grace_expired)
+        c._grace_timer = c._reactor.callLater(
+            c._dialer.relay_grace(c._held_since), events.grace_expired
+        )
 
     @holding.upon(E.tentative_candidate).loop()
     def hold_another(

@@ -1,0 +1,79 @@
+"""L3: what a :class:`~txdilation.selection.connector.Connector` is given and reports to.
+
+:class:`ConnectorSettings` is everything a connector needs besides its collaborators (the
+same for every generation but ``public_addresses``); :class:`IConnectorOwner` is what it
+reports to (the Manager). Both are re-exported by :mod:`txdilation.selection.connector`, where
+callers import them; they live here so that the connector's parts
+(:mod:`~txdilation.selection.advertise`, :mod:`~txdilation.selection.dialing`) read the settings
+without importing the connector.
+
+Invariants: settings are immutable; the defaults are stock's timing (``RELAY_DELAY``: relay
+dials wait that long for direct ones; ``DIRECT_GRACE``: how long the Leader holds a relay
+candidate for a direct one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from typing import Protocol as TypingProtocol
+
+from wormhole._status import DilationHint
+
+from txdilation.link.connection import DilatedConnectionProtocol
+from txdilation.selection.hints import RelayV1Hint
+from txdilation.selection.relays import RelayUsed
+from txdilation.settings import NetworkSettings
+from txdilation.wire.contracts import IRecordSink
+from txdilation.wire.limits import (
+    DEFAULT_HANDSHAKE_TIMEOUT,
+    DEFAULT_MAX_RECORD_SIZE,
+    DEFAULT_MAX_UNAUTHENTICATED,
+)
+from txdilation.wire.roles import Role
+
+__all__ = ["DIRECT_GRACE", "RELAY_DELAY", "ConnectorSettings", "IConnectorOwner"]
+
+RELAY_DELAY = 2.0
+DIRECT_GRACE = 0.25
+
+
+class IConnectorOwner(TypingProtocol):
+    """What a connector reports to (the Manager)."""
+
+    def send_hints(self, hints: list[dict[str, Any]]) -> None:
+        """Publish these hint dicts to the peer in one ``connection-hints`` message."""
+
+    def hint_status(self, hints: list[DilationHint]) -> None:
+        """These hints are being tried (for DilationStatus.hints)."""
+
+    def link_for(self, connection: DilatedConnectionProtocol) -> IRecordSink:
+        """The record sink (the selected link) for the connection being selected."""
+
+    def connector_connection_made(
+        self, link: Any, candidates: int, relay: RelayUsed | None = None
+    ) -> None:
+        """The generation's connection was selected; ``link`` is what ``link_for`` gave for
+        it, ``candidates`` how many connections reached the selectable point, ``relay`` the
+        relay endpoint that carries it (None: direct)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectorSettings:
+    """Everything a connector needs besides its collaborators (``public_addresses``: what the
+    mailbox server last told us it sees, ``your-address``; the rest is the same for every
+    generation)."""
+
+    role: Role
+    dilation_key: bytes
+    side: str
+    relay_hints: tuple[RelayV1Hint, ...] = ()
+    no_listen: bool = False
+    tor: Any = None
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    relay_delay: float = RELAY_DELAY
+    direct_grace: float = DIRECT_GRACE
+    max_record_size: int = DEFAULT_MAX_RECORD_SIZE
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
+    public_addresses: tuple[str, ...] = ()
