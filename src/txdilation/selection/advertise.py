@@ -194,9 +194,14 @@ class Advertiser:
         d: Deferred[list[str]] = deferToThreadPool(self._reactor, pool(), find)
         return d.addCallback(_usable_addresses)
 
-    def _inbound_attempt(self) -> Attempt | None:
+    def accepted(self, addr: object) -> DilatedConnectionProtocol:
+        """The L2 protocol for a connection our listener accepted from ``addr`` (one inbound
+        telemetry attempt), held among the unauthenticated ones."""
         log = self._attempt_log
-        return log.started("direct-tcp-v1", "inbound") if log is not None else None
+        attempt = log.started("direct-tcp-v1", "inbound") if log is not None else None
+        connection = self._accept(describe_inbound(addr), attempt)
+        self._admit(connection)
+        return connection
 
     def _admit(self, connection: DilatedConnectionProtocol) -> None:
         """Hold a connection our listener accepted; close the oldest beyond the cap."""
@@ -246,8 +251,6 @@ class _InboundFactory(ServerFactory):
         self.advertiser = advertiser
 
     def buildProtocol(self, addr: object) -> DilatedConnectionProtocol:
-        a = self.advertiser
-        p = a._accept(describe_inbound(addr), a._inbound_attempt())
+        p = self.advertiser.accepted(addr)
         p.factory = self
-        a._admit(p)
         return p

@@ -201,8 +201,9 @@ class Connector:
         timer = self._grace_timer
         if timer is None or not timer.active():
             return
-        if self._reactor.seconds() + self._dialer.relay_grace(self._held_since) > timer.getTime():
-            timer.reset(self._dialer.relay_grace(self._held_since))
+        grace = self._dialer.relay_grace(self._held_since)
+        if self._reactor.seconds() + grace > timer.getTime():
+            timer.reset(grace)
 
     # --- connections (ICandidateOwner) ---
 
