@@ -82,6 +82,7 @@ from txdilation.wire.errors import (
     NormalCloseUsedOnHalfCloseable,
     RecordError,
 )
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import (
     KCM,
     Ack,
@@ -281,7 +282,7 @@ class _Sink:
     def got_record(self, record: Record) -> None:
         self.records.append(record)
 
-    def connection_lost(self, connection: Any, reason: str) -> None:
+    def connection_lost(self, connection: Any, reason: LinkLoss) -> None:
         self.lost.append(reason)
 
 
@@ -289,14 +290,14 @@ class _Owner:
     def __init__(self, auto_select: bool, sink: _Sink) -> None:
         self.auto_select = auto_select
         self.sink = sink
-        self.failed: list[str] = []
+        self.failed: list[LinkLoss] = []
 
     def candidate_ready(self, connection: DilatedConnectionProtocol) -> None:
         if self.auto_select:
             connection.events.select(self.sink)
             connection.deliver_held()
 
-    def candidate_failed(self, connection: Any, reason: str) -> None:
+    def candidate_failed(self, connection: Any, reason: LinkLoss) -> None:
         self.failed.append(reason)
 
 
@@ -476,7 +477,7 @@ def connector(t: SynchronousTestCase, src: Source) -> None:
                 c.candidate_ready(cand)
             case 2 if candidates:
                 cand = src.pick(candidates)
-                c.candidate_failed(cand, "gone")
+                c.candidate_failed(cand, LinkLoss(Cause.DROPPED, "gone"))
                 failed.add(id(cand))
             case 3:
                 hint = DirectTCPV1Hint("127.0.0.1", 4000 + src.below(5))
@@ -516,7 +517,9 @@ class _Connection(FakeDilatedConnection):
     def _report(self) -> None:
         if not self._reported:
             self._reported = True
-            self._clock.callLater(0, self.link.connection_lost, self, "closed")
+            self._clock.callLater(
+                0, self.link.connection_lost, self, LinkLoss(Cause.CLOSED, "closed")
+            )
 
     def disconnect(self) -> None:
         super().disconnect()
@@ -526,7 +529,7 @@ class _Connection(FakeDilatedConnection):
         super().abort()
         self._report()
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: LinkLoss) -> None:
         self.abort()
 
 
@@ -601,7 +604,7 @@ def manager(t: SynchronousTestCase, src: Source) -> None:
                 m.connector_connection_made(link, 1)
             case 5 if connections:
                 connection, link = src.pick(connections)
-                link.connection_lost(connection, "fuzz")  # type: ignore[arg-type]
+                link.connection_lost(connection, LinkLoss(Cause.DROPPED, "fuzz"))  # type: ignore[arg-type]
             case 6 if m.link is not None:
                 m.link.got_record(record(src))
             case 7:

@@ -25,6 +25,7 @@ from txdilation.selection.connector import Connector, ConnectorSettings
 from txdilation.selection.hints import DirectTCPV1Hint, RelayV1Hint
 from txdilation.settings import NetworkSettings
 from txdilation.telemetry import Telemetry
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 RELAY = RelayV1Hint((DirectTCPV1Hint("127.0.0.1", 4001),))
@@ -119,7 +120,7 @@ class TimingTests(SynchronousTestCase):
         c = Connector(settings, owner=owner, reactor=reactor)
         lost, kept = FakeCandidate("<-tcp:a:1", True), FakeCandidate("<-tcp:b:2", True)
         c.candidate_ready(lost)
-        c.candidate_failed(lost, "gone")
+        c.candidate_failed(lost, LinkLoss(Cause.DROPPED, "gone"))
         c.candidate_ready(kept)
         self.assertEqual(owner.made, [])
         reactor.advance(0)
@@ -170,7 +171,7 @@ class SelectionPolicyTests(SynchronousTestCase):
         c.start()
         relay = FakeCandidate("->relay:tcp:x:1", False)
         c.candidate_ready(relay)
-        c.candidate_failed(relay, "gone")
+        c.candidate_failed(relay, LinkLoss(Cause.DROPPED, "gone"))
         clock.advance(1)
         self.assertEqual(owner.made, [])
         later = FakeCandidate("<-tcp:z:3", True)
@@ -637,10 +638,10 @@ class AttemptLogTests(SynchronousTestCase):
             log.connected(attempt)
             clock.advance(2)
             log.ready(attempt)
-            log.closed(attempt, "Connection was closed cleanly.")
+            log.closed(attempt, LinkLoss(Cause.CLOSED, "Connection was closed cleanly."))
             clock.advance(wait)
             log.race_over()
-            log.closed(attempt, "Connection was closed cleanly.")
+            log.closed(attempt, LinkLoss(Cause.CLOSED, "Connection was closed cleanly."))
             log.selected(attempt)
             self.assertEqual(outcomes(records), [(1, "relay-v1", "outbound", expected)])
             self.assertEqual(

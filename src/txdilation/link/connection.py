@@ -22,6 +22,9 @@ Invariants:
   to the sink, in order, once the owner has taken the connection (stock's rule, for either
   role: records arriving with the KCM are kept and delivered after selection);
 - any :class:`~txdilation.wire.errors.DilationProtocolError` drops this connection only;
+- a connection ends with one typed reason (:class:`~txdilation.wire.reasons.LinkLoss`): the
+  first one given to ``fail``, else what its transport's end says (:func:`transport_loss`);
+  the owner (before selection) or the sink (after) hears it once;
 - once aborted (by us, or by ``fail``) no record is delivered any more, not even the rest of
   the read being processed: an abandoned connection feeds the sink nothing;
 - an unselected connection that does not get selected within ``handshake_timeout`` seconds is
@@ -47,6 +50,7 @@ from typing import Any
 from typing import Protocol as TypingProtocol
 
 from automat import TypeMachineBuilder
+from twisted.internet.error import ConnectionClosed, ConnectionDone
 from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
@@ -65,6 +69,7 @@ from txdilation.wire.contracts import ICandidateOwner, IDilatedConnection, IReco
 from txdilation.wire.errors import DilationProtocolError, FramingError
 from txdilation.wire.limits import DEFAULT_HANDSHAKE_TIMEOUT
 from txdilation.wire.machines import complete, inert
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import (
     KCM,
     Record,
@@ -105,12 +110,27 @@ class L2Events(TypingProtocol):
     def select(self, sink: IRecordSink) -> None:
         """The connector chose this connection: deliver records to ``sink`` from now on."""
 
-    def lost(self, reason: str) -> None:
+    def lost(self, reason: LinkLoss) -> None:
         """The TCP connection is gone."""
 
 
 def _noop(*args: object) -> None:
     return None
+
+
+def transport_loss(reason: Failure | None) -> LinkLoss:
+    """Why a transport ended, from the reason Twisted gave ``connectionLost``: a clean close
+    (``ConnectionDone``, or no reason), a lost or aborted connection (any other
+    ``ConnectionClosed``), or another error; the message is Twisted's."""
+    if reason is None:
+        return LinkLoss(Cause.CLOSED, "closed")
+    if reason.check(ConnectionDone):  # type: ignore[no-untyped-call]
+        cause = Cause.CLOSED
+    elif reason.check(ConnectionClosed):  # type: ignore[no-untyped-call]
+        cause = Cause.DROPPED
+    else:
+        cause = Cause.TRANSPORT_FAILED
+    return LinkLoss(cause, reason.getErrorMessage())
 
 
 _CLOSED: L2Events = inert(L2Events)
@@ -151,7 +171,7 @@ class DilatedConnectionProtocol(Protocol):
         self._nominated = False
         #: records that followed the peer's KCM before we were selected
         self._held: list[Record] | None = None
-        self._failed_reason: str | None = None
+        self._failed_reason: LinkLoss | None = None
         self._reading = True  # False once failed or aborted: later bytes are not looked at
         self.events: L2Events = l2_machine(self)
 
@@ -196,11 +216,11 @@ class DilatedConnectionProtocol(Protocol):
                 elif type(event) is RelayAccepted:
                     self.events.relay_accepted()
         except DilationProtocolError as e:
-            self.fail(f"{type(e).__name__}: {e}")
+            self.fail(LinkLoss(Cause.PROTOCOL_ERROR, f"{type(e).__name__}: {e}"))
 
     def connectionLost(self, reason: Failure | None = None) -> None:
         self._open = False
-        why = self._failed_reason or (reason.getErrorMessage() if reason else "closed")
+        why = self._failed_reason or transport_loss(reason)
         self.events.lost(why)
         # Break the cycles (machine <-> protocol, the bound frame handler) and drop the
         # transport and sink: a dead connection, its buffers and its Noise session are freed
@@ -281,7 +301,7 @@ class DilatedConnectionProtocol(Protocol):
         try:
             parts = self._encrypted(record)
         except DilationProtocolError as e:
-            self.fail(f"cannot send {type(record).__name__}: {e}")
+            self.fail(LinkLoss(Cause.PROTOCOL_ERROR, f"cannot send {type(record).__name__}: {e}"))
             return
         if self._open and self.transport is not None:
             self.transport.writeSequence(parts)
@@ -296,7 +316,7 @@ class DilatedConnectionProtocol(Protocol):
             for record in records:
                 parts += encrypted(record)
         except DilationProtocolError as e:
-            self.fail(f"cannot send records: {e}")
+            self.fail(LinkLoss(Cause.PROTOCOL_ERROR, f"cannot send records: {e}"))
             return
         if parts:
             self.transport.writeSequence(parts)
@@ -339,18 +359,24 @@ class DilatedConnectionProtocol(Protocol):
         connections without one first)."""
         return self._framer.framing
 
-    def fail(self, reason: str) -> None:
-        """Drop this connection because of ``reason`` (logged once)."""
+    def fail(self, reason: LinkLoss) -> None:
+        """Drop this connection because of ``reason`` (logged once; the first reason is the
+        one the owner or sink hears)."""
         if self._failed_reason is None:
             self._failed_reason = reason
             _log.info(
-                "dropping L2 connection {desc}: {reason}", desc=self.description, reason=reason
+                "dropping L2 connection {desc}: {reason}",
+                desc=self.description,
+                reason=reason.message,
+                cause=reason.cause.value,
             )
         self.abort()
 
     def _timed_out(self) -> None:
         self._timer = None
-        self.fail(f"not selected within {self._handshake_timeout:g}s")
+        self.fail(
+            LinkLoss(Cause.HANDSHAKE_TIMEOUT, f"not selected within {self._handshake_timeout:g}s")
+        )
 
     def _cancel_timer(self) -> None:
         if self._timer is not None and self._timer.active():
@@ -408,17 +434,19 @@ def _build_l2_machine() -> Callable[[DilatedConnectionProtocol], L2Events]:
 
     @nominated.upon(L2Events.kcm_received).to(nominated)
     def second_kcm(events: L2Events, c: DilatedConnectionProtocol) -> None:
-        c.fail("second KCM before selection")
+        c.fail(LinkLoss(Cause.PROTOCOL_ERROR, "second KCM before selection"))
 
     for state in (idle, relaying, prologuing, handshaking, confirming, nominated):
 
         @state.upon(L2Events.lost).to(closed)
-        def lost_candidate(events: L2Events, c: DilatedConnectionProtocol, reason: str) -> None:
+        def lost_candidate(
+            events: L2Events, c: DilatedConnectionProtocol, reason: LinkLoss
+        ) -> None:
             c._cancel_timer()
             c._owner.candidate_failed(c, reason)
 
     @selected.upon(L2Events.lost).to(closed)
-    def lost_selected(events: L2Events, c: DilatedConnectionProtocol, reason: str) -> None:
+    def lost_selected(events: L2Events, c: DilatedConnectionProtocol, reason: LinkLoss) -> None:
         assert c._sink is not None
         c._sink.connection_lost(c, reason)
 
@@ -426,7 +454,7 @@ def _build_l2_machine() -> Callable[[DilatedConnectionProtocol], L2Events]:
     # broke the protocol. They drop the connection (or are ignored once closed) instead of
     # raising NoTransition into the reactor.
     def reject(event: Callable[..., None]) -> Callable[..., None]:
-        why = _REJECTED[event.__name__]
+        why = LinkLoss(Cause.PROTOCOL_ERROR, _REJECTED[event.__name__])
 
         def rejected(events: L2Events, c: DilatedConnectionProtocol, *args: object) -> None:
             c.fail(why)

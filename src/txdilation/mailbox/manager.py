@@ -63,6 +63,7 @@ from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.telemetry import Telemetry
 from txdilation.wire.errors import OldPeerCannotDilateError
+from txdilation.wire.reasons import LinkLoss
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 __all__ = ["DILATION_VERSIONS", "DilatedWormhole", "Manager"]
@@ -374,11 +375,16 @@ class Manager:
 
     # --- LinkOwner (the selected link) ---
 
-    def link_lost(self, link: SelectedLink, reason: str) -> None:
+    def link_lost(self, link: SelectedLink, reason: LinkLoss) -> None:
         c = self._core
         if link is not c.link:
             return
-        _log.info("dilated connection {desc} lost: {reason}", desc=link.description, reason=reason)
+        _log.info(
+            "dilated connection {desc} lost: {reason}",
+            desc=link.description,
+            reason=reason.message,
+            cause=reason.cause.value,
+        )
         c.link = None
         self._losses.lost(link, reason)
         self._mux.connection_lost()

@@ -42,11 +42,13 @@ from txdilation.mailbox.messages import LINK_LOST, Outbox, build_please
 from txdilation.mailbox.status import StatusReporter
 from txdilation.selection.connector import Connector, ConnectorSettings
 from txdilation.selection.hints import Hint
+from txdilation.selection.liveness import SILENCE
 from txdilation.selection.selected import SelectedLink
 from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.telemetry import Telemetry
 from txdilation.wire.machines import complete
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,6 +61,12 @@ ABORT_AFTER_DISCONNECT = 1.0
 GENERATION_RETRY = 1.0
 GENERATION_RETRY_MAX = 60.0
 MAX_EARLY_HINTS = 64  # hints kept from a peer whose please came before we could start
+
+#: why we drop the selected link when the peer says it is dead
+FOLLOWER_REPORT = LinkLoss(
+    Cause.PEER_REPORT, "peer report: the Follower says this connection is dead"
+)
+LEADER_REPORT = LinkLoss(Cause.PEER_REPORT, "peer report: the Leader asked to reconnect")
 
 _log = Logger(namespace="txdilation.mailbox.manager_lifecycle")
 
@@ -318,7 +326,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     @peer_leaving.upon(E.link_silent).loop()
     def give_up_link(events: ManagerEvents, c: ManagerCore) -> None:
         if c.link is not None:
-            c.link.fail("peer silent for 1.5 ping intervals")
+            c.link.fail(SILENCE)
 
     @stopping.upon(E.link_silent).loop()
     def give_up_draining(events: ManagerEvents, c: ManagerCore, deadline: IDelayedCall) -> None:
@@ -329,12 +337,12 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         if generation != c.reconnectings:
             _log.debug("ignoring 'link-lost' for generation {g}", g=generation)
         elif c.link is not None:
-            c.link.fail("peer report: the Follower says this connection is dead")
+            c.link.fail(FOLLOWER_REPORT)
 
     @connected.upon(E.rx_reconnect).to(abandoning)
     def abandon(events: ManagerEvents, c: ManagerCore) -> None:
         if c.link is not None:
-            c.link.fail("peer report: the Leader asked to reconnect")
+            c.link.fail(LEADER_REPORT)
 
     @disconnected.upon(E.rx_reconnecting).to(connecting)
     def leader_reconnects(events: ManagerEvents, c: ManagerCore) -> None:

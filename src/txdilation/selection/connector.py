@@ -54,6 +54,7 @@ from txdilation.selection.relays import RelayUsed, relay_index, relay_transport
 from txdilation.telemetry import Telemetry
 from txdilation.wire.contracts import ICandidateOwner
 from txdilation.wire.machines import complete
+from txdilation.wire.reasons import LinkLoss
 from txdilation.wire.roles import LEADER, Role
 
 __all__ = [
@@ -268,7 +269,7 @@ class Connector:
             or any(c.is_direct for c in self._connections)
         )
 
-    def candidate_failed(self, connection: Any, reason: str) -> None:
+    def candidate_failed(self, connection: Any, reason: LinkLoss) -> None:
         self._advertiser.unauthenticated.discard(connection)
         self._considering.discard(connection)
         self._connections.discard(connection)
@@ -276,7 +277,12 @@ class Connector:
         attempt = self._attempt_of.pop(connection, None)
         if attempt is not None and self._attempt_log is not None:
             self._attempt_log.closed(attempt, reason)
-        _log.debug("candidate {desc} closed: {reason}", desc=connection.description, reason=reason)
+        _log.debug(
+            "candidate {desc} closed: {reason}",
+            desc=connection.description,
+            reason=reason.message,
+            cause=reason.cause.value,
+        )
         if connection.is_direct and connection.description.startswith("->"):
             self._dialer.direct_attempt_over()
         if connection in self._held:

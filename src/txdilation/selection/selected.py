@@ -13,13 +13,16 @@ Invariants:
   handler is logged and dropped (the L2 layer already refuses a KCM after selection);
 - any record is a sign of life (its arrival time is kept: ``last_received_at``); a link
   silent for 1.5 ping intervals is reported once to the
-  owner (``link_silent``), and the connection's end once (``link_lost``, with the reason), after
+  owner (``link_silent``), and the connection's end once (``link_lost``, with its typed
+  :class:`~txdilation.wire.reasons.LinkLoss`), after
   which nothing more is dispatched: the owner hears only those two, and ``on_alive(rtt)`` after
   each PING or PONG (status freshness);
 - L4 writes through the selected link (it is the ``IDilatedConnection`` L4 sees), so the
   :class:`~txdilation.selection.dead_path.DeadPathDetector` sees every sequenced record written
   and every ACK: a path whose records and then whose probe go unanswered is aborted at once
-  (reason ``probe unanswered ...``), never left through a drain (``abortConnection``);
+  (cause ``PROBE_UNANSWERED``), never left through a drain (``abortConnection``); after a
+  local network change, a connection bound to an address we lost is dropped at once and any
+  other is probed (cause ``NETWORK_CHANGE`` either way);
 - nothing here blocks or queues: records go straight through.
 """
 
@@ -37,6 +40,7 @@ from txdilation.selection.liveness import Liveness, PingTracker
 from txdilation.selection.netwatch import address_is_local
 from txdilation.selection.tcp_info import peer_tcp_alive
 from txdilation.wire.contracts import IDilatedConnection, IRecordSink
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import Ack, Close, Data, Open, Ping, Pong, Record
 
 _SEQUENCED = (Data, Open, Close)
@@ -66,8 +70,8 @@ Handler = Callable[[Any], object]
 class LinkOwner(Protocol):
     """What a selected link reports to (the Manager)."""
 
-    def link_lost(self, link: SelectedLink, reason: str) -> None:
-        """The connection is gone (for whatever reason). Called once."""
+    def link_lost(self, link: SelectedLink, reason: LinkLoss) -> None:
+        """The connection is gone, because of ``reason``. Called once."""
 
     def link_silent(self, link: SelectedLink) -> None:
         """Nothing arrived for 1.5 ping intervals. Called at most once."""
@@ -160,7 +164,7 @@ class SelectedLink:
             return
         handler(record)
 
-    def connection_lost(self, connection: IDilatedConnection, reason: str) -> None:
+    def connection_lost(self, connection: IDilatedConnection, reason: LinkLoss) -> None:
         if self._lost:
             return
         self._lost = True
@@ -216,12 +220,17 @@ class SelectedLink:
         longer have is dropped at once; any other is probed now."""
         host = _local_host(_transport(self.connection))
         if host is not None and not address_is_local(host):
-            self.fail(f"network change: our address {host} is gone")
+            self.fail(LinkLoss(Cause.NETWORK_CHANGE, f"network change: our address {host} is gone"))
         else:
-            self.dead_path.probe_now("network change")
+            self.dead_path.probe_now()
 
-    def _dead(self, reason: str) -> None:
-        _log.info("{link!r}: {reason}: abandoning it", link=self, reason=reason)
+    def _dead(self, reason: LinkLoss) -> None:
+        _log.info(
+            "{link!r}: {reason}: abandoning it",
+            link=self,
+            reason=reason.message,
+            cause=reason.cause.value,
+        )
         self.fail(reason)
 
     def send_app_ping(self, ping_id: bytes) -> None:
@@ -256,7 +265,7 @@ class SelectedLink:
         """No more liveness checks (the link is being closed on purpose)."""
         self._stop_checks()
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: LinkLoss) -> None:
         """Drop the connection now because of ``reason`` (logged by the L2 layer)."""
         self._stop_checks()
         self.connection.fail(reason)
