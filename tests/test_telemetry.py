@@ -56,6 +56,7 @@ def drive_everything(t: tm.Telemetry, clock: Clock) -> None:
     t.reconnecting()
     t.set_generation(2)
     t.recovered("direct", tm.noticed_by("network_error"), 0.5)
+    t.path_changed("relay", "direct", 1.5)
     t.traffic(10, 1000, 10, 100, 8, 800, 0, final=True)
     t.session_ended("happy")
 

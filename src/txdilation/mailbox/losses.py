@@ -33,6 +33,7 @@ LOST_REASON: Final[Mapping[Cause, str]] = MappingProxyType(
         Cause.PROBE_UNANSWERED: "probe_unanswered",
         Cause.NETWORK_CHANGE: "network_change",
         Cause.PEER_REPORT: "peer_report",
+        Cause.PATH_UPGRADE: "path_upgrade",
     }
 )
 """Each cause of a lost link as the telemetry names it (``telemetry.LOST_REASONS``)."""

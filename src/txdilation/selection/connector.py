@@ -168,6 +168,13 @@ class Connector:
         return self._settings.role
 
     @property
+    def upgrading(self) -> bool:
+        """After selecting a relayed link, this connector goes on looking for a direct path
+        (``path-upgrade-v1``, or reachability probes of a stock peer): the owner keeps it
+        until the link goes, and stops it then."""
+        return False
+
+    @property
     def busy(self) -> bool:
         """Something may still produce a connection: an attempt in progress, a candidate in
         its handshake, relay attempts waiting for their delay, a listener being retried.

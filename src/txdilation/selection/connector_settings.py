@@ -77,3 +77,9 @@ class ConnectorSettings:
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
     max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
     public_addresses: tuple[str, ...] = ()
+    #: the peer speaks ``path-upgrade-v1``: a relayed selection is only a start; direct
+    #: hints keep being tried and the link moves to the first direct connection that works
+    path_upgrade: bool = False
+    #: (Leader) hold relay candidates for ``direct_grace`` seconds while a direct one may
+    #: still come: the generation after a direct path proved to work with a stock peer
+    prefer_direct: bool = False

@@ -23,7 +23,12 @@ Invariants:
   (cause ``PROBE_UNANSWERED``), never left through a drain (``abortConnection``); after a
   local network change, a connection bound to an address we lost is dropped at once and any
   other is probed (cause ``NETWORK_CHANGE`` either way);
-- nothing here blocks or queues: records go straight through.
+- nothing here blocks or queues: records go straight through;
+- a link the wormhole moved away from (a path upgrade, ``retire``) is written to no more and
+  checked no more, but still dispatches what arrives on it (records already in flight, in
+  their order; L4 drops what the new link replays again) until it is aborted
+  :data:`RETIRE_GRACE` seconds later, or closed earlier by the peer. Its end is reported as any
+  link's; the owner knows it is no longer the current one.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -44,6 +49,12 @@ from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import Ack, Close, Data, Open, Ping, Pong, Record
 
 _SEQUENCED = (Data, Open, Close)
+
+#: Seconds a retired link stays open for what is still in flight on it: the peer moves to the
+#: new link within about one round trip of the old path, and anything still unacknowledged
+#: is replayed on the new link anyway.
+RETIRE_GRACE = 2.0
+RETIRED = LinkLoss(Cause.PATH_UPGRADE, "retired: the wormhole moved to another path")
 
 
 def _transport(connection: Any) -> Any:
@@ -59,7 +70,7 @@ def _local_host(transport: Any) -> str | None:
     return host if isinstance(host, str) else None
 
 
-__all__ = ["LinkOwner", "SelectedLink"]
+__all__ = ["RETIRE_GRACE", "LinkOwner", "SelectedLink"]
 
 _log = Logger(namespace="txdilation.selection.selected")
 
@@ -113,6 +124,9 @@ class SelectedLink:
         self.last_received_at: float | None = None
         """``clock.seconds()`` when the last record arrived (None before the first)."""
         self._lost = False
+        self.retired = False
+        """True once the wormhole moved to another link (see :meth:`retire`)."""
+        self._retire_call: IDelayedCall | None = None
         self._dispatch: dict[type[Record], Handler] = dict(handlers)
         self._dispatch[Ping] = self._got_ping
         self._dispatch[Pong] = self._got_pong
@@ -169,6 +183,9 @@ class SelectedLink:
             return
         self._lost = True
         self._stop_checks()
+        if self._retire_call is not None and self._retire_call.active():
+            self._retire_call.cancel()
+        self._retire_call = None
         self._owner.link_lost(self, reason)
 
     def _got_ack(self, record: Ack, handler: Handler) -> None:
@@ -274,6 +291,22 @@ class SelectedLink:
         """Drop the connection now (``abortConnection``)."""
         self._stop_checks()
         self.connection.abort()
+
+    def retire(self, grace: float = RETIRE_GRACE) -> None:
+        """The wormhole moved to another link: no more checks (its silence means nothing
+        now); abort the connection ``grace`` seconds from now (whatever it still holds is
+        replayed on the new link: no reason to wait for a slow or dead path to drain). What
+        arrives meanwhile is still dispatched. Idempotent."""
+        if self.retired or self._lost:
+            return
+        self.retired = True
+        self._stop_checks()
+        self._retire_call = self._clock.callLater(grace, self._close_retired)
+
+    def _close_retired(self) -> None:
+        self._retire_call = None
+        if not self._lost:
+            self.connection.fail(RETIRED)
 
     def disconnect(self) -> None:
         """Close the connection politely (``loseConnection``): only for a link whose peer

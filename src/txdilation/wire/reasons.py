@@ -55,6 +55,11 @@ class Cause(enum.Enum):
     PEER_REPORT = "peer_report"
     """The selected link: the peer said it is dead (``link-lost``, or ``reconnect``)."""
 
+    PATH_UPGRADE = "path_upgrade"
+    """We left it for a better path: a link the wormhole moved away from, closed after its
+    grace; or a stock peer's relayed link a Leader gave up to start a generation that uses a
+    direct path that proved to work."""
+
 
 @dataclass(frozen=True, slots=True)
 class LinkLoss:
