@@ -463,10 +463,15 @@ def l2(t: SynchronousTestCase, src: Source) -> None:
 
 def connector(t: SynchronousTestCase, src: Source) -> None:
     """Candidates (direct or relay), failures, peer hints (direct and relay), listener news,
-    timer ticks and stop in any order: at most one connection is selected, the winner is
-    never aborted, every other candidate is aborted once the connector selected or stopped, and
-    after stop no timer of the connector is left pending."""
-    c, owner, reactor = make(src.pick([LEADER, FOLLOWER]), relay_delay=2.0, direct_grace=0.25)
+    timer ticks and stop in any order, with a peer that moves links or not: at most one
+    connection is selected and at most one replaces it (a path upgrade, only for a relayed
+    selection with a peer that moves links, and only by a direct one), the winners are never
+    aborted, every other candidate is aborted once the connector stopped, and after stop no
+    timer of the connector is left pending."""
+    upgrades = src.flag()
+    c, owner, reactor = make(
+        src.pick([LEADER, FOLLOWER]), relay_delay=2.0, direct_grace=0.25, path_upgrade=upgrades
+    )
     candidates: list[FakeCandidate] = []
     failed: set[int] = set()
     while src.left:
@@ -490,9 +495,15 @@ def connector(t: SynchronousTestCase, src: Source) -> None:
                 c.events.stop()
     c.events.stop()
     t.assertLessEqual(len(owner.made), 1)
-    winner = owner.made[0] if owner.made else None
+    upgraded = getattr(owner, "upgraded", [])
+    t.assertLessEqual(len(upgraded), 1)
+    if upgraded:
+        t.assertTrue(upgrades)
+        t.assertFalse(owner.made[0].is_direct)
+        t.assertTrue(upgraded[0].is_direct)
+    winners = [*owner.made, *upgraded]
     for cand in candidates:
-        if cand is winner:
+        if cand in winners:
             t.assertFalse(cand.aborted)
         else:
             t.assertIsNone(cand.selected_with)

@@ -248,9 +248,9 @@ class Manager:
         link = self._core.link
         if link is not None:
             link.network_changed()
-        connector = self.connector
-        if connector is not None:
-            connector.network_changed()
+        for connector in (self.connector, self._core.upgrader):
+            if connector is not None:
+                connector.network_changed()
         self._network_changed_edge()
 
     def _network_changed_edge(self) -> None:
@@ -379,7 +379,7 @@ class Manager:
         self._losses.selected()
         self.events.connection_made(link)
 
-    def connector_path_upgraded(self, link: SelectedLink, relay: RelayUsed | None = None) -> None:
+    def connector_path_upgraded(self, link: SelectedLink) -> None:
         """The connector that selected this generation's relayed link found a direct
         connection and (Leader) took it or (Follower) the Leader took it: move there."""
         self.events.path_upgraded(link)

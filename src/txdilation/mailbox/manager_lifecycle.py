@@ -404,6 +404,13 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     def move_link(events: ManagerEvents, c: ManagerCore, link: SelectedLink) -> None:
         c.switch_path(link)
 
+    @connected.upon(E.rx_hints).loop()
+    def hints_for_upgrade(events: ManagerEvents, c: ManagerCore, hints: list[Hint]) -> None:
+        """Hints after selection: for the connector looking for a direct path, if any (a
+        peer that moves links publishes new addresses after a network change)."""
+        if c.upgrader is not None:
+            c.upgrader.got_hints(hints)
+
     @connected.upon(E.direct_proven).to(leaving)
     def leave_for_direct(events: ManagerEvents, c: ManagerCore) -> None:
         """A stock peer cannot move a link: start a new generation that prefers the direct

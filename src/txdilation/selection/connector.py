@@ -6,19 +6,31 @@ hints (:class:`~txdilation.selection.dialing.Dialer`: direct, punched, Tor and r
 relay delay), and collects candidates: L2 connections whose KCM exchange reached the point where
 they may be selected. This module is the facade, the candidates and the selection policy.
 
-Selection policy (module-level Automat machine ``connector_machine``):
+Selection policy (module-level Automat machine ``connector_machine``): the first connection
+that works is taken, relayed or not; a better one is moved to later (docs/connectivity.md):
 - the Follower takes the first connection on which the Leader's KCM arrived (the wire rule);
-- the Leader takes a direct candidate at once; a relay candidate is held for
-  ``direct_grace`` seconds (``punch.PUNCH_GRACE`` while a dial to a punched hint of the
-  peer's is under way) in case a direct one completes too (direct beats relay when both
-  become viable at about the same time), then taken; when no direct connection can come any
-  more (no listener, no direct attempt or candidate left) it is taken at once.
+- the Leader takes a direct candidate at once, and a relay candidate at once too, unless a
+  direct connection is already in its handshake (then the relay is held for at most
+  ``direct_grace`` seconds: direct beats relay when both are about to work) or this generation
+  prefers a direct path that proved to work (``prefer_direct``: held for
+  :data:`PROVEN_GRACE` seconds while a direct connection may still come);
+- with a peer that speaks ``path-upgrade-v1`` (``path_upgrade``), a relayed selection is only
+  a start: the connector goes on (state ``upgrading``) listening and dialing the peer's direct
+  hints in the background (:meth:`Dialer.go_on_in_background`), and the first direct
+  connection that works becomes the link: the Leader sends its KCM on it (``select``), the
+  Follower takes it when that KCM arrives, and the owner hears ``connector_path_upgraded``;
+- with a stock peer the Leader of a relayed link probes the peer's direct hints
+  (:class:`~txdilation.selection.probe.ReachabilityProber`), and a direct connection that
+  completes after the relay was selected proves a direct path too: the owner hears
+  ``direct_path_proven`` (it may start a new generation that prefers it).
 
-Invariants: once a connection is selected or the connector stops, every other connection,
-listener and pending attempt is closed or cancelled, and any connection that completes later
-is aborted; a Tor connector never listens; the selected relay endpoint, if any, is reported to
-the owner with the selection, and the selected connection delivers the records it held right
-after the owner's ``connector_connection_made``.
+Invariants: once a connection is selected for good (direct, or relayed with a peer that cannot
+move links) or the connector stops, every other connection, listener and pending attempt is
+closed or cancelled, and any connection that completes later is aborted; while upgrading, only
+relay connections and dials are; a Tor connector never listens nor upgrades; the selected relay
+endpoint, if any, is reported to the owner with the selection, and the selected connection
+delivers the records it held right after the owner's ``connector_connection_made`` (or
+``connector_path_upgraded``).
 
 Given the session's :class:`~txdilation.telemetry.Telemetry`, every outbound dial (each direct,
 Tor or relay hint tried) and every connection our listener accepts is one telemetry attempt,
@@ -50,7 +62,9 @@ from txdilation.selection.connector_settings import (
 )
 from txdilation.selection.dialing import Dialer
 from txdilation.selection.hints import Hint, RelayEndpoint, encode_hint, hint_url
+from txdilation.selection.probe import ReachabilityProber
 from txdilation.selection.relays import RelayUsed, relay_index, relay_transport
+from txdilation.selection.upgrade import RetrySchedule
 from txdilation.telemetry import Telemetry
 from txdilation.wire.contracts import ICandidateOwner
 from txdilation.wire.machines import complete
@@ -59,6 +73,7 @@ from txdilation.wire.roles import LEADER, Role
 
 __all__ = [
     "DIRECT_GRACE",
+    "PROVEN_GRACE",
     "RELAY_DELAY",
     "Connector",
     "ConnectorSettings",
@@ -67,6 +82,10 @@ __all__ = [
 ]
 
 _log = Logger(namespace="txdilation.selection.connector")
+
+PROVEN_GRACE = 3.0
+"""Seconds a Leader holds a relay candidate, while a direct one may still come, in a generation
+started because a direct path proved to work (``prefer_direct``)."""
 
 
 class ConnectorEvents(TypingProtocol):
@@ -79,7 +98,10 @@ class ConnectorEvents(TypingProtocol):
         """The peer published hints."""
 
     def decisive_candidate(self, connection: DilatedConnectionProtocol) -> None:
-        """A candidate to select at once (any for the Follower, a direct one for the Leader)."""
+        """A direct candidate to select at once."""
+
+    def relay_candidate(self, connection: DilatedConnectionProtocol) -> None:
+        """A relayed candidate to select at once, unless a link is selected already."""
 
     def tentative_candidate(self, connection: DilatedConnectionProtocol) -> None:
         """A relay candidate the Leader holds briefly in case a direct one appears."""
@@ -92,6 +114,9 @@ class ConnectorEvents(TypingProtocol):
 
     def stop(self) -> None:
         """Stop this generation: close everything that is not selected."""
+
+    def keep_looking(self) -> None:
+        """The relayed link just selected is only a start: look for a direct path."""
 
 
 @implementer(ICandidateOwner, IDilationConnector)
@@ -141,7 +166,7 @@ class Connector:
                 description, True, None, attempt
             ),
             publish=lambda hints: self.events.listener_ready(hints),
-            punched=lambda: self._dialer.punched_hints_published(),
+            punched=lambda: None,
             late=lambda: self._close_others(keep=self.selected),
         )
         self._dialer = Dialer(
@@ -151,9 +176,13 @@ class Connector:
             build=self.build_protocol,
             bind_port=self._advertiser.punch_port,
             hint_status=lambda status: self._owner.hint_status(status),
-            punch_dial_started=self._extend_grace,
             selected=lambda: self.selected is not None,
         )
+        self._prober: ReachabilityProber | None = None
+        self._peer_hints: list[Hint] = []
+        self.looking = False
+        """True once a relayed link was selected and this connector looks for a direct path
+        for it (upgrading, or probing a stock peer); the owner stops it when the link goes."""
         self.candidates = 0
         """How many connections reached the selectable point before the race ended."""
         self.events: ConnectorEvents = connector_machine(self)
@@ -172,7 +201,7 @@ class Connector:
         """After selecting a relayed link, this connector goes on looking for a direct path
         (``path-upgrade-v1``, or reachability probes of a stock peer): the owner keeps it
         until the link goes, and stops it then."""
-        return False
+        return self.looking
 
     @property
     def busy(self) -> bool:
@@ -194,24 +223,17 @@ class Connector:
             self._dialer.use_hints(list(s.relay_hints))
 
     def network_changed(self) -> None:
-        """The host's addresses or routes changed while this generation connects: direct
-        hints for addresses found now and not published yet go to the peer. Nothing before
-        the listener is up, nor after selection."""
+        """The host's addresses or routes changed while this generation connects (or looks
+        for a direct path): direct hints for addresses found now and not published yet go to
+        the peer, and background dials start over at once. Nothing before the listener is up,
+        nor once the race is over."""
         self._advertiser.network_changed()
+        self._dialer.dial_again_now()
 
     def got_hints(self, hints: list[Hint]) -> None:
         """Hints arrived from the peer (the manager filters stale generations)."""
+        self._peer_hints.extend(hints)
         self.events.hints_received(hints)
-
-    def _extend_grace(self) -> None:
-        """A punched dial started while a relay candidate is held: hold it longer if the
-        grace now ends later."""
-        timer = self._grace_timer
-        if timer is None or not timer.active():
-            return
-        grace = self._dialer.relay_grace(self._held_since)
-        if self._reactor.seconds() + grace > timer.getTime():
-            timer.reset(grace)
 
     # --- connections (ICandidateOwner) ---
 
@@ -261,10 +283,21 @@ class Connector:
         if connection not in self._considering:  # lost meanwhile
             return
         self._considering.discard(connection)
-        if self.role is LEADER and not connection.is_direct and self._direct_still_possible():
+        if connection.is_direct:
+            self.events.decisive_candidate(connection)
+        elif self.role is LEADER and self._relay_grace() > 0:
             self.events.tentative_candidate(connection)
         else:
-            self.events.decisive_candidate(connection)
+            self.events.relay_candidate(connection)
+
+    def _relay_grace(self) -> float:
+        """How long the Leader holds a relay candidate now (0: take it at once)."""
+        s = self._settings
+        if s.prefer_direct and self._direct_still_possible():
+            return PROVEN_GRACE
+        if any(c.is_direct for c in self._connections):  # in its handshake: about to work
+            return s.direct_grace
+        return 0.0
 
     def _direct_still_possible(self) -> bool:
         """A direct connection may yet complete: we listen, a direct attempt is pending, or a
@@ -318,12 +351,54 @@ class Connector:
         self._held.clear()
         self._relay_of = {c: r for c, r in self._relay_of.items() if c is keep}
 
+    def _close_relays(self, keep: DilatedConnectionProtocol) -> None:
+        """A relayed link was selected and a direct one is still wanted: close every other
+        relay connection and dial, keep the listener and the direct dials going."""
+        if self._grace_timer is not None and self._grace_timer.active():
+            self._grace_timer.cancel()
+        self._grace_timer = None
+        self._held.clear()
+        for c in list(self._connections):
+            if c is not keep and not c.is_direct:
+                c.abort()
+        self._dialer.go_on_in_background(RetrySchedule(self._reactor.seconds()))
+
+    def _moves_later(self, connection: DilatedConnectionProtocol) -> bool:
+        """Whether a relayed ``connection`` is only a start: the peer moves links."""
+        s = self._settings
+        return s.path_upgrade and not connection.is_direct and s.tor is None
+
+    def _probe_later(self, connection: DilatedConnectionProtocol) -> bool:
+        """Whether to probe a stock peer's direct hints for a relayed ``connection``."""
+        s = self._settings
+        return (
+            not s.path_upgrade and s.role is LEADER and not connection.is_direct and s.tor is None
+        )
+
+    def _proven(self, how: str) -> None:
+        _log.info("a direct path to the peer works ({how})", how=how)
+        self._owner.direct_path_proven()
+
     def _select(self, connection: DilatedConnectionProtocol) -> None:
         self.selected = connection
         attempt = self._attempt_of.pop(connection, None)
         if attempt is not None and self._attempt_log is not None:
             self._attempt_log.selected(attempt)
-        self._close_others(keep=connection)
+        if self._moves_later(connection):
+            self.looking = True
+            self._close_relays(keep=connection)
+            self.events.keep_looking()  # runs once this transition is done
+        else:
+            self._close_others(keep=connection)
+            if self._probe_later(connection):
+                self.looking = True
+                self._prober = ReachabilityProber(
+                    self._reactor,
+                    self._peer_hints,
+                    RetrySchedule(self._reactor.seconds()),
+                    self._proven,
+                )
+                self._prober.start()
         link = self._owner.link_for(connection)
         connection.events.select(link)
         endpoint = self._relay_of.pop(connection, None)
@@ -337,27 +412,52 @@ class Connector:
         self._owner.connector_connection_made(link, self.candidates, relay)
         connection.deliver_held()
 
+    def _upgrade(self, connection: DilatedConnectionProtocol) -> None:
+        """A direct connection works while the link is relayed: it becomes the link (the
+        Leader's KCM goes out on it in ``select``; the Follower got it already)."""
+        attempt = self._attempt_of.pop(connection, None)
+        if attempt is not None and self._attempt_log is not None:
+            self._attempt_log.selected(attempt)
+        self.looking = False
+        self._close_others(keep=connection)
+        self.selected = connection
+        link = self._owner.link_for(connection)
+        connection.events.select(link)
+        self._owner.connector_path_upgraded(link)
+        connection.deliver_held()
+
+    def stop_looking(self) -> None:
+        """(Owner) no direct path is wanted any more: stop probing."""
+        if self._prober is not None:
+            self._prober.stop()
+            self._prober = None
+
 
 def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
     b = TypeMachineBuilder(ConnectorEvents, Connector)
     connecting = b.state("connecting")
     holding = b.state("holding")
     connected = b.state("connected")
+    upgrading = b.state("upgrading")
     stopped = b.state("stopped")
     E = ConnectorEvents
 
     @connecting.upon(E.listener_ready).loop()
     @holding.upon(E.listener_ready).loop()
+    @upgrading.upon(E.listener_ready).loop()
     def publish_hints(events: ConnectorEvents, c: Connector, hints: list[Hint]) -> None:
         c._owner.send_hints([encode_hint(h) for h in hints])
 
     @connecting.upon(E.hints_received).loop()
     @holding.upon(E.hints_received).loop()
+    @upgrading.upon(E.hints_received).loop()
     def use_hints(events: ConnectorEvents, c: Connector, hints: list[Hint]) -> None:
         c._dialer.use_hints(hints)
 
     @connecting.upon(E.decisive_candidate).to(connected)
     @holding.upon(E.decisive_candidate).to(connected)
+    @connecting.upon(E.relay_candidate).to(connected)
+    @holding.upon(E.relay_candidate).to(connected)
     def select(
         events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol
     ) -> None:
@@ -367,9 +467,24 @@ def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
     def hold(events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol) -> None:
         c._held.append(connection)
         c._held_since = c._reactor.seconds()
-        c._grace_timer = c._reactor.callLater(
-            c._dialer.relay_grace(c._held_since), events.grace_expired
-        )
+        c._grace_timer = c._reactor.callLater(c._relay_grace(), events.grace_expired)
+
+    @connected.upon(E.keep_looking).to(upgrading)
+    def look_for_direct(events: ConnectorEvents, c: Connector) -> None:
+        """The relayed link is the owner's; this connector goes on with direct paths."""
+
+    @upgrading.upon(E.decisive_candidate).to(connected)
+    def upgrade(
+        events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol
+    ) -> None:
+        c._upgrade(connection)
+
+    @upgrading.upon(E.tentative_candidate).loop()
+    @upgrading.upon(E.relay_candidate).loop()
+    def refuse_relay(
+        events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol
+    ) -> None:
+        connection.abort()  # (never a relay again once one carries the link)
 
     @holding.upon(E.tentative_candidate).loop()
     def hold_another(
@@ -391,22 +506,36 @@ def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
     @connecting.upon(E.stop).to(stopped)
     @holding.upon(E.stop).to(stopped)
     @connected.upon(E.stop).to(stopped)
+    @upgrading.upon(E.stop).to(stopped)
     def stop_everything(events: ConnectorEvents, c: Connector) -> None:
+        c.looking = False
+        c.stop_looking()
         c._close_others(keep=c.selected)
 
-    # Late arrivals after selection or stop are closed at once (stock defect 9).
+    # Late arrivals after selection are closed at once (stock defect 9); a direct one that
+    # completed while a stock peer's link is relayed proves a direct path first.
     @connected.upon(E.decisive_candidate).loop()
     @connected.upon(E.tentative_candidate).loop()
+    @connected.upon(E.relay_candidate).loop()
+    def drop_late(
+        events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol
+    ) -> None:
+        selected = c.selected
+        if c.looking and connection.is_direct and selected is not None and not selected.is_direct:
+            c._proven(f"{connection.description} completed its handshake")
+        connection.abort()
+
     @stopped.upon(E.decisive_candidate).loop()
     @stopped.upon(E.tentative_candidate).loop()
-    def drop_late(
+    @stopped.upon(E.relay_candidate).loop()
+    def drop_after_stop(
         events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol
     ) -> None:
         connection.abort()
 
     # Everything else is a documented no-op: hints and listener news after selection or
     # stop, stray timer inputs, a repeated stop.
-    every = (connecting, holding, connected, stopped)
+    every = (connecting, holding, connected, upgrading, stopped)
     complete(b, every, [getattr(E, n) for n in vars(E) if not n.startswith("_")])
     return b.build()
 

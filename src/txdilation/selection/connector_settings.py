@@ -57,6 +57,13 @@ class IConnectorOwner(TypingProtocol):
         it, ``candidates`` how many connections reached the selectable point, ``relay`` the
         relay endpoint that carries it (None: direct)."""
 
+    def connector_path_upgraded(self, link: Any) -> None:
+        """(``path_upgrade``) a direct connection replaces the relayed one selected before:
+        ``link`` is what ``link_for`` gave for it."""
+
+    def direct_path_proven(self) -> None:
+        """(Leader, a stock peer) a direct path works while the selected link is relayed."""
+
 
 @dataclass(frozen=True, slots=True)
 class ConnectorSettings:

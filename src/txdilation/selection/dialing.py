@@ -15,12 +15,16 @@ Hole punching (:mod:`txdilation.selection.punch`): while ``bind_port()`` names t
 port, every direct dial to an IP literal starts from that port, and a dial to a punched hint of
 the peer's that fails early is retried every ``punch.PUNCH_RETRY_DELAY`` seconds until
 ``punch.PUNCH_WINDOW`` has passed since its first try, so that both peers' SYNs cross.
-:meth:`Dialer.relay_grace` is how long the Leader holds a relay candidate, longer while a
-punched dial is under way.
+:meth:`Dialer.go_on_in_background` turns a Dialer whose generation selected a relayed link
+into the background dialer of a path upgrade (``path-upgrade-v1``): relay dials end, and every
+direct hint of the peer's (punched ones included, from the listening port) is dialed again at
+the times of a :class:`~txdilation.selection.upgrade.RetrySchedule`, each dial given
+``upgrade.BACKGROUND_CONNECT_TIMEOUT`` seconds, until the race ends for good.
 
 Invariants: after :meth:`Dialer.cancel_attempts` nothing is dialed any more (the cancelled
 direct dials ending there start no relay dial, no punch retry follows); the same relay endpoint
-is dialed at most once per generation; a punch retry is the same outstanding direct attempt as
+is dialed at most once per generation, and none once in the background; at most one dial per
+direct hint is in flight in the background; a punch retry is the same outstanding direct attempt as
 its first try; every dial is one telemetry attempt when an
 :class:`~txdilation.selection.attempts.AttemptLog` is given.
 """
@@ -49,6 +53,7 @@ from txdilation.link.websocket import WebSocketClientEndpoint
 from txdilation.selection import punch
 from txdilation.selection.attempts import Attempt, AttemptLog
 from txdilation.selection.hints import (
+    DirectTCPV1Hint,
     Hint,
     RelayEndpoint,
     RelayV1Hint,
@@ -60,6 +65,7 @@ from txdilation.selection.hints import (
     websocket_address,
 )
 from txdilation.selection.relays import RELAY_CONNECT_TIMEOUT, relays_to_dial
+from txdilation.selection.upgrade import BACKGROUND_CONNECT_TIMEOUT, RetrySchedule
 from txdilation.wire.keys import derive_relay_token
 
 if TYPE_CHECKING:
@@ -89,13 +95,11 @@ class Dialer:
         build: BuildProtocol,
         bind_port: Callable[[], int | None],
         hint_status: Callable[[list[DilationHint]], None],
-        punch_dial_started: Callable[[], None],
         selected: Callable[[], bool],
     ) -> None:
         """
         :param bind_port: the listening port direct dials start from (hole punching), or None.
         :param hint_status: told which hints are being tried.
-        :param punch_dial_started: a dial to a punched hint of the peer's started.
         :param selected: whether a connection was selected (relays are not started then).
         """
         self._settings = settings
@@ -104,7 +108,6 @@ class Dialer:
         self._build = build
         self._bind_port = bind_port
         self._hint_status = hint_status
-        self._punch_dial_started = punch_dial_started
         self._selected = selected
         self._closed = False  # the race is over: no punch retries
         self.attempts: set[Deferred[Any]] = set()
@@ -115,18 +118,24 @@ class Dialer:
         self.direct_outstanding = 0
         self._used_relays: set[RelayEndpoint] = set()
         self.punch_retries: set[IDelayedCall] = set()
-        self._punching: set[Deferred[Any]] = set()  # dials to the peer's punched hints
-        #: when we published punched hints and when we last dialled a punched hint
-        self._punch_marks: list[float] = []
+        #: the peer's direct hints, in the order they came (dialed again in the background)
+        self.direct_hints: list[TCPHint] = []
+        #: the dial in flight to each direct hint, and when it started
+        self._dialing: dict[TCPHint, tuple[Deferred[Any], float]] = {}
+        self._relay_dials: set[Deferred[Any]] = set()
+        #: the schedule of background dials, once the generation selected a relayed link
+        self._background: RetrySchedule | None = None
+        self._background_timer: IDelayedCall | None = None
 
     @property
     def busy(self) -> bool:
         """A dial is in progress, relays wait for their delay, or a punch retry is due."""
         return bool(self.attempts or self.deferred_relays or self.punch_retries)
 
-    def punched_hints_published(self) -> None:
-        """We published punched hints now (the peer's SYN to them follows)."""
-        self._punch_marks.append(self._reactor.seconds())
+    @property
+    def in_background(self) -> bool:
+        """Whether this Dialer dials direct hints again for a path upgrade."""
+        return self._background is not None
 
     def use_hints(self, hints: list[Hint]) -> None:
         """Dial the peer's hints (relay hints now or later); report those being tried."""
@@ -143,8 +152,13 @@ class Dialer:
             if isinstance(d, TorTCPV1Hint) and s.tor is None:
                 continue
             status.append(DilationHint(hint_url(d), True))
-            self._attempt(d, via_relay=False)
+            if d not in self.direct_hints:
+                self.direct_hints.append(d)
+            if d not in self._dialing:
+                self._attempt(d, via_relay=False)
             made_direct = True
+        if self._background is not None:  # a path upgrade: no relay any more
+            fresh = []
         self._used_relays.update(fresh)
         status.extend(DilationHint(hint_url(h), False) for h in fresh)
         if made_direct and not s.no_listen and not self._relays_started:
@@ -177,6 +191,8 @@ class Dialer:
         timeout = (
             min(s.handshake_timeout, RELAY_CONNECT_TIMEOUT) if via_relay else s.handshake_timeout
         )
+        if self._background is not None:
+            timeout = min(timeout, BACKGROUND_CONNECT_TIMEOUT)
         endpoint: IStreamClientEndpoint
         binding = None
         # a direct TCP dial, when hole punching may bind it to the listening port
@@ -200,7 +216,7 @@ class Dialer:
                 self._reactor,
                 hint.hostname,
                 hint.port,
-                timeout=s.handshake_timeout,
+                timeout=timeout,
                 bindAddress=binding,
             )
         else:
@@ -225,19 +241,22 @@ class Dialer:
         )
         d = endpoint.connect(factory)
         self.attempts.add(d)
-        if binding is not None and punchable is not None and punch.is_punched(punchable):
-            self._punching.add(d)
-            self._punch_marks.append(self._reactor.seconds())
-            self._punch_dial_started()
+        if via_relay:
+            self._relay_dials.add(d)
+        elif isinstance(hint, (DirectTCPV1Hint, TorTCPV1Hint)):
+            self._dialing[hint] = (d, self._reactor.seconds())
 
         def done(result: object) -> None:
             self.attempts.discard(d)
-            self._punching.discard(d)
+            self._relay_dials.discard(d)
+            if self._dialing.get(hint, (None, 0.0))[0] is d:  # type: ignore[arg-type]
+                del self._dialing[hint]  # type: ignore[arg-type]
             if isinstance(result, Failure):
                 if log is not None and attempt is not None:
                     log.connect_failed(attempt, result)
                 retrying = (
-                    binding is not None
+                    self._background is None
+                    and binding is not None
                     and punchable is not None
                     and punch.worth_retrying(punchable, result)
                     and self._retry_punch(punchable, started)
@@ -268,26 +287,65 @@ class Dialer:
         self.punch_retries.add(timer)
         return True
 
-    def relay_grace(self, held_since: float | None) -> float:
-        """How long from now the Leader holds a relay candidate (held since ``held_since``, or
-        from now): ``direct_grace``; while a punched dial is under way, until
-        ``punch.PUNCH_GRACE`` after the later of our punched hints' publication and the latest
-        punched dial's start (the peer's SYN follows our hints; ours follows its hints), if
-        that is later."""
-        now: float = self._reactor.seconds()
-        held = held_since if held_since is not None else now
-        until = held + self._settings.direct_grace
-        if self._punching or self.punch_retries:
-            since = max(self._punch_marks, default=held)
-            until = max(until, since + punch.PUNCH_GRACE)
-        return max(0.0, until - now)
-
     def direct_attempt_over(self) -> None:
         """A direct attempt failed, or its connection closed: relays are due once none is
         left."""
         self.direct_outstanding -= 1
         if self.direct_outstanding <= 0 and self.deferred_relays and not self._selected():
             self._start_relays()
+
+    def go_on_in_background(self, schedule: RetrySchedule) -> None:
+        """The generation selected a relayed link and the peer moves links: no more relay
+        dials; the direct hints are dialed again on ``schedule`` (see the module docstring)."""
+        self._background = schedule
+        self._relays_started = True  # none deferred will start
+        self.deferred_relays.clear()
+        if self._relay_timer is not None and self._relay_timer.active():
+            self._relay_timer.cancel()
+        self._relay_timer = None
+        for d in list(self._relay_dials):
+            d.cancel()
+        for timer in self.punch_retries:
+            if timer.active():
+                timer.cancel()
+        self.punch_retries.clear()
+        self._arm_background()
+
+    def dial_again_now(self) -> None:
+        """(Background) the network changed: dial every direct hint now, then the quick
+        retries again."""
+        if self._background is None or self._closed:
+            return
+        self._background.restart(self._reactor.seconds())
+        self._background_dials()
+        self._arm_background()
+
+    def _arm_background(self) -> None:
+        if self._background is None or self._closed:
+            return
+        if self._background_timer is not None and self._background_timer.active():
+            self._background_timer.cancel()
+        now = self._reactor.seconds()
+        delay = self._background.next_after(now) - now
+        self._background_timer = self._reactor.callLater(delay, self._background_tick)
+
+    def _background_tick(self) -> None:
+        self._background_timer = None
+        self._background_dials()
+        self._arm_background()
+
+    def _background_dials(self) -> None:
+        """Dial every direct hint with no dial in flight; give up one that has been
+        connecting for longer than a background dial may (its SYNs may have been lost while
+        the path was blocked: a new dial starts over)."""
+        now = self._reactor.seconds()
+        for hint in self.direct_hints:
+            in_flight = self._dialing.get(hint)
+            if in_flight is not None:
+                if now - in_flight[1] < BACKGROUND_CONNECT_TIMEOUT:
+                    continue
+                in_flight[0].cancel()
+            self._attempt(hint, via_relay=False)
 
     def cancel_attempts(self) -> None:
         """The race is over: cancel every dial in progress (no punch retry follows)."""
@@ -298,12 +356,11 @@ class Dialer:
 
     def cancel_timers(self) -> None:
         """The race is over: cancel the relay delay and punch retries, forget deferred relays."""
-        for timer in (self._relay_timer, *self.punch_retries):
+        for timer in (self._relay_timer, self._background_timer, *self.punch_retries):
             if timer is not None and timer.active():
                 timer.cancel()
-        self._relay_timer = None
+        self._relay_timer = self._background_timer = None
         self.punch_retries.clear()
-        self._punching.clear()
         self.deferred_relays.clear()
 
 
