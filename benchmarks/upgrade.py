@@ -108,7 +108,7 @@ async def upgrade_run(
         finally:
             await settle(pair)
     return record | {
-        "moved_after": None if moved_at is None else round(max(0.0, moved_at - unblocked_at), 3),
+        "moved_after": None if moved_at is None else round(moved_at - unblocked_at, 3),
         "path_after": current_path(pair) if moved_at is not None else None,
         "gap": report.get("gap_after_fault"),
         "exactly_once": report.get("exactly_once_in_order"),

@@ -46,7 +46,7 @@ class UpgradeSlowTests(unittest.TestCase):
         require_namespaces()
         self.reactor: Any = reactor
 
-    async def _run(self, pairing: str) -> dict[str, Any]:
+    async def _upgraded(self, pairing: str) -> dict[str, Any]:
         record = await upgrade_run(self.reactor, PAIRINGS[pairing], 0)
         print(f"\nupgrade {pairing}: {record}")
         self.assertNotIn("error", record)
@@ -62,19 +62,19 @@ class UpgradeSlowTests(unittest.TestCase):
     async def test_sender_leads(self) -> None:
         """Two txdilation peers, the sender leading: the link moves within its generation
         (no new generation), with no more than a short delivery gap."""
-        record = await self._run("tx-tx-sender-leads")
+        record = await self._upgraded("tx-tx-sender-leads")
         self.assertEqual(record["generations"], 0, record)
         self.assertLess(record["gap"], TX_GAP_BOUND, record)
 
     async def test_receiver_leads(self) -> None:
         """The same with the receiver leading: the Follower sends, and moves when told."""
-        record = await self._run("tx-tx-receiver-leads")
+        record = await self._upgraded("tx-tx-receiver-leads")
         self.assertEqual(record["generations"], 0, record)
         self.assertLess(record["gap"], TX_GAP_BOUND, record)
 
     async def test_txdilation_leader_moves_a_stock_follower(self) -> None:
         """A stock Follower cannot move a link: once a direct path proves to work, the
         txdilation Leader starts a new generation that takes it (a reconnection's gap)."""
-        record = await self._run("tx-leads-stock-receiver")
+        record = await self._upgraded("tx-leads-stock-receiver")
         self.assertGreaterEqual(record["generations"], 1, record)
         self.assertLess(record["gap"], STOCK_GAP_BOUND, record)
