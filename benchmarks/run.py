@@ -155,6 +155,8 @@ class Session:
     timeout: float
     profile_dir: Path | None = None
     env: dict[str, str] = field(default_factory=child_environment)
+    #: the module each peer runs (``python -m``): its roles and options
+    peer_module: str = "benchmarks.peer"
     _nameplate: int = 100
 
     def code(self) -> str:
@@ -172,7 +174,7 @@ class Session:
         self, impl: str, role: str, side: str, code: str, extra: Sequence[str]
     ) -> list[str]:
         return [
-            sys.executable, "-m", "benchmarks.peer", "--impl", impl, "--role", role,
+            sys.executable, "-m", self.peer_module, "--impl", impl, "--role", role,
             "--mailbox", self.mailbox_url, "--code", code, "--side", side,
             "--timeout", str(self.timeout), *extra,
         ]  # fmt: skip

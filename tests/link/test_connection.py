@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 import weakref
 from typing import Any
 
@@ -98,6 +99,36 @@ RECORDS = [
 ]
 
 
+def no_delay(transport: Any) -> bool:
+    """Whether ``transport``'s socket has TCP_NODELAY set (asked of the kernel)."""
+    return bool(transport.getHandle().getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+
+class _RefusingNoDelay(StringTransport):
+    """A transport whose socket refuses TCP_NODELAY (as a UNIX socket does)."""
+
+    def setTcpNoDelay(self, enabled: bool) -> None:
+        raise OSError(95, "Operation not supported")
+
+
+class TuneTransportTests(SynchronousTestCase):
+    def test_transports_without_tcp_options_are_left_alone(self) -> None:
+        """A transport without ``setTcpNoDelay`` or buffer sizes (an in-memory one), or whose
+        socket refuses TCP_NODELAY, still connects: the L2 connection sends its prologue."""
+        for transport in (StringTransport(), _RefusingNoDelay()):
+            conn = DilatedConnectionProtocol(
+                role=LEADER,
+                dilation_key=os.urandom(32),
+                owner=SelectingOwner(RecordingSink(1)),
+                description="memory",
+                is_direct=True,
+                relay_line=None,
+                clock=Clock(),
+            )
+            conn.makeConnection(transport)
+            self.assertTrue(transport.value().startswith(b"Magic-Wormhole Dilation Handshake"))
+
+
 class DirectLinkTests(TestCase):
     timeout = 20
 
@@ -136,8 +167,9 @@ class DirectLinkTests(TestCase):
         self.assertIsInstance(reason, LinkLoss)
 
     @inlineCallbacks
-    def test_tcp_buffers_raised(self) -> Any:
-        """Each L2 connection raises its TCP transport's read/buffer size and send limit to
+    def test_tcp_tuned(self) -> Any:
+        """Each L2 connection (the dialing and the accepting side) sets TCP_NODELAY on its
+        socket and raises its TCP transport's read/buffer size and send limit to
         TCP_BUFFER_SIZE (Twisted's 64 KiB is less than one 64 KiB record), and 64 records of
         64 KiB written at once arrive intact and in order."""
         key = os.urandom(32)
@@ -148,6 +180,7 @@ class DirectLinkTests(TestCase):
         for conn in (lconn, fconn):
             self.assertEqual(conn.transport.bufferSize, TCP_BUFFER_SIZE)
             self.assertEqual(conn.transport.SEND_LIMIT, TCP_BUFFER_SIZE)
+            self.assertTrue(no_delay(conn.transport))
         follower.sink.expect = 64
         records = [Data(seqnum=i, scid=1, data=os.urandom(65536)) for i in range(64)]
         lconn.send_records(records)
@@ -172,7 +205,8 @@ class RelayLinkTests(TestCase):
     @inlineCallbacks
     def test_records_flow_through_real_transit_relay(self) -> Any:
         """Both sides connect out to the real transit relay with the sided handshake; after
-        'ok' the L2 handshake runs end to end through it and records arrive intact."""
+        'ok' the L2 handshake runs end to end through it and records arrive intact. Both
+        sides' sockets to the relay have TCP_NODELAY."""
         relay = yield Deferred.fromCoroutine(start_transit_relay(reactor))
         self.addCleanup(relay.stop)
         key = os.urandom(32)
@@ -186,6 +220,7 @@ class RelayLinkTests(TestCase):
         lconn = yield leader.selected
         fconn = yield follower.selected
         self.assertFalse(lconn.is_direct)
+        self.assertTrue(no_delay(lconn.transport) and no_delay(fconn.transport))
         fconn.send_records(RECORDS)
         got = yield leader.sink.complete
         self.assertEqual(got, RECORDS)
