@@ -92,8 +92,8 @@ async def upgrade_run(
             await sleep(reactor, steady)
             record["path_before"] = current_path(pair)
             generations_before = _generations(pair)
+            unblocked_at = time.time()  # from about now on, packets pass again
             hole.remove()
-            unblocked_at = time.time()
             pair.send("right", {"command": "fault", "t": unblocked_at})
             moved_at = None
             ends = unblocked_at + cap

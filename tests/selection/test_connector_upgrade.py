@@ -35,6 +35,7 @@ def relayed(role: Role, **kw: Any) -> tuple[Connector, RecordingOwner, MemoryRea
     c.got_hints([LAN])
     c.got_hints([RELAY])
     relay = FakeCandidate("->relay:tcp:127.0.0.1:4001", False)
+    c._connections.add(relay)  # as if the connector had built it (build_protocol)
     c.candidate_ready(relay)
     assert owner.made == [relay], owner.made
     return c, owner, reactor, relay
@@ -62,6 +63,7 @@ class PathUpgradeTests(SynchronousTestCase):
         c.candidate_ready(direct)
         self.assertEqual(owner.upgraded, [direct])
         self.assertIs(direct.selected_with, owner.links[direct])
+        self.assertFalse(relay.aborted)  # the owner retires it: what is in flight arrives
         self.assertFalse(c.upgrading)
         self.assertEqual(c._advertiser.listeners, [])
         self.assertFalse(relay.aborted)

@@ -358,8 +358,9 @@ class Connector:
             self._grace_timer.cancel()
         self._grace_timer = None
         self._held.clear()
+        self._connections.discard(keep)  # the owner's link now: never closed from here
         for c in list(self._connections):
-            if c is not keep and not c.is_direct:
+            if not c.is_direct:
                 c.abort()
         self._dialer.go_on_in_background(RetrySchedule(self._reactor.seconds()))
 
