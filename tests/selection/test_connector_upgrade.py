@@ -178,3 +178,17 @@ class StockPeerTests(SynchronousTestCase):
         c, _owner, reactor, _relay = relayed(LEADER)
         c.events.stop()
         self.assertEqual(reactor.getDelayedCalls(), [])
+
+    def test_hints_after_the_selection_are_probed(self) -> None:
+        """The stock peer's direct hints often come after its relay hint, and so after a
+        relayed selection: they are probed too."""
+        c, owner, reactor = make(LEADER, relay_hints=(RELAY,))
+        c.start()
+        c.got_hints([RELAY])
+        relay = FakeCandidate("->relay:tcp:127.0.0.1:4001", False)
+        c.candidate_ready(relay)
+        c.got_hints([DirectTCPV1Hint("192.168.5.5", 5000)])
+        reactor.advance(FIRST_RETRIES[0])
+        (probe,) = dials_to(reactor, "192.168.5.5")
+        probe.clientConnectionFailed(None, Failure(ConnectionRefusedError()))
+        self.assertEqual(owner.proofs, 1)

@@ -233,6 +233,8 @@ class Connector:
     def got_hints(self, hints: list[Hint]) -> None:
         """Hints arrived from the peer (the manager filters stale generations)."""
         self._peer_hints.extend(hints)
+        if self._prober is not None:
+            self._prober.add(hints)
         self.events.hints_received(hints)
 
     # --- connections (ICandidateOwner) ---

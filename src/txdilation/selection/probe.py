@@ -82,6 +82,7 @@ class ReachabilityProber:
         self._on_proof = on_proof
         self._timer: IDelayedCall | None = None
         self._in_flight: dict[str, Deferred[Any]] = {}
+        self._started = False
         self._stopped = False
 
     @property
@@ -90,9 +91,21 @@ class ReachabilityProber:
         return len(self._targets)
 
     def start(self) -> None:
-        """Probe on the schedule from now on (nothing if there is no hint to probe)."""
-        if self._targets and not self._stopped:
+        """Probe on the schedule from now on (once there is a hint to probe)."""
+        self._started = True
+        if self._targets and not self._stopped and self._timer is None:
+            _log.debug(
+                "probing {n} direct hints of the peer until one answers", n=len(self._targets)
+            )
             self._arm()
+
+    def add(self, hints: Iterable[Hint]) -> None:
+        """More hints of the peer (they came after the selection): probe them too."""
+        for hint in hints:
+            if isinstance(hint, DirectTCPV1Hint) and _literal(hint) and hint not in self._targets:
+                self._targets.append(hint)
+        if self._started:
+            self.start()
 
     def stop(self) -> None:
         """No more probes; those in flight are cancelled. Idempotent."""
@@ -134,6 +147,8 @@ class ReachabilityProber:
                 _log.info("{key} answers again: a direct path works", key=key)
                 self.stop()
                 self._on_proof(key)
+            else:
+                _log.debug("probe of {key}: {why}", key=key, why=outcome)
 
         d.addBoth(done)
 
