@@ -127,16 +127,20 @@ class Peer:
     async def dilate(self, code: str) -> tuple[Any, Any, dict[str, float]]:
         """Create a wormhole with ``code``, dilate, wait for ``when_dilated``.
 
-        :returns: ``(wormhole, dilated wormhole, {"created": t, "dilated": t})``.
+        :returns: ``(wormhole, dilated wormhole, {"created": t, "keyed": t, "dilated": t})``
+            (``keyed``: when the key exchange finished, ``get_unverified_key()``).
         """
         import wormhole
 
         created = time.monotonic()
         w = wormhole.create(APPID, self.args.mailbox, self.reactor, dilation=True)
+        times = {"created": created}
+        w.get_unverified_key().addCallback(lambda _: times.setdefault("keyed", time.monotonic()))
         w.set_code(code)
         dilated = w.dilate()
         await dilated.when_dilated()
-        return w, dilated, {"created": created, "dilated": time.monotonic()}
+        times["dilated"] = time.monotonic()
+        return w, dilated, times
 
 
 @implementer(IPushProducer)
