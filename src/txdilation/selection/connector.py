@@ -4,7 +4,10 @@ A :class:`Connector` listens (unless told not to, or over Tor) and publishes dir
 (:class:`~txdilation.selection.advertise.Advertiser`), publishes relay hints, dials the peer's
 hints (:class:`~txdilation.selection.dialing.Dialer`: direct, punched, Tor and relay, with the
 relay delay), and collects candidates: L2 connections whose KCM exchange reached the point where
-they may be selected. This module is the facade, the candidates and the selection policy.
+they may be selected. This module is the facade, the candidates and the selection policy. Each
+connection of the race is one :class:`Candidate` record from the moment its TCP connection is
+made (the dial it came from, its telemetry attempt, whether it waits for its turn), in one
+table keyed by the connection.
 
 Selection policy (module-level Automat machine ``connector_machine``):
 - the Follower takes the first connection on which the Leader's KCM arrived (the wire rule);
@@ -29,6 +32,7 @@ defined there).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from typing import Protocol as TypingProtocol
 
@@ -48,7 +52,7 @@ from txdilation.selection.connector_settings import (
     ConnectorSettings,
     IConnectorOwner,
 )
-from txdilation.selection.dialing import Dialer
+from txdilation.selection.dialing import Dial, Dialer
 from txdilation.selection.hints import Hint, RelayEndpoint, encode_hint, hint_url
 from txdilation.selection.relays import RelayUsed, relay_index, relay_transport
 from txdilation.telemetry import Telemetry
@@ -60,6 +64,7 @@ from txdilation.wire.roles import LEADER, Role
 __all__ = [
     "DIRECT_GRACE",
     "RELAY_DELAY",
+    "Candidate",
     "Connector",
     "ConnectorSettings",
     "IConnectorOwner",
@@ -78,10 +83,10 @@ class ConnectorEvents(TypingProtocol):
     def hints_received(self, hints: list[Hint]) -> None:
         """The peer published hints."""
 
-    def decisive_candidate(self, connection: DilatedConnectionProtocol) -> None:
+    def decisive_candidate(self, candidate: Candidate) -> None:
         """A candidate to select at once (any for the Follower, a direct one for the Leader)."""
 
-    def tentative_candidate(self, connection: DilatedConnectionProtocol) -> None:
+    def tentative_candidate(self, candidate: Candidate) -> None:
         """A relay candidate the Leader holds briefly in case a direct one appears."""
 
     def tentative_gone(self) -> None:
@@ -92,6 +97,21 @@ class ConnectorEvents(TypingProtocol):
 
     def stop(self) -> None:
         """Stop this generation: close everything that is not selected."""
+
+
+@dataclass(eq=False, slots=True)
+class Candidate:
+    """One connection of the race, from its TCP connection to the race's end or its own."""
+
+    connection: DilatedConnectionProtocol
+    dial: Dial | None = None  # the outbound dial that made it (None: accepted, or not ours)
+    attempt: Attempt | None = None  # its telemetry attempt
+    in_line: bool = False  # ready to be selected, waiting for its turn (a later reactor turn)
+
+    @property
+    def relay(self) -> RelayEndpoint | None:
+        """The relay it goes through (None: direct)."""
+        return self.dial.relay if self.dial is not None else None
 
 
 @implementer(ICandidateOwner, IDilationConnector)
@@ -122,24 +142,19 @@ class Connector:
         )
         self._owner = owner
         self._reactor = reactor
-        self._connections: set[DilatedConnectionProtocol] = set()
-        self._held: list[DilatedConnectionProtocol] = []
-        #: candidates waiting for their turn (_consider); one lost meanwhile is dropped from it
-        self._considering: set[DilatedConnectionProtocol] = set()
+        #: the race's connections (not the selected one once selected, nor any once it ended)
+        self._candidates: dict[DilatedConnectionProtocol, Candidate] = {}
+        self._held: list[Candidate] = []
         self._grace_timer: IDelayedCall | None = None
-        self._relay_of: dict[DilatedConnectionProtocol, RelayEndpoint] = {}
         self.selected: DilatedConnectionProtocol | None = None
         self._finished = False  # selected or stopped: no more listeners or attempts
         self._held_since: float | None = None  # when the first relay candidate was held
         self._attempt_log = AttemptLog(telemetry, reactor) if telemetry is not None else None
-        self._attempt_of: dict[DilatedConnectionProtocol, Attempt] = {}
         self._advertiser = Advertiser(
             settings,
             reactor,
             attempt_log=self._attempt_log,
-            accept=lambda description, attempt: self.build_protocol(
-                description, True, None, attempt
-            ),
+            accept=self._accepted,
             publish=lambda hints: self.events.listener_ready(hints),
             punched=lambda: self._dialer.punched_hints_published(),
             late=lambda: self._close_others(keep=self.selected),
@@ -148,7 +163,7 @@ class Connector:
             settings,
             reactor,
             attempt_log=self._attempt_log,
-            build=self.build_protocol,
+            build=self._dialed,
             bind_port=self._advertiser.punch_port,
             hint_status=lambda status: self._owner.hint_status(status),
             punch_dial_started=self._extend_grace,
@@ -173,7 +188,7 @@ class Connector:
         its handshake, relay attempts waiting for their delay, a listener being retried.
         (Our listener alone does not count: the peer may have given up on it.)"""
         retrying = self._advertiser.listen_retry is not None
-        return bool(self._dialer.busy or self._connections or self._held or retrying)
+        return bool(self._dialer.busy or self._candidates or self._held or retrying)
 
     # --- starting, hints ---
 
@@ -208,15 +223,25 @@ class Connector:
 
     # --- connections (ICandidateOwner) ---
 
-    def build_protocol(
+    def _dialed(self, dial: Dial) -> DilatedConnectionProtocol:
+        """The L2 protocol for the TCP connection ``dial`` made."""
+        return self._build(
+            dial.description, not dial.via_relay, dial.relay_line, dial.attempt, dial
+        )
+
+    def _accepted(self, description: str, attempt: Attempt | None) -> DilatedConnectionProtocol:
+        """The L2 protocol for a TCP connection our listener accepted."""
+        return self._build(description, True, None, attempt, None)
+
+    def _build(
         self,
         description: str,
         is_direct: bool,
         relay_line: bytes | None,
-        attempt: Attempt | None = None,
-        relay: RelayEndpoint | None = None,
+        attempt: Attempt | None,
+        dial: Dial | None,
     ) -> DilatedConnectionProtocol:
-        """The L2 protocol for a new TCP connection (``attempt``: its telemetry attempt)."""
+        """The L2 protocol for a new TCP connection, and its candidate record."""
         s = self._settings
         p = DilatedConnectionProtocol(
             role=s.role,
@@ -229,35 +254,36 @@ class Connector:
             max_record_size=s.max_record_size,
             handshake_timeout=s.handshake_timeout,
         )
-        self._connections.add(p)
-        if relay is not None:
-            self._relay_of[p] = relay
-        if attempt is not None and self._attempt_log is not None:
-            self._attempt_log.connected(attempt)
-            self._attempt_of[p] = attempt
+        log = self._attempt_log
+        if attempt is not None and log is not None:
+            log.connected(attempt)
+        self._candidates[p] = Candidate(p, dial, attempt if log is not None else None)
         return p
 
     def candidate_ready(self, connection: Any) -> None:
+        candidate = self._candidates.get(connection)
+        if candidate is None:  # a connection this connector did not build (tests, hooks)
+            candidate = self._candidates[connection] = Candidate(connection)
         self._advertiser.unauthenticated.discard(connection)
-        attempt = self._attempt_of.get(connection)
-        if attempt is not None and self._attempt_log is not None:
-            self._attempt_log.ready(attempt)
+        if candidate.attempt is not None and self._attempt_log is not None:
+            self._attempt_log.ready(candidate.attempt)
         if not self._finished:
             self.candidates += 1
         # Taken on the next turn, as stock's connector takes it (through its eventual queue):
         # the Leader's KCM, and so its first records, then go out in the order and the TCP
         # segments stock's would (applications such as fowl's tests depend on that timing).
-        self._considering.add(connection)
-        self._eventually(self._consider, connection)
+        candidate.in_line = True
+        self._eventually(self._consider, candidate)
 
-    def _consider(self, connection: Any) -> None:
-        if connection not in self._considering:  # lost meanwhile
+    def _consider(self, candidate: Candidate) -> None:
+        if not candidate.in_line:  # lost meanwhile, or the race ended
             return
-        self._considering.discard(connection)
-        if self.role is LEADER and not connection.is_direct and self._direct_still_possible():
-            self.events.tentative_candidate(connection)
+        candidate.in_line = False
+        direct = candidate.connection.is_direct
+        if self.role is LEADER and not direct and self._direct_still_possible():
+            self.events.tentative_candidate(candidate)
         else:
-            self.events.decisive_candidate(connection)
+            self.events.decisive_candidate(candidate)
 
     def _direct_still_possible(self) -> bool:
         """A direct connection may yet complete: we listen, a direct attempt is pending, or a
@@ -266,27 +292,28 @@ class Connector:
         return bool(
             self._advertiser.listeners
             or self._dialer.direct_outstanding > 0
-            or any(c.is_direct for c in self._connections)
+            or any(c.connection.is_direct for c in self._candidates.values())
         )
 
     def candidate_failed(self, connection: Any, reason: LinkLoss) -> None:
         self._advertiser.unauthenticated.discard(connection)
-        self._considering.discard(connection)
-        self._connections.discard(connection)
-        self._relay_of.pop(connection, None)
-        attempt = self._attempt_of.pop(connection, None)
-        if attempt is not None and self._attempt_log is not None:
-            self._attempt_log.closed(attempt, reason)
+        candidate = self._candidates.pop(connection, None)  # None once the race ended
+        if candidate is not None:
+            candidate.in_line = False
+            if candidate.attempt is not None and self._attempt_log is not None:
+                self._attempt_log.closed(candidate.attempt, reason)
         _log.debug(
             "candidate {desc} closed: {reason}",
             desc=connection.description,
             reason=reason.message,
             cause=reason.cause.value,
         )
-        if connection.is_direct and connection.description.startswith("->"):
-            self._dialer.direct_attempt_over()
-        if connection in self._held:
-            self._held.remove(connection)
+        if candidate is None:
+            return
+        if candidate.dial is not None:
+            self._dialer.dial_over(candidate.dial)
+        if candidate in self._held:
+            self._held.remove(candidate)
             if not self._held:
                 self.events.tentative_gone()
 
@@ -294,9 +321,9 @@ class Connector:
 
     def _close_others(self, keep: DilatedConnectionProtocol | None) -> None:
         self._finished = True
+        others = [c for c in self._candidates.values() if c.connection is not keep]
         if self._attempt_log is not None:
-            self._attempt_log.race_over(self._attempt_of.values())
-            self._attempt_of.clear()
+            self._attempt_log.race_over(c.attempt for c in others if c.attempt is not None)
         self._advertiser.stop_listening()
         self._dialer.cancel_attempts()
         if self._grace_timer is not None and self._grace_timer.active():
@@ -304,22 +331,22 @@ class Connector:
         self._grace_timer = None
         self._advertiser.cancel_retry()
         self._dialer.cancel_timers()
-        for c in {*self._connections, *self._held}:
-            if c is not keep:
-                c.abort()
-        self._connections.clear()
+        for c in others:  # the held ones among them
+            c.in_line = False
+            c.connection.abort()
+        self._candidates.clear()
         self._held.clear()
-        self._relay_of = {c: r for c, r in self._relay_of.items() if c is keep}
 
-    def _select(self, connection: DilatedConnectionProtocol) -> None:
+    def _select(self, candidate: Candidate) -> None:
+        connection = candidate.connection
         self.selected = connection
-        attempt = self._attempt_of.pop(connection, None)
-        if attempt is not None and self._attempt_log is not None:
-            self._attempt_log.selected(attempt)
+        self._candidates.pop(connection, None)
+        if candidate.attempt is not None and self._attempt_log is not None:
+            self._attempt_log.selected(candidate.attempt)
         self._close_others(keep=connection)
         link = self._owner.link_for(connection)
         connection.events.select(link)
-        endpoint = self._relay_of.pop(connection, None)
+        endpoint = candidate.relay
         relay = None
         if endpoint is not None:
             relay = RelayUsed(
@@ -351,24 +378,20 @@ def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
 
     @connecting.upon(E.decisive_candidate).to(connected)
     @holding.upon(E.decisive_candidate).to(connected)
-    def select(
-        events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol
-    ) -> None:
-        c._select(connection)
+    def select(events: ConnectorEvents, c: Connector, candidate: Candidate) -> None:
+        c._select(candidate)
 
     @connecting.upon(E.tentative_candidate).to(holding)
-    def hold(events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol) -> None:
-        c._held.append(connection)
+    def hold(events: ConnectorEvents, c: Connector, candidate: Candidate) -> None:
+        c._held.append(candidate)
         c._held_since = c._reactor.seconds()
         c._grace_timer = c._reactor.callLater(
             c._dialer.relay_grace(c._held_since), events.grace_expired
         )
 
     @holding.upon(E.tentative_candidate).loop()
-    def hold_another(
-        events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol
-    ) -> None:
-        c._held.append(connection)
+    def hold_another(events: ConnectorEvents, c: Connector, candidate: Candidate) -> None:
+        c._held.append(candidate)
 
     @holding.upon(E.grace_expired).to(connected)
     def select_held(events: ConnectorEvents, c: Connector) -> None:
@@ -392,10 +415,8 @@ def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
     @connected.upon(E.tentative_candidate).loop()
     @stopped.upon(E.decisive_candidate).loop()
     @stopped.upon(E.tentative_candidate).loop()
-    def drop_late(
-        events: ConnectorEvents, c: Connector, connection: DilatedConnectionProtocol
-    ) -> None:
-        connection.abort()
+    def drop_late(events: ConnectorEvents, c: Connector, candidate: Candidate) -> None:
+        candidate.connection.abort()
 
     # Everything else is a documented no-op: hints and listener news after selection or
     # stop, stray timer inputs, a repeated stop.

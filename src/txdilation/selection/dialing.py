@@ -4,12 +4,13 @@ A :class:`Dialer` is owned by the :class:`~txdilation.selection.connector.Connec
 every direct hint the peer publishes, highest priority first; relay hints are dialed at once
 when there is no direct hint to try (or we do not listen), else after ``relay_delay`` seconds or
 as soon as every direct attempt has failed, whichever comes first
-(:mod:`txdilation.selection.relays` states how several relays race). Each dial's connection is
-built by the Connector (``build``), which collects the candidates; the Dialer only learns from it
-when a direct connection it dialed closes (:meth:`Dialer.direct_attempt_over`) and reports back
-through the narrow callbacks given to it: ``hint_status`` (the hints being tried),
-``punch_dial_started`` (the Leader may hold a relay candidate longer) and ``selected`` (whether
-the race ended in a selection, so that relays are not started any more).
+(:mod:`txdilation.selection.relays` states how several relays race). Each dial is one
+:class:`Dial` record, from its first try to its end (a punch retry is the same dial tried
+again); its connection is built by the Connector (``build(dial)``), which keeps the dial with
+that candidate and tells the Dialer when its connection closes (:meth:`Dialer.dial_over`). The
+Dialer reports back through the narrow callbacks given to it: ``hint_status`` (the hints being
+tried), ``punch_dial_started`` (the Leader may hold a relay candidate longer) and ``selected``
+(whether the race ended in a selection, so that relays are not started any more).
 
 Hole punching (:mod:`txdilation.selection.punch`): while ``bind_port()`` names the listening
 port, every direct dial to an IP literal starts from that port, and a dial to a punched hint of
@@ -20,15 +21,17 @@ punched dial is under way.
 
 Invariants: after :meth:`Dialer.cancel_attempts` nothing is dialed any more (the cancelled
 direct dials ending there start no relay dial, no punch retry follows); the same relay endpoint
-is dialed at most once per generation; a punch retry is the same outstanding direct attempt as
-its first try; every dial is one telemetry attempt when an
-:class:`~txdilation.selection.attempts.AttemptLog` is given.
+is dialed at most once per generation; a direct dial is outstanding from its first try until it
+fails for good or its connection closes, and it ends once (:meth:`Dialer.dial_over`, the one
+place that ends it), a punch retry being the same dial; every try is one telemetry attempt when
+an :class:`~txdilation.selection.attempts.AttemptLog` is given.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
@@ -65,16 +68,36 @@ from txdilation.wire.keys import derive_relay_token
 if TYPE_CHECKING:
     from txdilation.selection.connector_settings import ConnectorSettings
 
-__all__ = ["BuildProtocol", "Dialer"]
+__all__ = ["BuildProtocol", "Dial", "Dialer"]
 
 #: the connector's logger: the split into modules changes no log line
 _log = Logger(namespace="txdilation.selection.connector")
 
-#: ``build(description, is_direct, relay_line, attempt, relay)``: the Connector's
-#: ``build_protocol``, the L2 protocol for a new TCP connection
-BuildProtocol = Callable[
-    [str, bool, bytes | None, Attempt | None, RelayEndpoint | None], DilatedConnectionProtocol
-]
+
+@dataclass(eq=False, slots=True)
+class Dial:
+    """One outbound dial to one hint of the peer's, from its first try to its end (a punch
+    retry is the same dial, tried again)."""
+
+    hint: RelayEndpoint
+    via_relay: bool
+    description: str
+    relay_line: bytes | None  # what we say to the relay first (None: not through a relay)
+    started: float  # the first try (the punch window counts from it)
+    attempt: Attempt | None = None  # the current try's telemetry attempt
+    connecting: Deferred[Any] | None = None  # the current try's connect(), while in progress
+    punching: bool = False  # the current try dials a punched hint from our listening port
+    retry: IDelayedCall | None = None  # the next try, while one is due
+    over: bool = False  # a direct dial that failed for good, or whose connection closed
+
+    @property
+    def relay(self) -> RelayEndpoint | None:
+        """The relay this dial goes through (None for a direct or Tor dial)."""
+        return self.hint if self.via_relay else None
+
+
+#: ``build(dial)``: the Connector's L2 protocol for the TCP connection a dial made
+BuildProtocol = Callable[[Dial], DilatedConnectionProtocol]
 
 
 class Dialer:
@@ -107,22 +130,30 @@ class Dialer:
         self._punch_dial_started = punch_dial_started
         self._selected = selected
         self._closed = False  # the race is over: no punch retries
-        self.attempts: set[Deferred[Any]] = set()
+        self._dials: list[Dial] = []  # every dial of this generation, in the order started
         self.deferred_relays: list[RelayEndpoint] = []
         self._relay_timer: IDelayedCall | None = None
         self._relays_started = False
-        #: direct attempts not over yet (a punch retry is its first try's attempt)
-        self.direct_outstanding = 0
         self._used_relays: set[RelayEndpoint] = set()
-        self.punch_retries: set[IDelayedCall] = set()
-        self._punching: set[Deferred[Any]] = set()  # dials to the peer's punched hints
         #: when we published punched hints and when we last dialled a punched hint
         self._punch_marks: list[float] = []
 
     @property
     def busy(self) -> bool:
         """A dial is in progress, relays wait for their delay, or a punch retry is due."""
-        return bool(self.attempts or self.deferred_relays or self.punch_retries)
+        return bool(self.deferred_relays) or any(
+            d.connecting is not None or d.retry is not None for d in self._dials
+        )
+
+    @property
+    def direct_outstanding(self) -> int:
+        """Direct dials not over yet (connecting, retrying, or their connection still open)."""
+        return sum(1 for d in self._dials if not d.via_relay and not d.over)
+
+    @property
+    def punch_retries(self) -> set[IDelayedCall]:
+        """The punch retries due."""
+        return {d.retry for d in self._dials if d.retry is not None}
 
     def punched_hints_published(self) -> None:
         """We published punched hints now (the peer's SYN to them follows)."""
@@ -143,7 +174,7 @@ class Dialer:
             if isinstance(d, TorTCPV1Hint) and s.tor is None:
                 continue
             status.append(DilationHint(hint_url(d), True))
-            self._attempt(d, via_relay=False)
+            self._dial(d, via_relay=False)
             made_direct = True
         self._used_relays.update(fresh)
         status.extend(DilationHint(hint_url(h), False) for h in fresh)
@@ -153,7 +184,7 @@ class Dialer:
                 self._relay_timer = self._reactor.callLater(s.relay_delay, self._start_relays)
         else:
             for h in fresh:
-                self._attempt(h, via_relay=True)
+                self._dial(h, via_relay=True)
         if status:
             self._hint_status(status)
 
@@ -168,12 +199,22 @@ class Dialer:
         self._relays_started = True
         pending, self.deferred_relays = self.deferred_relays, []
         for h in pending:
-            self._attempt(h, via_relay=True)
+            self._dial(h, via_relay=True)
 
-    def _attempt(
-        self, hint: RelayEndpoint, *, via_relay: bool, first_try: float | None = None
-    ) -> None:
+    def _dial(self, hint: RelayEndpoint, *, via_relay: bool) -> None:
         s = self._settings
+        relay_line = None
+        if via_relay:
+            relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
+        description = describe_outbound(hint, via_relay=via_relay, tor=s.tor is not None)
+        dial = Dial(hint, via_relay, description, relay_line, self._reactor.seconds())
+        self._dials.append(dial)
+        self._try(dial)
+
+    def _try(self, dial: Dial) -> None:
+        """Dial ``dial``'s hint (its first try, or a punch retry)."""
+        s = self._settings
+        hint, via_relay = dial.hint, dial.via_relay
         timeout = (
             min(s.handshake_timeout, RELAY_CONNECT_TIMEOUT) if via_relay else s.handshake_timeout
         )
@@ -205,34 +246,19 @@ class Dialer:
             )
         else:
             endpoint = _tcp_client_endpoint(self._reactor, hint, timeout)
-        relay_line = None
-        if via_relay:
-            relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
-        elif first_try is None:  # a punch retry is still the same outstanding attempt
-            self.direct_outstanding += 1
-        started = self._reactor.seconds() if first_try is None else first_try
         log = self._attempt_log
-        attempt = None
+        attempt = dial.attempt = None
         if log is not None:
-            attempt = log.started(_hint_type(hint, via_relay), "outbound")
-        factory = _OutboundFactory(
-            self._build,
-            describe_outbound(hint, via_relay=via_relay, tor=s.tor is not None),
-            not via_relay,
-            relay_line,
-            attempt,
-            hint if via_relay else None,
-        )
-        d = endpoint.connect(factory)
-        self.attempts.add(d)
+            attempt = dial.attempt = log.started(_hint_type(hint, via_relay), "outbound")
+        d = dial.connecting = endpoint.connect(_OutboundFactory(self._build, dial))
         if binding is not None and punchable is not None and punch.is_punched(punchable):
-            self._punching.add(d)
+            dial.punching = True
             self._punch_marks.append(self._reactor.seconds())
             self._punch_dial_started()
 
         def done(result: object) -> None:
-            self.attempts.discard(d)
-            self._punching.discard(d)
+            dial.connecting = None  # this try is the dial's latest: a retry follows a failure
+            dial.punching = False
             if isinstance(result, Failure):
                 if log is not None and attempt is not None:
                     log.connect_failed(attempt, result)
@@ -240,32 +266,32 @@ class Dialer:
                     binding is not None
                     and punchable is not None
                     and punch.worth_retrying(punchable, result)
-                    and self._retry_punch(punchable, started)
+                    and self._retry_punch(dial)
                 )
-                if not via_relay and not retrying:
-                    self.direct_attempt_over()
+                if not retrying:
+                    self.dial_over(dial)
                 _log.debug(
                     "attempt {desc} failed: {why}",
-                    desc=factory.description,
+                    desc=dial.description,
                     why=result.getErrorMessage(),
                 )
 
         d.addBoth(done)
 
-    def _retry_punch(self, hint: TCPHint, started: float) -> bool:
-        """Dial ``hint`` from the listening port again shortly, if still within the punch
-        window (the peer's SYN may not have opened its NAT yet); whether it will be."""
-        if self._closed or self._reactor.seconds() - started >= punch.PUNCH_WINDOW:
+    def _retry_punch(self, dial: Dial) -> bool:
+        """Dial the punched hint of ``dial`` from the listening port again shortly, if still
+        within the punch window (the peer's SYN may not have opened its NAT yet); whether it
+        will be."""
+        if self._closed or self._reactor.seconds() - dial.started >= punch.PUNCH_WINDOW:
             return False
 
         def again() -> None:
-            self.punch_retries.discard(timer)
+            dial.retry = None
             if self._closed:
                 return
-            self._attempt(hint, via_relay=False, first_try=started)
+            self._try(dial)
 
-        timer = self._reactor.callLater(punch.PUNCH_RETRY_DELAY, again)
-        self.punch_retries.add(timer)
+        dial.retry = self._reactor.callLater(punch.PUNCH_RETRY_DELAY, again)
         return True
 
     def relay_grace(self, held_since: float | None) -> float:
@@ -277,33 +303,39 @@ class Dialer:
         now: float = self._reactor.seconds()
         held = held_since if held_since is not None else now
         until = held + self._settings.direct_grace
-        if self._punching or self.punch_retries:
+        if any(d.punching or d.retry is not None for d in self._dials):
             since = max(self._punch_marks, default=held)
             until = max(until, since + punch.PUNCH_GRACE)
         return max(0.0, until - now)
 
-    def direct_attempt_over(self) -> None:
-        """A direct attempt failed, or its connection closed: relays are due once none is
-        left."""
-        self.direct_outstanding -= 1
-        if self.direct_outstanding <= 0 and self.deferred_relays and not self._selected():
+    def dial_over(self, dial: Dial) -> None:
+        """``dial`` failed for good, or the connection it made closed (the Connector says so):
+        a direct dial is not outstanding any more (once), and relays are due once no direct
+        dial is left. A relay dial's end changes nothing here."""
+        if dial.via_relay or dial.over:
+            return
+        dial.over = True
+        if self.direct_outstanding == 0 and self.deferred_relays and not self._selected():
             self._start_relays()
 
     def cancel_attempts(self) -> None:
         """The race is over: cancel every dial in progress (no punch retry follows)."""
         self._closed = True
-        for d in list(self.attempts):
-            d.cancel()
-        self.attempts.clear()
+        for dial in self._dials:
+            d, dial.connecting = dial.connecting, None
+            if d is not None:
+                d.cancel()
 
     def cancel_timers(self) -> None:
         """The race is over: cancel the relay delay and punch retries, forget deferred relays."""
-        for timer in (self._relay_timer, *self.punch_retries):
+        timers = [self._relay_timer, *(d.retry for d in self._dials)]
+        for timer in timers:
             if timer is not None and timer.active():
                 timer.cancel()
         self._relay_timer = None
-        self.punch_retries.clear()
-        self._punching.clear()
+        for dial in self._dials:
+            dial.retry = None
+            dial.punching = False
         self.deferred_relays.clear()
 
 
@@ -327,25 +359,13 @@ def _hint_type(hint: RelayEndpoint, via_relay: bool) -> str:
 
 
 class _OutboundFactory(ClientFactory):
-    noisy = False  # one factory per attempt: no "Starting/Stopping factory" log lines
+    noisy = False  # one factory per try: no "Starting/Stopping factory" log lines
 
-    def __init__(
-        self,
-        build: BuildProtocol,
-        description: str,
-        is_direct: bool,
-        relay_line: bytes | None,
-        attempt: Attempt | None,
-        relay: RelayEndpoint | None = None,
-    ) -> None:
+    def __init__(self, build: BuildProtocol, dial: Dial) -> None:
         self.build = build
-        self.description = description
-        self.is_direct = is_direct
-        self.relay_line = relay_line
-        self.attempt = attempt
-        self.relay = relay
+        self.dial = dial
 
     def buildProtocol(self, addr: object) -> DilatedConnectionProtocol:
-        p = self.build(self.description, self.is_direct, self.relay_line, self.attempt, self.relay)
+        p = self.build(self.dial)
         p.factory = self
         return p
