@@ -4,12 +4,12 @@ A :class:`Connector` listens (unless told not to, or over Tor) and publishes dir
 (:class:`~txdilation.selection.advertise.Advertiser`), publishes relay hints, dials the peer's
 hints (:class:`~txdilation.selection.dialing.Dialer`: direct, punched, Tor and relay, with the
 relay delay), and collects candidates: L2 connections whose KCM exchange reached the point where
-they may be selected. This module is the facade, the candidates and the selection policy. Each
-connection of the race is one :class:`Candidate` record from the moment its TCP connection is
-made (the dial it came from, its telemetry attempt, whether it waits for its turn), in one
-table keyed by the connection.
+they may be selected. This module is the facade and the selection policy; the race's inputs,
+records and core are :mod:`txdilation.selection.race`.
 
-Selection policy (module-level Automat machine ``connector_machine``):
+Selection policy (module-level Automat machine ``connector_machine`` over a
+:class:`~txdilation.selection.race.ConnectorCore`; the ``holding`` state owns the relay
+candidates it holds and their grace timer, :class:`~txdilation.selection.race.Holding`):
 - the Follower takes the first connection on which the Leader's KCM arrived (the wire rule);
 - the Leader takes a direct candidate at once; a relay candidate is held for
   ``direct_grace`` seconds (``punch.PUNCH_GRACE`` while a dial to a punched hint of the
@@ -32,12 +32,9 @@ defined there).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
-from typing import Protocol as TypingProtocol
 
 from automat import TypeMachineBuilder
-from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 from wormhole import ipaddrs
 from wormhole._interfaces import IDilationConnector
@@ -45,73 +42,34 @@ from zope.interface import implementer
 
 from txdilation.link.connection import DilatedConnectionProtocol
 from txdilation.selection.advertise import Advertiser
-from txdilation.selection.attempts import Attempt, AttemptLog
+from txdilation.selection.attempts import AttemptLog
 from txdilation.selection.connector_settings import (
     DIRECT_GRACE,
     RELAY_DELAY,
     ConnectorSettings,
     IConnectorOwner,
 )
-from txdilation.selection.dialing import Dial, Dialer
-from txdilation.selection.hints import Hint, RelayEndpoint, encode_hint, hint_url
-from txdilation.selection.relays import RelayUsed, relay_index, relay_transport
+from txdilation.selection.dialing import Dialer
+from txdilation.selection.hints import Hint, encode_hint
+from txdilation.selection.race import Candidate, ConnectorCore, ConnectorEvents, Holding
 from txdilation.telemetry import Telemetry
 from txdilation.wire.contracts import ICandidateOwner
 from txdilation.wire.machines import complete
 from txdilation.wire.reasons import LinkLoss
-from txdilation.wire.roles import LEADER, Role
+from txdilation.wire.roles import Role
 
 __all__ = [
     "DIRECT_GRACE",
     "RELAY_DELAY",
     "Candidate",
     "Connector",
+    "ConnectorEvents",
     "ConnectorSettings",
     "IConnectorOwner",
     "ipaddrs",
 ]
 
 _log = Logger(namespace="txdilation.selection.connector")
-
-
-class ConnectorEvents(TypingProtocol):
-    """Inputs of one generation's connector."""
-
-    def listener_ready(self, hints: list[Hint]) -> None:
-        """Our listener is up; these direct hints describe it."""
-
-    def hints_received(self, hints: list[Hint]) -> None:
-        """The peer published hints."""
-
-    def decisive_candidate(self, candidate: Candidate) -> None:
-        """A candidate to select at once (any for the Follower, a direct one for the Leader)."""
-
-    def tentative_candidate(self, candidate: Candidate) -> None:
-        """A relay candidate the Leader holds briefly in case a direct one appears."""
-
-    def tentative_gone(self) -> None:
-        """Every held relay candidate closed before the grace period ended."""
-
-    def grace_expired(self) -> None:
-        """The grace period for a held relay candidate ended."""
-
-    def stop(self) -> None:
-        """Stop this generation: close everything that is not selected."""
-
-
-@dataclass(eq=False, slots=True)
-class Candidate:
-    """One connection of the race, from its TCP connection to the race's end or its own."""
-
-    connection: DilatedConnectionProtocol
-    dial: Dial | None = None  # the outbound dial that made it (None: accepted, or not ours)
-    attempt: Attempt | None = None  # its telemetry attempt
-    in_line: bool = False  # ready to be selected, waiting for its turn (a later reactor turn)
-
-    @property
-    def relay(self) -> RelayEndpoint | None:
-        """The relay it goes through (None: direct)."""
-        return self.dial.relay if self.dial is not None else None
 
 
 @implementer(ICandidateOwner, IDilationConnector)
@@ -136,42 +94,35 @@ class Connector:
             turn, in order (stock's ``EventualQueue.eventually``; default: ``callLater(0)``):
             a candidate is taken on the turn after its KCM exchange, as stock takes it.
         """
+        if eventually is None:
+            eventually = lambda f, *a: reactor.callLater(0, f, *a)  # noqa: E731
+        attempt_log = AttemptLog(telemetry, reactor) if telemetry is not None else None
+        core = self._core = ConnectorCore(settings, owner, reactor, eventually, attempt_log)
         self._settings = settings
-        self._eventually = (
-            eventually if eventually is not None else lambda f, *a: reactor.callLater(0, f, *a)
-        )
-        self._owner = owner
-        self._reactor = reactor
-        #: the race's connections (not the selected one once selected, nor any once it ended)
-        self._candidates: dict[DilatedConnectionProtocol, Candidate] = {}
-        self._held: list[Candidate] = []
-        self._grace_timer: IDelayedCall | None = None
-        self.selected: DilatedConnectionProtocol | None = None
-        self._finished = False  # selected or stopped: no more listeners or attempts
-        self._held_since: float | None = None  # when the first relay candidate was held
-        self._attempt_log = AttemptLog(telemetry, reactor) if telemetry is not None else None
-        self._advertiser = Advertiser(
+        self._advertiser = core.advertiser = Advertiser(
             settings,
             reactor,
-            attempt_log=self._attempt_log,
-            accept=self._accepted,
+            attempt_log=attempt_log,
+            accept=lambda description, attempt: core.build(
+                description, True, None, attempt, None, self
+            ),
             publish=lambda hints: self.events.listener_ready(hints),
-            punched=lambda: self._dialer.punched_hints_published(),
-            late=lambda: self._close_others(keep=self.selected),
+            punched=lambda: core.dialer.punched_hints_published(),
+            late=lambda: core.close_others(keep=core.selected),
         )
-        self._dialer = Dialer(
+        self._dialer = core.dialer = Dialer(
             settings,
             reactor,
-            attempt_log=self._attempt_log,
-            build=self._dialed,
+            attempt_log=attempt_log,
+            build=lambda d: core.build(
+                d.description, not d.via_relay, d.relay_line, d.attempt, d, self
+            ),
             bind_port=self._advertiser.punch_port,
-            hint_status=lambda status: self._owner.hint_status(status),
-            punch_dial_started=self._extend_grace,
-            selected=lambda: self.selected is not None,
+            hint_status=lambda status: owner.hint_status(status),
+            punch_dial_started=lambda: self.events.punch_dial_started(),
+            selected=lambda: core.selected is not None,
         )
-        self.candidates = 0
-        """How many connections reached the selectable point before the race ended."""
-        self.events: ConnectorEvents = connector_machine(self)
+        self.events: ConnectorEvents = connector_machine(core)
 
     @classmethod
     def get_connection_abilities(cls) -> list[dict[str, str]]:
@@ -183,12 +134,26 @@ class Connector:
         return self._settings.role
 
     @property
+    def selected(self) -> DilatedConnectionProtocol | None:
+        """The selected connection, once there is one."""
+        return self._core.selected
+
+    @property
+    def candidates(self) -> int:
+        """How many connections reached the selectable point before the race ended."""
+        return self._core.count
+
+    @property
+    def _candidates(self) -> dict[DilatedConnectionProtocol, Candidate]:
+        return self._core.candidates
+
+    @property
     def busy(self) -> bool:
         """Something may still produce a connection: an attempt in progress, a candidate in
         its handshake, relay attempts waiting for their delay, a listener being retried.
         (Our listener alone does not count: the peer may have given up on it.)"""
         retrying = self._advertiser.listen_retry is not None
-        return bool(self._dialer.busy or self._candidates or self._held or retrying)
+        return bool(self._dialer.busy or self._core.candidates or retrying)
 
     # --- starting, hints ---
 
@@ -198,7 +163,7 @@ class Connector:
         if not s.no_listen and s.tor is None:
             self._advertiser.start()
         if s.relay_hints:
-            self._owner.send_hints([encode_hint(h) for h in s.relay_hints])
+            self._core.owner.send_hints([encode_hint(h) for h in s.relay_hints])
             self._dialer.use_hints(list(s.relay_hints))
 
     def network_changed(self) -> None:
@@ -211,97 +176,23 @@ class Connector:
         """Hints arrived from the peer (the manager filters stale generations)."""
         self.events.hints_received(hints)
 
-    def _extend_grace(self) -> None:
-        """A punched dial started while a relay candidate is held: hold it longer if the
-        grace now ends later."""
-        timer = self._grace_timer
-        if timer is None or not timer.active():
-            return
-        grace = self._dialer.relay_grace(self._held_since)
-        if self._reactor.seconds() + grace > timer.getTime():
-            timer.reset(grace)
-
     # --- connections (ICandidateOwner) ---
 
-    def _dialed(self, dial: Dial) -> DilatedConnectionProtocol:
-        """The L2 protocol for the TCP connection ``dial`` made."""
-        return self._build(
-            dial.description, not dial.via_relay, dial.relay_line, dial.attempt, dial
-        )
-
-    def _accepted(self, description: str, attempt: Attempt | None) -> DilatedConnectionProtocol:
-        """The L2 protocol for a TCP connection our listener accepted."""
-        return self._build(description, True, None, attempt, None)
-
-    def _build(
-        self,
-        description: str,
-        is_direct: bool,
-        relay_line: bytes | None,
-        attempt: Attempt | None,
-        dial: Dial | None,
-    ) -> DilatedConnectionProtocol:
-        """The L2 protocol for a new TCP connection, and its candidate record."""
-        s = self._settings
-        p = DilatedConnectionProtocol(
-            role=s.role,
-            dilation_key=s.dilation_key,
-            owner=self,
-            description=description,
-            is_direct=is_direct,
-            relay_line=relay_line,
-            clock=self._reactor,
-            max_record_size=s.max_record_size,
-            handshake_timeout=s.handshake_timeout,
-        )
-        log = self._attempt_log
-        if attempt is not None and log is not None:
-            log.connected(attempt)
-        self._candidates[p] = Candidate(p, dial, attempt if log is not None else None)
-        return p
-
     def candidate_ready(self, connection: Any) -> None:
-        candidate = self._candidates.get(connection)
+        candidates = self._core.candidates
+        candidate = candidates.get(connection)
         if candidate is None:  # a connection this connector did not build (tests, hooks)
-            candidate = self._candidates[connection] = Candidate(connection)
-        self._advertiser.unauthenticated.discard(connection)
-        if candidate.attempt is not None and self._attempt_log is not None:
-            self._attempt_log.ready(candidate.attempt)
-        if not self._finished:
-            self.candidates += 1
-        # Taken on the next turn, as stock's connector takes it (through its eventual queue):
-        # the Leader's KCM, and so its first records, then go out in the order and the TCP
-        # segments stock's would (applications such as fowl's tests depend on that timing).
-        candidate.in_line = True
-        self._eventually(self._consider, candidate)
-
-    def _consider(self, candidate: Candidate) -> None:
-        if not candidate.in_line:  # lost meanwhile, or the race ended
-            return
-        candidate.in_line = False
-        direct = candidate.connection.is_direct
-        if self.role is LEADER and not direct and self._direct_still_possible():
-            self.events.tentative_candidate(candidate)
-        else:
-            self.events.decisive_candidate(candidate)
-
-    def _direct_still_possible(self) -> bool:
-        """A direct connection may yet complete: we listen, a direct attempt is pending, or a
-        direct candidate is in its handshake. (If not, a relay candidate is taken at once:
-        holding it would only widen the window in which a flaky link can cut it.)"""
-        return bool(
-            self._advertiser.listeners
-            or self._dialer.direct_outstanding > 0
-            or any(c.connection.is_direct for c in self._candidates.values())
-        )
+            candidate = candidates[connection] = Candidate(connection)
+        self.events.candidate_ready(candidate)
 
     def candidate_failed(self, connection: Any, reason: LinkLoss) -> None:
-        self._advertiser.unauthenticated.discard(connection)
-        candidate = self._candidates.pop(connection, None)  # None once the race ended
+        core = self._core
+        core.advertiser.unauthenticated.discard(connection)
+        candidate = core.candidates.pop(connection, None)  # None once the race ended
         if candidate is not None:
             candidate.in_line = False
-            if candidate.attempt is not None and self._attempt_log is not None:
-                self._attempt_log.closed(candidate.attempt, reason)
+            if candidate.attempt is not None and core.attempt_log is not None:
+                core.attempt_log.closed(candidate.attempt, reason)
         _log.debug(
             "candidate {desc} closed: {reason}",
             desc=connection.description,
@@ -311,115 +202,108 @@ class Connector:
         if candidate is None:
             return
         if candidate.dial is not None:
-            self._dialer.dial_over(candidate.dial)
-        if candidate in self._held:
-            self._held.remove(candidate)
-            if not self._held:
-                self.events.tentative_gone()
-
-    # --- teardown helpers ---
-
-    def _close_others(self, keep: DilatedConnectionProtocol | None) -> None:
-        self._finished = True
-        others = [c for c in self._candidates.values() if c.connection is not keep]
-        if self._attempt_log is not None:
-            self._attempt_log.race_over(c.attempt for c in others if c.attempt is not None)
-        self._advertiser.stop_listening()
-        self._dialer.cancel_attempts()
-        if self._grace_timer is not None and self._grace_timer.active():
-            self._grace_timer.cancel()
-        self._grace_timer = None
-        self._advertiser.cancel_retry()
-        self._dialer.cancel_timers()
-        for c in others:  # the held ones among them
-            c.in_line = False
-            c.connection.abort()
-        self._candidates.clear()
-        self._held.clear()
-
-    def _select(self, candidate: Candidate) -> None:
-        connection = candidate.connection
-        self.selected = connection
-        self._candidates.pop(connection, None)
-        if candidate.attempt is not None and self._attempt_log is not None:
-            self._attempt_log.selected(candidate.attempt)
-        self._close_others(keep=connection)
-        link = self._owner.link_for(connection)
-        connection.events.select(link)
-        endpoint = candidate.relay
-        relay = None
-        if endpoint is not None:
-            relay = RelayUsed(
-                hint_url(endpoint),
-                relay_transport(endpoint),
-                relay_index(self._settings.relay_hints, endpoint),
-            )
-        self._owner.connector_connection_made(link, self.candidates, relay)
-        connection.deliver_held()
+            core.dialer.dial_over(candidate.dial)
+        self.events.candidate_gone(candidate)
 
 
-def _build_connector_machine() -> Callable[[Connector], ConnectorEvents]:
-    b = TypeMachineBuilder(ConnectorEvents, Connector)
+def _start_holding(events: ConnectorEvents, c: ConnectorCore, candidate: Candidate) -> Holding:
+    """Enter ``holding`` with ``candidate``: the grace starts now."""
+    since = c.reactor.seconds()
+    timer = c.reactor.callLater(c.dialer.relay_grace(since), events.grace_expired)
+    return Holding([candidate], since, timer)
+
+
+def _build_connector_machine() -> Callable[[ConnectorCore], ConnectorEvents]:
+    b = TypeMachineBuilder(ConnectorEvents, ConnectorCore)
     connecting = b.state("connecting")
-    holding = b.state("holding")
+    holding = b.state("holding", _start_holding)
     connected = b.state("connected")
     stopped = b.state("stopped")
     E = ConnectorEvents
 
     @connecting.upon(E.listener_ready).loop()
-    @holding.upon(E.listener_ready).loop()
-    def publish_hints(events: ConnectorEvents, c: Connector, hints: list[Hint]) -> None:
-        c._owner.send_hints([encode_hint(h) for h in hints])
+    @holding.upon(E.listener_ready, nodata=True).loop()
+    def publish_hints(events: ConnectorEvents, c: ConnectorCore, hints: list[Hint]) -> None:
+        c.owner.send_hints([encode_hint(h) for h in hints])
 
     @connecting.upon(E.hints_received).loop()
-    @holding.upon(E.hints_received).loop()
-    def use_hints(events: ConnectorEvents, c: Connector, hints: list[Hint]) -> None:
-        c._dialer.use_hints(hints)
+    @holding.upon(E.hints_received, nodata=True).loop()
+    def use_hints(events: ConnectorEvents, c: ConnectorCore, hints: list[Hint]) -> None:
+        c.dialer.use_hints(hints)
+
+    @connecting.upon(E.candidate_ready).loop()
+    @holding.upon(E.candidate_ready, nodata=True).loop()
+    def count_and_line_up(events: ConnectorEvents, c: ConnectorCore, candidate: Candidate) -> None:
+        c.count += 1
+        c.line_up(events, candidate)
+
+    @connected.upon(E.candidate_ready).loop()
+    @stopped.upon(E.candidate_ready).loop()
+    def line_up_late(events: ConnectorEvents, c: ConnectorCore, candidate: Candidate) -> None:
+        c.line_up(events, candidate)  # to be dropped on its turn
 
     @connecting.upon(E.decisive_candidate).to(connected)
+    def select(events: ConnectorEvents, c: ConnectorCore, candidate: Candidate) -> None:
+        c.select(candidate)
+
     @holding.upon(E.decisive_candidate).to(connected)
-    def select(events: ConnectorEvents, c: Connector, candidate: Candidate) -> None:
-        c._select(candidate)
+    def select_instead(
+        events: ConnectorEvents, c: ConnectorCore, holding: Holding, candidate: Candidate
+    ) -> None:
+        holding.stop_timer()
+        c.select(candidate)
 
     @connecting.upon(E.tentative_candidate).to(holding)
-    def hold(events: ConnectorEvents, c: Connector, candidate: Candidate) -> None:
-        c._held.append(candidate)
-        c._held_since = c._reactor.seconds()
-        c._grace_timer = c._reactor.callLater(
-            c._dialer.relay_grace(c._held_since), events.grace_expired
-        )
+    def hold(events: ConnectorEvents, c: ConnectorCore, candidate: Candidate) -> None:
+        """(The state's data holds it: see ``_start_holding``.)"""
 
     @holding.upon(E.tentative_candidate).loop()
-    def hold_another(events: ConnectorEvents, c: Connector, candidate: Candidate) -> None:
-        c._held.append(candidate)
+    def hold_another(
+        events: ConnectorEvents, c: ConnectorCore, holding: Holding, candidate: Candidate
+    ) -> None:
+        holding.held.append(candidate)
+
+    @holding.upon(E.candidate_gone).loop()
+    def forget_held(
+        events: ConnectorEvents, c: ConnectorCore, holding: Holding, candidate: Candidate
+    ) -> None:
+        if candidate in holding.held:
+            holding.held.remove(candidate)
+            if not holding.held:
+                events.tentative_gone()  # runs once this transition is done
+
+    @holding.upon(E.punch_dial_started).loop()
+    def hold_longer(events: ConnectorEvents, c: ConnectorCore, holding: Holding) -> None:
+        c.hold_longer(holding)
 
     @holding.upon(E.grace_expired).to(connected)
-    def select_held(events: ConnectorEvents, c: Connector) -> None:
-        c._grace_timer = None
-        c._select(c._held[0])
+    def select_held(events: ConnectorEvents, c: ConnectorCore, holding: Holding) -> None:
+        c.select(holding.held[0])
 
     @holding.upon(E.tentative_gone).to(connecting)
-    def release(events: ConnectorEvents, c: Connector) -> None:
-        if c._grace_timer is not None and c._grace_timer.active():
-            c._grace_timer.cancel()
-        c._grace_timer = None
+    def release(events: ConnectorEvents, c: ConnectorCore, holding: Holding) -> None:
+        holding.stop_timer()
 
     @connecting.upon(E.stop).to(stopped)
-    @holding.upon(E.stop).to(stopped)
     @connected.upon(E.stop).to(stopped)
-    def stop_everything(events: ConnectorEvents, c: Connector) -> None:
-        c._close_others(keep=c.selected)
+    def stop_everything(events: ConnectorEvents, c: ConnectorCore) -> None:
+        c.close_others(keep=c.selected)
+
+    @holding.upon(E.stop).to(stopped)
+    def stop_holding(events: ConnectorEvents, c: ConnectorCore, holding: Holding) -> None:
+        holding.stop_timer()
+        c.close_others(keep=c.selected)
 
     # Late arrivals after selection or stop are closed at once (stock defect 9).
     @connected.upon(E.decisive_candidate).loop()
     @connected.upon(E.tentative_candidate).loop()
     @stopped.upon(E.decisive_candidate).loop()
     @stopped.upon(E.tentative_candidate).loop()
-    def drop_late(events: ConnectorEvents, c: Connector, candidate: Candidate) -> None:
+    def drop_late(events: ConnectorEvents, c: ConnectorCore, candidate: Candidate) -> None:
         candidate.connection.abort()
 
     # Everything else is a documented no-op: hints and listener news after selection or
-    # stop, stray timer inputs, a repeated stop.
+    # stop, stray timer inputs, candidates gone while none is held, a repeated stop.
     every = (connecting, holding, connected, stopped)
     complete(b, every, [getattr(E, n) for n in vars(E) if not n.startswith("_")])
     return b.build()
