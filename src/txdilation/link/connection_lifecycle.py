@@ -173,7 +173,7 @@ def _build_l2_machine() -> Callable[[L2Core], L2Events]:
 
     every = (idle, relaying, prologuing, handshaking, confirming, nominated, selected)
     complete(b, every, [getattr(L2Events, n) for n in _REJECTED], reject)
-    complete(b, [closed], [getattr(L2Events, n) for n in _INPUTS])
+    complete(b, [closed])
     return b.build()
 
 
@@ -182,7 +182,6 @@ def _sink_of(events: L2Events, c: L2Core, sink: IRecordSink) -> IRecordSink:
     return sink
 
 
-_INPUTS = [n for n in vars(L2Events) if not n.startswith("_")]
 #: why each input is refused where the protocol has no place for it (``lost`` never is)
 _REJECTED = {
     "connected_via_relay": "connected twice",

@@ -305,7 +305,7 @@ def _build_connector_machine() -> Callable[[ConnectorCore], ConnectorEvents]:
     # Everything else is a documented no-op: hints and listener news after selection or
     # stop, stray timer inputs, candidates gone while none is held, a repeated stop.
     every = (connecting, holding, connected, stopped)
-    complete(b, every, [getattr(E, n) for n in vars(E) if not n.startswith("_")])
+    complete(b, every)
     return b.build()
 
 
