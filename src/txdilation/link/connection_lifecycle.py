@@ -31,7 +31,7 @@ from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import KCM, Record
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
-__all__ = ["L2Connection", "L2Core", "L2Events", "l2_machine"]
+__all__ = ["L2Connection", "L2Core", "L2Events", "Selected", "l2_machine"]
 
 
 class L2Events(TypingProtocol):
@@ -110,7 +110,7 @@ def _build_l2_machine() -> Callable[[L2Core], L2Events]:
     handshaking = b.state("handshaking")
     confirming = b.state("confirming")
     nominated = b.state("nominated")
-    selected = b.state("selected", _sink_of)
+    selected = b.state("selected", _selected)
     closed = b.state("closed")
 
     @idle.upon(L2Events.connected_via_relay).to(relaying)
@@ -157,8 +157,8 @@ def _build_l2_machine() -> Callable[[L2Core], L2Events]:
             c.owner.candidate_failed(c.connection, reason)
 
     @selected.upon(L2Events.lost).to(closed)
-    def lost_selected(events: L2Events, c: L2Core, sink: IRecordSink, reason: LinkLoss) -> None:
-        sink.connection_lost(cast(IDilatedConnection, c.connection), reason)
+    def lost_selected(events: L2Events, c: L2Core, s: Selected, reason: LinkLoss) -> None:
+        s.sink.connection_lost(cast(IDilatedConnection, c.connection), reason)
 
     # Documented rejections: inputs that can only come from a confused caller or a peer that
     # broke the protocol. They drop the connection (or are ignored once closed) instead of
@@ -177,9 +177,15 @@ def _build_l2_machine() -> Callable[[L2Core], L2Events]:
     return b.build()
 
 
-def _sink_of(events: L2Events, c: L2Core, sink: IRecordSink) -> IRecordSink:
+@dataclass(frozen=True)
+class Selected:
     """The ``selected`` state's data: where its records go."""
-    return sink
+
+    sink: IRecordSink
+
+
+def _selected(events: L2Events, c: L2Core, sink: IRecordSink) -> Selected:
+    return Selected(sink)
 
 
 #: why each input is refused where the protocol has no place for it (``lost`` never is)
