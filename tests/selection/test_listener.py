@@ -159,7 +159,9 @@ class ListenTests(TestCase):
             return a
 
         real = await attack(PROLOGUE_FOLLOWER)  # sends a correct prologue, then nothing
-        await until(lambda: any(x.prologue_received for x in c._candidates), 5, "the prologue read")
+        await until(
+            lambda: any(x.prologue_received for x in c._core.candidates), 5, "the prologue read"
+        )
         idle = [await attack() for _ in range(6)]
         await until(lambda: sum(a.open for a in idle) == 3, 5, "the oldest idle ones closed")
         await sleep(0.2)

@@ -144,10 +144,6 @@ class Connector:
         return self._core.count
 
     @property
-    def _candidates(self) -> dict[DilatedConnectionProtocol, Candidate]:
-        return self._core.candidates
-
-    @property
     def busy(self) -> bool:
         """Something may still produce a connection: an attempt in progress, a candidate in
         its handshake, relay attempts waiting for their delay, a listener being retried.

@@ -155,6 +155,8 @@ class ConnectorCore:
         self.eventually(self.consider, events, candidate)
 
     def consider(self, events: ConnectorEvents, candidate: Candidate) -> None:
+        """``candidate``'s turn: the Leader holds a relay candidate while a direct one may
+        still come; any other is taken."""
         if not candidate.in_line:  # lost meanwhile, or the race ended
             return
         candidate.in_line = False
