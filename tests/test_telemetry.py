@@ -126,6 +126,7 @@ class RecordTests(SynchronousTestCase):
             "network_change": {"network_change"},
             "peer_report": {"peer_report"},
             "connection_closed": {"closed", "peer_closed", "network_error"},
+            "upgrade": {"path_upgrade"},  # we left the link for a direct path (issue 19)
             "other": {"protocol_error", "stopped", "other"},
         }
         expected = {reason: way for way, reasons in by_way.items() for reason in reasons}

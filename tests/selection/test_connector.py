@@ -161,7 +161,7 @@ class SelectionPolicyTests(SynchronousTestCase):
 
     def in_handshake(self, c: Connector) -> Any:
         """A direct connection that connected and is in its handshake."""
-        return c.build_protocol("->tcp:y:2", True, None)
+        return c._core.build("->tcp:y:2", True, None, None, None, c)
 
     def test_leader_prefers_direct_over_relay_in_grace(self) -> None:
         """Leader: while a direct connection is in its handshake, a relay candidate is held;

@@ -583,11 +583,10 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     every: list[Any] = [waiting, wanting, connecting, connected, leaving, disconnected]
     every += [abandoning]
     every += [peer_leaving, peer_gone, stopping, stopped]
-    complete(b, every, [getattr(E, n) for n in _INPUTS], refuse)
+    complete(b, every, otherwise=refuse)
     return b.build()
 
 
-_INPUTS = [n for n in vars(ManagerEvents) if not n.startswith("_")]
 _PEER_INPUTS = {
     "rx_please": "a second 'please'",
     "rx_hints": "hints outside a generation's connecting phase",

@@ -4,35 +4,40 @@ A :class:`Dialer` is owned by the :class:`~txdilation.selection.connector.Connec
 every direct hint the peer publishes, highest priority first; relay hints are dialed at once
 when there is no direct hint to try (or we do not listen), else after ``relay_delay`` seconds or
 as soon as every direct attempt has failed, whichever comes first
-(:mod:`txdilation.selection.relays` states how several relays race). Each dial's connection is
-built by the Connector (``build``), which collects the candidates; the Dialer only learns from it
-when a direct connection it dialed closes (:meth:`Dialer.direct_attempt_over`) and reports back
-through the narrow callbacks given to it: ``hint_status`` (the hints being tried),
-``punch_dial_started`` (the Leader may hold a relay candidate longer) and ``selected`` (whether
-the race ended in a selection, so that relays are not started any more).
+(:mod:`txdilation.selection.relays` states how several relays race). Each dial is one
+:class:`Dial` record, from its first try to its end (a punch retry is the same dial tried
+again); its connection is built by the Connector (``build(dial)``), which keeps the dial with
+that candidate and tells the Dialer when its connection closes (:meth:`Dialer.dial_over`). The
+Dialer reports back through the narrow callbacks given to it: ``hint_status`` (the hints being
+tried) and ``selected`` (whether the race ended in a selection, so that relays are not started
+any more).
 
 Hole punching (:mod:`txdilation.selection.punch`): while ``bind_port()`` names the listening
 port, every direct dial to an IP literal starts from that port, and a dial to a punched hint of
 the peer's that fails early is retried every ``punch.PUNCH_RETRY_DELAY`` seconds until
 ``punch.PUNCH_WINDOW`` has passed since its first try, so that both peers' SYNs cross.
+
 :meth:`Dialer.go_on_in_background` turns a Dialer whose generation selected a relayed link
 into the background dialer of a path upgrade (``path-upgrade-v1``): relay dials end, and every
 direct hint of the peer's (punched ones included, from the listening port) is dialed again at
-the times of a :class:`~txdilation.selection.upgrade.RetrySchedule`, each dial given
-``upgrade.BACKGROUND_CONNECT_TIMEOUT`` seconds, until the race ends for good.
+the times of a :class:`~txdilation.selection.upgrade.RetrySchedule`, each try given at most
+``upgrade.BACKGROUND_CONNECT_TIMEOUT`` seconds (a try still connecting at the next time is
+given up for a new one), until the race ends for good.
 
 Invariants: after :meth:`Dialer.cancel_attempts` nothing is dialed any more (the cancelled
 direct dials ending there start no relay dial, no punch retry follows); the same relay endpoint
-is dialed at most once per generation, and none once in the background; at most one dial per
-direct hint is in flight in the background; a punch retry is the same outstanding direct attempt as
-its first try; every dial is one telemetry attempt when an
-:class:`~txdilation.selection.attempts.AttemptLog` is given.
+is dialed at most once per generation, and none once in the background; a direct dial is
+outstanding from its first try until it fails for good or its connection closes, and it ends
+once (:meth:`Dialer.dial_over`, the one place that ends it), a punch retry or a background try
+being the same dial; every try is one telemetry attempt when
+an :class:`~txdilation.selection.attempts.AttemptLog` is given.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
@@ -53,7 +58,6 @@ from txdilation.link.websocket import WebSocketClientEndpoint
 from txdilation.selection import punch
 from txdilation.selection.attempts import Attempt, AttemptLog
 from txdilation.selection.hints import (
-    DirectTCPV1Hint,
     Hint,
     RelayEndpoint,
     RelayV1Hint,
@@ -71,16 +75,36 @@ from txdilation.wire.keys import derive_relay_token
 if TYPE_CHECKING:
     from txdilation.selection.connector_settings import ConnectorSettings
 
-__all__ = ["BuildProtocol", "Dialer"]
+__all__ = ["BuildProtocol", "Dial", "Dialer"]
 
 #: the connector's logger: the split into modules changes no log line
 _log = Logger(namespace="txdilation.selection.connector")
 
-#: ``build(description, is_direct, relay_line, attempt, relay)``: the Connector's
-#: ``build_protocol``, the L2 protocol for a new TCP connection
-BuildProtocol = Callable[
-    [str, bool, bytes | None, Attempt | None, RelayEndpoint | None], DilatedConnectionProtocol
-]
+
+@dataclass(eq=False, slots=True)
+class Dial:
+    """One outbound dial to one hint of the peer's, from its first try to its end (a punch
+    retry is the same dial, tried again)."""
+
+    hint: RelayEndpoint
+    via_relay: bool
+    description: str
+    relay_line: bytes | None  # what we say to the relay first (None: not through a relay)
+    started: float  # the first try (the punch window counts from it)
+    attempt: Attempt | None = None  # the current try's telemetry attempt
+    connecting: Deferred[Any] | None = None  # the current try's connect(), while in progress
+    punching: bool = False  # the current try dials a punched hint from our listening port
+    retry: IDelayedCall | None = None  # the next try, while one is due
+    over: bool = False  # a direct dial that failed for good, or whose connection closed
+
+    @property
+    def relay(self) -> RelayEndpoint | None:
+        """The relay this dial goes through (None for a direct or Tor dial)."""
+        return self.hint if self.via_relay else None
+
+
+#: ``build(dial)``: the Connector's L2 protocol for the TCP connection a dial made
+BuildProtocol = Callable[[Dial], DilatedConnectionProtocol]
 
 
 class Dialer:
@@ -110,19 +134,11 @@ class Dialer:
         self._hint_status = hint_status
         self._selected = selected
         self._closed = False  # the race is over: no punch retries
-        self.attempts: set[Deferred[Any]] = set()
+        self._dials: list[Dial] = []  # every dial of this generation, in the order started
         self.deferred_relays: list[RelayEndpoint] = []
         self._relay_timer: IDelayedCall | None = None
         self._relays_started = False
-        #: direct attempts not over yet (a punch retry is its first try's attempt)
-        self.direct_outstanding = 0
         self._used_relays: set[RelayEndpoint] = set()
-        self.punch_retries: set[IDelayedCall] = set()
-        #: the peer's direct hints, in the order they came (dialed again in the background)
-        self.direct_hints: list[TCPHint] = []
-        #: the dial in flight to each direct hint, and when it started
-        self._dialing: dict[TCPHint, tuple[Deferred[Any], float]] = {}
-        self._relay_dials: set[Deferred[Any]] = set()
         #: the schedule of background dials, once the generation selected a relayed link
         self._background: RetrySchedule | None = None
         self._background_timer: IDelayedCall | None = None
@@ -130,12 +146,29 @@ class Dialer:
     @property
     def busy(self) -> bool:
         """A dial is in progress, relays wait for their delay, or a punch retry is due."""
-        return bool(self.attempts or self.deferred_relays or self.punch_retries)
+        return bool(self.deferred_relays) or any(
+            d.connecting is not None or d.retry is not None for d in self._dials
+        )
+
+    @property
+    def direct_outstanding(self) -> int:
+        """Direct dials not over yet (connecting, retrying, or their connection still open)."""
+        return sum(1 for d in self._dials if not d.via_relay and not d.over)
+
+    @property
+    def punch_retries(self) -> set[IDelayedCall]:
+        """The punch retries due."""
+        return {d.retry for d in self._dials if d.retry is not None}
 
     @property
     def in_background(self) -> bool:
         """Whether this Dialer dials direct hints again for a path upgrade."""
         return self._background is not None
+
+    @property
+    def direct_dials(self) -> list[Dial]:
+        """The direct dials of this generation (one per hint of the peer's)."""
+        return [d for d in self._dials if not d.via_relay]
 
     def use_hints(self, hints: list[Hint]) -> None:
         """Dial the peer's hints (relay hints now or later); report those being tried."""
@@ -148,14 +181,13 @@ class Dialer:
         if s.tor is not None:  # WebSocket relays are not dialed through Tor
             fresh = [h for h in fresh if not isinstance(h, WebSocketHint)]
         made_direct = False
+        dialing = {d.hint for d in self._dials}
         for d in direct:
             if isinstance(d, TorTCPV1Hint) and s.tor is None:
                 continue
             status.append(DilationHint(hint_url(d), True))
-            if d not in self.direct_hints:
-                self.direct_hints.append(d)
-            if d not in self._dialing:
-                self._attempt(d, via_relay=False)
+            if d not in dialing:  # a hint published again (after a network change)
+                self._dial(d, via_relay=False)
             made_direct = True
         if self._background is not None:  # a path upgrade: no relay any more
             fresh = []
@@ -167,7 +199,7 @@ class Dialer:
                 self._relay_timer = self._reactor.callLater(s.relay_delay, self._start_relays)
         else:
             for h in fresh:
-                self._attempt(h, via_relay=True)
+                self._dial(h, via_relay=True)
         if status:
             self._hint_status(status)
 
@@ -182,12 +214,22 @@ class Dialer:
         self._relays_started = True
         pending, self.deferred_relays = self.deferred_relays, []
         for h in pending:
-            self._attempt(h, via_relay=True)
+            self._dial(h, via_relay=True)
 
-    def _attempt(
-        self, hint: RelayEndpoint, *, via_relay: bool, first_try: float | None = None
-    ) -> None:
+    def _dial(self, hint: RelayEndpoint, *, via_relay: bool) -> None:
         s = self._settings
+        relay_line = None
+        if via_relay:
+            relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
+        description = describe_outbound(hint, via_relay=via_relay, tor=s.tor is not None)
+        dial = Dial(hint, via_relay, description, relay_line, self._reactor.seconds())
+        self._dials.append(dial)
+        self._try(dial)
+
+    def _try(self, dial: Dial) -> None:
+        """Dial ``dial``'s hint (its first try, or a punch retry)."""
+        s = self._settings
+        hint, via_relay = dial.hint, dial.via_relay
         timeout = (
             min(s.handshake_timeout, RELAY_CONNECT_TIMEOUT) if via_relay else s.handshake_timeout
         )
@@ -221,36 +263,17 @@ class Dialer:
             )
         else:
             endpoint = _tcp_client_endpoint(self._reactor, hint, timeout)
-        relay_line = None
-        if via_relay:
-            relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
-        elif first_try is None:  # a punch retry is still the same outstanding attempt
-            self.direct_outstanding += 1
-        started = self._reactor.seconds() if first_try is None else first_try
         log = self._attempt_log
-        attempt = None
+        attempt = dial.attempt = None
         if log is not None:
-            attempt = log.started(_hint_type(hint, via_relay), "outbound")
-        factory = _OutboundFactory(
-            self._build,
-            describe_outbound(hint, via_relay=via_relay, tor=s.tor is not None),
-            not via_relay,
-            relay_line,
-            attempt,
-            hint if via_relay else None,
-        )
-        d = endpoint.connect(factory)
-        self.attempts.add(d)
-        if via_relay:
-            self._relay_dials.add(d)
-        elif isinstance(hint, (DirectTCPV1Hint, TorTCPV1Hint)):
-            self._dialing[hint] = (d, self._reactor.seconds())
+            attempt = dial.attempt = log.started(_hint_type(hint, via_relay), "outbound")
+        d = dial.connecting = endpoint.connect(_OutboundFactory(self._build, dial))
+        if binding is not None and punchable is not None and punch.is_punched(punchable):
+            dial.punching = True
 
         def done(result: object) -> None:
-            self.attempts.discard(d)
-            self._relay_dials.discard(d)
-            if self._dialing.get(hint, (None, 0.0))[0] is d:  # type: ignore[arg-type]
-                del self._dialing[hint]  # type: ignore[arg-type]
+            dial.connecting = None  # this try is the dial's latest: a retry follows a failure
+            dial.punching = False
             if isinstance(result, Failure):
                 if log is not None and attempt is not None:
                     log.connect_failed(attempt, result)
@@ -259,39 +282,42 @@ class Dialer:
                     and binding is not None
                     and punchable is not None
                     and punch.worth_retrying(punchable, result)
-                    and self._retry_punch(punchable, started)
+                    and self._retry_punch(dial)
                 )
-                if not via_relay and not retrying:
-                    self.direct_attempt_over()
+                if not retrying:
+                    self.dial_over(dial)
                 _log.debug(
                     "attempt {desc} failed: {why}",
-                    desc=factory.description,
+                    desc=dial.description,
                     why=result.getErrorMessage(),
                 )
 
         d.addBoth(done)
 
-    def _retry_punch(self, hint: TCPHint, started: float) -> bool:
-        """Dial ``hint`` from the listening port again shortly, if still within the punch
-        window (the peer's SYN may not have opened its NAT yet); whether it will be."""
-        if self._closed or self._reactor.seconds() - started >= punch.PUNCH_WINDOW:
+    def _retry_punch(self, dial: Dial) -> bool:
+        """Dial the punched hint of ``dial`` from the listening port again shortly, if still
+        within the punch window (the peer's SYN may not have opened its NAT yet); whether it
+        will be."""
+        if self._closed or self._reactor.seconds() - dial.started >= punch.PUNCH_WINDOW:
             return False
 
         def again() -> None:
-            self.punch_retries.discard(timer)
+            dial.retry = None
             if self._closed:
                 return
-            self._attempt(hint, via_relay=False, first_try=started)
+            self._try(dial)
 
-        timer = self._reactor.callLater(punch.PUNCH_RETRY_DELAY, again)
-        self.punch_retries.add(timer)
+        dial.retry = self._reactor.callLater(punch.PUNCH_RETRY_DELAY, again)
         return True
 
-    def direct_attempt_over(self) -> None:
-        """A direct attempt failed, or its connection closed: relays are due once none is
-        left."""
-        self.direct_outstanding -= 1
-        if self.direct_outstanding <= 0 and self.deferred_relays and not self._selected():
+    def dial_over(self, dial: Dial) -> None:
+        """``dial`` failed for good, or the connection it made closed (the Connector says so):
+        a direct dial is not outstanding any more (once), and relays are due once no direct
+        dial is left. A relay dial's end changes nothing here."""
+        if dial.via_relay or dial.over:
+            return
+        dial.over = True
+        if self.direct_outstanding == 0 and self.deferred_relays and not self._selected():
             self._start_relays()
 
     def go_on_in_background(self, schedule: RetrySchedule) -> None:
@@ -303,12 +329,13 @@ class Dialer:
         if self._relay_timer is not None and self._relay_timer.active():
             self._relay_timer.cancel()
         self._relay_timer = None
-        for d in list(self._relay_dials):
-            d.cancel()
-        for timer in self.punch_retries:
-            if timer.active():
-                timer.cancel()
-        self.punch_retries.clear()
+        for dial in self._dials:
+            if dial.retry is not None and dial.retry.active():
+                dial.retry.cancel()
+            dial.retry = None
+            if dial.via_relay and dial.connecting is not None:
+                d, dial.connecting = dial.connecting, None
+                d.cancel()
         self._arm_background()
 
     def dial_again_now(self) -> None:
@@ -335,32 +362,36 @@ class Dialer:
         self._arm_background()
 
     def _background_dials(self) -> None:
-        """Dial every direct hint with no dial in flight; give up one that has been
-        connecting for longer than a background dial may (its SYNs may have been lost while
-        the path was blocked: a new dial starts over)."""
-        now = self._reactor.seconds()
-        for hint in self.direct_hints:
-            in_flight = self._dialing.get(hint)
-            if in_flight is not None:
-                if now - in_flight[1] < BACKGROUND_CONNECT_TIMEOUT:
-                    continue
-                in_flight[0].cancel()
-            self._attempt(hint, via_relay=False)
+        """Try every direct dial again whose connection is not open: one still connecting is
+        given up for a new try (its SYNs may have been lost while the path was blocked, and
+        TCP retransmits them ever more slowly: a new try sends one now)."""
+        for dial in self.direct_dials:
+            if dial.connecting is not None:
+                d, dial.connecting = dial.connecting, None
+                d.cancel()  # (it ends the dial: dial_over)
+            elif not dial.over:
+                continue  # its connection is open, in its handshake
+            dial.over = False  # outstanding again, until this try fails or its connection ends
+            self._try(dial)
 
     def cancel_attempts(self) -> None:
         """The race is over: cancel every dial in progress (no punch retry follows)."""
         self._closed = True
-        for d in list(self.attempts):
-            d.cancel()
-        self.attempts.clear()
+        for dial in self._dials:
+            d, dial.connecting = dial.connecting, None
+            if d is not None:
+                d.cancel()
 
     def cancel_timers(self) -> None:
         """The race is over: cancel the relay delay and punch retries, forget deferred relays."""
-        for timer in (self._relay_timer, self._background_timer, *self.punch_retries):
+        timers = [self._relay_timer, self._background_timer, *(d.retry for d in self._dials)]
+        for timer in timers:
             if timer is not None and timer.active():
                 timer.cancel()
         self._relay_timer = self._background_timer = None
-        self.punch_retries.clear()
+        for dial in self._dials:
+            dial.retry = None
+            dial.punching = False
         self.deferred_relays.clear()
 
 
@@ -384,25 +415,13 @@ def _hint_type(hint: RelayEndpoint, via_relay: bool) -> str:
 
 
 class _OutboundFactory(ClientFactory):
-    noisy = False  # one factory per attempt: no "Starting/Stopping factory" log lines
+    noisy = False  # one factory per try: no "Starting/Stopping factory" log lines
 
-    def __init__(
-        self,
-        build: BuildProtocol,
-        description: str,
-        is_direct: bool,
-        relay_line: bytes | None,
-        attempt: Attempt | None,
-        relay: RelayEndpoint | None = None,
-    ) -> None:
+    def __init__(self, build: BuildProtocol, dial: Dial) -> None:
         self.build = build
-        self.description = description
-        self.is_direct = is_direct
-        self.relay_line = relay_line
-        self.attempt = attempt
-        self.relay = relay
+        self.dial = dial
 
     def buildProtocol(self, addr: object) -> DilatedConnectionProtocol:
-        p = self.build(self.description, self.is_direct, self.relay_line, self.attempt, self.relay)
+        p = self.build(self.dial)
         p.factory = self
         return p

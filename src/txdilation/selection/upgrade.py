@@ -35,9 +35,9 @@ FIRST_RETRIES = (0.5, 1.0, 2.0)
 """The first intervals between background dials (seconds)."""
 
 STEADY_RETRY = 4.0
-"""Then one dial every this many seconds: a path that unblocks is found within about that
-long (a dial that has not connected by the next one is given up: see
-:data:`BACKGROUND_CONNECT_TIMEOUT`)."""
+"""Then one dial every this many seconds (a dial still connecting at the next one is given up
+for it: with TCP's own SYN retransmissions one and three seconds into a dial, a SYN leaves at
+least every two seconds, so a path that unblocks is found within about that long)."""
 
 SLOW_AFTER = 120.0
 """Seconds after the origin from which dials are only every :data:`SLOW_RETRY` seconds."""
@@ -46,7 +46,7 @@ SLOW_RETRY = 30.0
 
 BACKGROUND_CONNECT_TIMEOUT = 3.5
 """Seconds a background dial may take to connect (one SYN and its retransmissions at 1 and 3
-seconds) before it is given up for the next one."""
+seconds) before it fails by itself."""
 
 _OFFSETS = tuple(accumulate(FIRST_RETRIES))
 
