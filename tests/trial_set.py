@@ -126,6 +126,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.selection.test_hints": kinds("hypothesis unit"),
     "tests.selection.test_listen_port": kinds("reactor unit"),
     "tests.selection.test_listener": kinds("hypothesis reactor unit"),
+    "tests.selection.test_netwatch": kinds("namespaces processes reactor unit"),
     "tests.selection.test_punch": kinds("reactor unit"),
     "tests.selection.test_relays": kinds("unit"),
     "tests.session.test_config": kinds("unit"),
