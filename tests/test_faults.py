@@ -240,22 +240,34 @@ class CutTests(ProxyTestBase):
         self.assertEqual(bytes(server2.data), b"after the cut")
 
 
-class CutOlderThanTests(ProxyTestBase):
-    """``cut(older_than=...)`` spares connections made more recently."""
+class CutCarriedTests(ProxyTestBase):
+    """``cut(carried=...)`` spares connections that have not forwarded that much each way."""
+
+    echo = True
 
     @defer.inlineCallbacks
-    def test_only_old_connections_are_cut(self) -> Any:
-        """A connection forwarded for 0.3 s is cut, one made just now is not."""
-        old = yield defer.ensureDeferred(self.client())
+    def test_only_connections_past_the_bytes_are_cut(self) -> Any:
+        """A connection that forwarded 2 KiB each way is cut; one that forwarded 100 bytes
+        each way and one that forwarded nothing yet are not, however long they are open."""
+        busy = yield defer.ensureDeferred(self.client())
         yield defer.ensureDeferred(self.server_for(0))
-        yield defer.ensureDeferred(sleep(0.3))
-        young = yield defer.ensureDeferred(self.client())
+        quiet = yield defer.ensureDeferred(self.client())
         yield defer.ensureDeferred(self.server_for(1))
-        self.assertEqual(self.proxy.cut(older_than=0.2), 1)
-        yield old.lost
+        silent = yield defer.ensureDeferred(self.client())
+        yield defer.ensureDeferred(self.server_for(2))
+        busy.transport.write(b"b" * 2048)
+        quiet.transport.write(b"q" * 100)
+        yield busy.wait_for(2048)
+        yield quiet.wait_for(100)
+        self.assertEqual(self.proxy.cut(carried=1024), 1)
+        yield busy.lost
+        self.assertEqual(self.proxy.live_connections, 2)
         yield defer.ensureDeferred(sleep(0.1))
-        self.assertFalse(young.lost.called)
-        self.assertEqual(self.proxy.live_connections, 1)
+        self.assertFalse(quiet.lost.called)
+        self.assertFalse(silent.lost.called)
+        self.assertEqual(self.proxy.cut(), 2)
+        yield quiet.lost
+        yield silent.lost
 
 
 class BlackholeTests(ProxyTestBase):

@@ -124,17 +124,23 @@ class HostileListenerTests(TestCase):
                 slow.append(await self.attack(port, payload))
             for _ in range(IDLE_PER_PORT):
                 slow.append(await self.attack(port, b""))
-        started = min(a.sent_at or 0.0 for a in slow)
-
-        await until(lambda: not any(a.open for a in bad), TIMEOUT / 2, "bad inputs closed")
+        # Each connection is judged by its own times and the reason it was dropped for, not
+        # by a snapshot of all of them: on a loaded machine opening the ~200 idle ones can
+        # take longer than the handshake timeout, so the first are closed (on time) before
+        # the last are open.
+        await until(lambda: not any(a.open for a in bad), TIMEOUT + 5, "bad inputs closed")
         for attacker, reason in bad.items():
+            # closed for what it sent, not by the handshake timeout
             self.assertIn(reason, self.log.drop_reasons().get(attacker.local_port, ""))
-        self.assertTrue(all(a.open for a in slow), "an idle connection closed too early")
 
         await until(lambda: not any(a.open for a in slow), TIMEOUT + 5, "idle connections closed")
         for attacker in slow:
-            assert attacker.closed_at is not None
-            self.assertGreaterEqual(attacker.closed_at - started, TIMEOUT * 0.9)
+            assert attacker.closed_at is not None and attacker.sent_at is not None
+            self.assertGreaterEqual(
+                attacker.closed_at - attacker.sent_at,
+                TIMEOUT * 0.9,
+                "an idle connection closed too early",
+            )
             self.assertIn(
                 f"not selected within {TIMEOUT:g}s", self.log.drop_reasons()[attacker.local_port]
             )

@@ -14,7 +14,6 @@ from typing import Any
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, gatherResults, inlineCallbacks
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import deferLater
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 import txdilation
@@ -255,7 +254,8 @@ class RealServersTelemetryTests(RealServersMixin, TestCase):
             client.transport.write(message)
             sent += message
             await client.wait_for(len(sent))
-        await deferLater(self.reactor, 0.2, lambda: None)  # every ACK is in
+        for side in (da, db):  # every record so far acknowledged, both ways
+            await side._manager.multiplexer.when_acknowledged()
         manager = client.transport._manager
         first = manager.connection
         client.transport.write(REPLAYED)  # buffered by the TCP transport...

@@ -138,9 +138,11 @@ class LinkLostTests(DilatedPairBase):
     @inlineCallbacks
     def test_follower_notices_first(self) -> Any:
         """Leader ping_interval 60 s, Follower 0.4 s, link black-holed: the Follower gives
-        the link up within 2 x 0.4 s and says 'link-lost'; the Leader drops the connection
-        at once and a new generation carries the subchannel on, long before the Leader's
-        own liveness (90 s) would have noticed."""
+        the link up (its liveness allows at most 2 x 0.4 s of silence; when that fires on the
+        real reactor depends on the load: the bound is tests/selection/test_liveness.py's, on
+        a Clock) and says 'link-lost'; the Leader drops the connection at once and a new
+        generation carries the subchannel on, long before the Leader's own liveness (90 s)
+        would have noticed."""
         pipes, terms, dilators = make_pair()
         self.addCleanup(self.stop_all, dilators, terms)
         key = os.urandom(32)
@@ -158,13 +160,15 @@ class LinkLostTests(DilatedPairBase):
         client = yield apis[follower].connector_for("echo").connect(Factory.forProtocol(Collector))
         client.transport.write(b"before")
         yield client.wait_for(6)
+        self.assertLessEqual(dilators[follower]._manager.link.silence_limit, 2 * 0.4)
+        leader_limit = dilators[leader]._manager.link.silence_limit
         firsts = [d._manager.connection for d in dilators]
         for conn in firsts:
             conn.transport.pauseProducing()
         started = reactor.seconds()
         while dilators[leader]._manager.connection is firsts[leader]:
             yield deferLater(0.01)
-        self.assertLessEqual(reactor.seconds() - started, 2 * 0.4 + 0.2)
+        self.assertLess(reactor.seconds() - started, leader_limit)
         sent = [body for _, body in pipes[follower].sent]
         self.assertIn({"type": "link-lost", "generation": 0}, sent)
         after = kinds(pipes[follower])[kinds(pipes[follower]).index("link-lost") :]

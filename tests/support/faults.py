@@ -140,6 +140,7 @@ class _Pipe:
         self.free_at = 0.0
         self.timer: Any = None
         self.close_after_flush = False
+        self.forwarded = 0  # bytes delivered this way on this connection
 
     # IPushProducer, registered with dst's transport: dst's write buffer is full or drained.
     def pauseProducing(self) -> None:
@@ -182,6 +183,7 @@ class _Pipe:
 
     def _write(self, data: bytes) -> None:
         assert self.dst is not None and self.dst.transport is not None
+        self.forwarded += len(data)
         if self.direction is UP:
             self.proxy.stats.bytes_up += len(data)
         else:
@@ -252,7 +254,6 @@ class _Link:
         self.closed = False
         self.lost_while_blackholed: list[_End] = []
         self.connecting: Deferred[Any] | None = None
-        self.established_at: float | None = None  # when the onward connection was made
 
     def ends(self) -> list[_End]:
         return [e for e in (self.client, self.target) if e is not None]
@@ -270,7 +271,6 @@ class _Link:
             self.proxy._accepted(self)
         else:
             self.target = end
-            self.established_at = self.proxy._reactor.seconds()
             down.src, up.dst = end, end
             end.transport.registerProducer(up, True)
             for pipe in (up, down):
@@ -414,20 +414,19 @@ class FaultProxy:
 
     # --- faults ---
 
-    def cut(self, *, older_than: float = 0.0) -> int:
+    def cut(self, *, carried: int = 0) -> int:
         """
         Reset every live connection (RST both ways); new connections are not affected.
 
-        :param older_than: only cut connections forwarded for at least this many seconds
-            (e.g. to spare connections still in their handshake); 0 cuts all, held ones too.
+        :param carried: only cut connections that have forwarded at least this many bytes in
+            each direction (e.g. more than any handshake, to spare connections still in
+            theirs, whatever the time they take); 0 cuts all, held ones too.
         :returns: how many connections were cut.
         """
-        now = self._reactor.seconds()
         links = [
             link
             for link in self._links
-            if not older_than
-            or (link.established_at is not None and now - link.established_at >= older_than)
+            if min(pipe.forwarded for pipe in link.pipes.values()) >= carried
         ]
         self._links.difference_update(links)
         self._held = [link for link in self._held if link not in links]

@@ -39,6 +39,15 @@ def path_of(description: str | None) -> str:
     return "relay" if "relay" in description else "direct"
 
 
+def described_host(description: str) -> str:
+    """The remote host of a direct connection's description: ``H`` of ``->tcp:H:P`` (the
+    address dialed) or ``<-tcp:H:P`` (the address it came from), an IPv6 ``H`` without its
+    brackets."""
+    _, _, hostport = description.partition("tcp:")
+    host = hostport.rpartition(":")[0]
+    return host[1:-1] if host.startswith("[") else host
+
+
 def connections(peer: PeerResult) -> list[dict[str, Any]]:
     """The ``ConnectedPeer`` status events of a peer (one per link it was on)."""
     return [e for e in status_events(peer) if e.get("peer") == "ConnectedPeer"]
