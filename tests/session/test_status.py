@@ -226,7 +226,8 @@ class LiveLineTests(SynchronousTestCase):
         for kind in KINDS:  # every kind either has a line or is deliberately quiet
             event = {"kind": kind, "code": "c", "name": "n", "address": "a", "state": "s",
                      "verifier": "00", "generation": 1, "path": "p", "hint": "h",
-                     "where": "w", "message": "m", "reason": "r", "mood": "m"}  # fmt: skip
+                     "where": "w", "message": "m", "reason": "r", "mood": "m", "open": 1,
+                     "remaining_s": 5}  # fmt: skip
             describe_event(event)
 
     def test_terminal_line(self) -> None:

@@ -63,7 +63,7 @@ DEFAULT_MAILBOX: Final = "ws://relay.magic-wormhole.io:4000/v1"
 DEFAULT_APPID: Final = "txdilation.example/session"
 """The application id used when none is given (both peers must use the same one)."""
 
-DEFAULT_DRAIN_TIMEOUT: Final = 5.0
+DEFAULT_DRAIN_TIMEOUT: Final = 30.0
 DEFAULT_CLOSE_TIMEOUT: Final = 3.0
 
 LOG_LEVELS: Final = ("debug", "info", "warn", "error", "critical")

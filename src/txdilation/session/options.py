@@ -98,7 +98,8 @@ class SessionOptions(usage.Options):
             "drain-timeout",
             None,
             None,
-            "On stop, wait for forwards to end [default: 5]",
+            "Grace period: on stop, wait this long for forwarded connections to end, then cut "
+            "them (reported on both sides) [default: 30]",
             _seconds("drain-timeout"),
         ],
         [
