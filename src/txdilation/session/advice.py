@@ -88,8 +88,12 @@ def unwrap(failure: Failure | BaseException) -> BaseException:
     return value
 
 
-def explain(error: Failure | BaseException) -> Explanation:
-    """Explain the exception (or ``Failure``) that ended a session (see the module docstring)."""
+def explain(error: Failure | BaseException, *, mailbox_setting: str = "--mailbox") -> Explanation:
+    """Explain the exception (or ``Failure``) that ended a session (see the module docstring).
+
+    :param mailbox_setting: how the advice names the mailbox setting (``mailbox=`` for an
+        endpoint string).
+    """
     exc = unwrap(error)
     name = type(exc).__name__
     text = str(exc).strip()
@@ -106,6 +110,9 @@ def explain(error: Failure | BaseException) -> Explanation:
         socket_error = getattr(exc, "socketError", None)
         detail = getattr(socket_error, "strerror", None) or str(socket_error or "")
         text = f"{interface}:{port}" + (f": {detail}" if detail else "")
+    advice = advice.replace("--mailbox", mailbox_setting)
+    if text.startswith(prefix):  # explained before (an error given its words)
+        return Explanation(text, advice)
     return Explanation(f"{prefix}: {text}" if text else prefix, advice)
 
 
