@@ -23,7 +23,7 @@ from twisted.internet.endpoints import connectProtocol
 from twisted.internet.task import react
 
 import txdilation
-from echo_protocol import EchoClient, server_factory
+from echo_protocol import EchoClient, in_one_line, server_factory
 
 # from here on, every wormhole.create(..., dilation=True) dilates through txdilation (stock
 # magic-wormhole's API, txdilation's implementation; install() may come before or after
@@ -69,12 +69,11 @@ async def main(reactor: Any, mailbox: str | None, relay: str | None, words: list
         client = await connectProtocol(alice_dilated.connector_for("echo"), EchoClient(messages))
         for reply in await client.done:
             print(f"alice got: {reply.decode()}")
-    finally:
         for w in wormholes:
-            try:
-                await w.close()
-            except Exception as e:  # a wormhole that failed says why when closed
-                print(f"close: {type(e).__name__}: {e}")
+            await w.close()  # a wormhole that failed raises why here
+    finally:
+        for w in wormholes:  # closing twice is harmless; after a failure, that failure says why
+            await w.close().addErrback(lambda _: None)
         for server in servers:
             await server.stop()
 
@@ -89,4 +88,4 @@ def run(reactor: Any) -> Any:
 
 
 if __name__ == "__main__":
-    react(run)
+    react(lambda reactor: run(reactor).addErrback(in_one_line("echo_one_process.py")))

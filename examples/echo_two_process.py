@@ -25,7 +25,7 @@ from twisted.internet.endpoints import connectProtocol
 from twisted.internet.task import react
 
 import txdilation
-from echo_protocol import EchoClient, server_factory
+from echo_protocol import EchoClient, in_one_line, server_factory
 
 # from here on, every wormhole.create(..., dilation=True) dilates through txdilation (stock
 # magic-wormhole's API, txdilation's implementation; install() may come before or after
@@ -72,19 +72,24 @@ async def connect(
 
 
 def run(reactor: Any) -> Any:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        usage="%(prog)s [--mailbox URL] [--relay HINT] {serve | connect CODE [WORD ...]}",
+    )
     parser.add_argument("--mailbox", default=PUBLIC_MAILBOX, help="mailbox server URL")
     parser.add_argument("--relay", help="transit relay, tcp:HOST:PORT")
-    sub = parser.add_subparsers(dest="role", required=True)
-    sub.add_parser("serve", help="allocate a code and serve echo")
-    joining = sub.add_parser("connect", help="join with a code and echo words")
-    joining.add_argument("code")
-    joining.add_argument("words", nargs="*")
-    args = parser.parse_args()
+    parser.add_argument("role", choices=("serve", "connect"), help="serve echo, or connect to it")
+    parser.add_argument("code_and_words", nargs="*", metavar="CODE WORD", help="for connect")
+    args = parser.parse_intermixed_args()  # options before or after the words
     if args.role == "serve":
+        if args.code_and_words:
+            parser.error(f"serve takes no code or words: {' '.join(args.code_and_words)}")
         return ensureDeferred(serve(reactor, args.mailbox, args.relay))
-    return ensureDeferred(connect(reactor, args.mailbox, args.relay, args.code, args.words))
+    if not args.code_and_words:
+        parser.error("connect needs the code the serving side printed")
+    code, *words = args.code_and_words
+    return ensureDeferred(connect(reactor, args.mailbox, args.relay, code, words))
 
 
 if __name__ == "__main__":
-    react(run)
+    react(lambda reactor: run(reactor).addErrback(in_one_line("echo_two_process.py")))
