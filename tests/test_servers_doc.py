@@ -116,5 +116,5 @@ class OwnServersTests(TestCase):
         client.transport.loseWriteConnection()
         await self.within(client.eof, a, b)
         self.assertEqual(bytes(client.data), b"through your own servers")
-        self.assertEqual(await a.terminate(self.reactor, 10.0), 0, a.tail())
+        self.assertEqual(await a.terminate(self.reactor, 10.0), 143, a.tail())  # SIGTERM
         self.assertEqual(await self.within(b.ended, b), 0, b.tail())

@@ -37,6 +37,19 @@ FETCH = str(REPO_ROOT / "examples" / "endpoint_fetch.py")
 TWISTD = [sys.executable, "-c", "from twisted.scripts.twistd import run; run()", "-n"]
 
 
+def copy(d: Deferred[Any]) -> Deferred[Any]:
+    """A Deferred with ``d``'s result, that may time out without cancelling ``d``."""
+    other: Deferred[Any] = Deferred()
+
+    def passed(result: object) -> object:
+        if not other.called:
+            other.callback(result)
+        return result
+
+    d.addBoth(passed)
+    return other
+
+
 def alive(pid: int) -> bool:
     """Whether process ``pid`` still runs (a zombie waiting to be reaped does not)."""
     try:
@@ -76,7 +89,7 @@ class ProcessTestCase(RealServersMixin, TestCase):
         self.fail(f"no line {pattern!r}\n{process.tail()}\n" + "\n".join(process.other_output))
 
     async def ended(self, process: SessionProcess, seconds: float = 30) -> int | None:
-        code: int | None = await self.within(process.ended, seconds, process)
+        code: int | None = await self.within(copy(process.ended), seconds, process)
         return code
 
 
@@ -201,8 +214,7 @@ class DemoSignalTests(TestCase):
         got), the demo exits 143 within seconds, and both session processes are gone."""
         demo, pids = await self.started()
         demo.signal("TERM")
-        d: Deferred[Any] = demo.ended
-        self.assertEqual(await d.addTimeout(20, self.reactor), 143, demo.tail())
+        self.assertEqual(await copy(demo.ended).addTimeout(20, self.reactor), 143, demo.tail())
         lines = [line for line in demo.stderr.splitlines() if line.strip()]
         self.assertEqual(len(lines), 1, demo.stderr)
         self.assertRegex(

@@ -18,7 +18,7 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, c
 from twisted.internet.error import ConnectionDone, ConnectionRefusedError
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import deferLater
+from twisted.internet.task import Clock, deferLater
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
@@ -366,6 +366,80 @@ class SessionTests(SessionTestsMixin, TestCase):
         )
         self.assertIn("port is probably in use", error["advice"])
         self.assertEqual(self.ended, [("A", "failed")])
+
+
+class QuietForwarder:
+    """Stands in for the Forwarder during a grace period: ``live`` connections, idle when
+    told."""
+
+    def __init__(self, live: int) -> None:
+        self.live = live
+        self.cut_details: list[str] = []
+        self.idle: Deferred[None] = Deferred()
+
+    def when_idle(self) -> Deferred[None]:
+        return self.idle
+
+
+class InputsRecorder:
+    def __init__(self) -> None:
+        self.drains = 0
+
+    def __getattr__(self, name: str) -> Any:
+        def record(*args: object) -> None:
+            if name == "drained":
+                self.drains += 1
+
+        return record
+
+
+class GracePeriodTests(SynchronousTestCase):
+    """The grace period's countdown (SessionCore.wait_for_drain) on a Clock."""
+
+    def core(self, live: int, grace: float) -> tuple[Any, Clock, list[dict[str, Any]]]:
+        from txdilation.session.service import SessionCore
+
+        clock = Clock()
+        writer = StatusWriter(clock)
+        events: list[dict[str, Any]] = []
+        writer.add_observer(events.append)
+        config = build_config({"code": "1-a", "drain-timeout": grace})
+        core = SessionCore(config, clock, writer, None, QuietForwarder(live))  # type: ignore[arg-type]
+        core.inputs = InputsRecorder()  # type: ignore[assignment]
+        return core, clock, events
+
+    def test_countdown_then_drained(self) -> None:
+        """A 30 s grace period with 2 connections open: a 'draining' event every 5 s says how
+        many are open and how long until the cut (25, 20, 15, 10, 5 s); at 30 s the drain ends
+        (the machine then cuts what is left)."""
+        core, clock, events = self.core(2, 30.0)
+        core.wait_for_drain()
+        clock.pump([1.0] * 29)
+        self.assertEqual(core.inputs.drains, 0)
+        self.assertEqual(
+            [(e["kind"], e["open"], e["remaining_s"]) for e in events],
+            [("draining", 2, r) for r in (25, 20, 15, 10, 5)],
+        )
+        clock.advance(1.0)
+        self.assertEqual(core.inputs.drains, 1)
+
+    def test_idle_early_ends_the_countdown(self) -> None:
+        """The connections end after 7 s: the drain ends then, and no countdown follows."""
+        core, clock, events = self.core(1, 30.0)
+        core.wait_for_drain()
+        clock.advance(7.0)
+        core.forwarder.live = 0
+        core.forwarder.idle.callback(None)
+        self.assertEqual(core.inputs.drains, 1)
+        clock.pump([1.0] * 30)
+        self.assertEqual([e["remaining_s"] for e in events], [25])
+
+    def test_long_grace_counts_down_less_often(self) -> None:
+        """A 300 s grace period is counted down every 50 s, not every 5."""
+        core, clock, events = self.core(1, 300.0)
+        core.wait_for_drain()
+        clock.pump([10.0] * 29)
+        self.assertEqual([e["remaining_s"] for e in events], [250, 200, 150, 100, 50])
 
 
 class SessionMachineTests(SynchronousTestCase):

@@ -380,7 +380,7 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
 
     @draining.upon(I.stop_now).to(closing)
     def force(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
-        core.writer.emit("stopping", reason=reason, open=core.forwarder.live)
+        core.writer.emit("stopping", reason=reason, open=core.forwarder.live, forced=True)
         core.cut_and_close(f"the stop was forced ({reason})")
 
     @running.upon(I.failed).to(closing)

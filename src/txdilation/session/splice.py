@@ -157,8 +157,8 @@ class Splice:
         self.channel.close_write()
 
     def channel_input_ended(self) -> None:
-        if self.bytes_from_peer == 0 and not self.local.read_closed:
-            self.refused = True
+        if self.bytes_from_peer == 0 and self.local.writable and not self.local.read_closed:
+            self.refused = True  # the peer answered nothing while our client waits
         self.local.close_write()
 
     def local_gone(self, reason: Failure) -> None:

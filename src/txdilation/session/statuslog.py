@@ -55,9 +55,13 @@ def describe_stopping(event: StatusEvent, *, interactive: bool = False) -> str:
     """
     reason = str(event["reason"])
     signalled = reason.startswith("SIG")
+    still_open = event.get("open", 0)
+    if event.get("forced"):
+        return f"{reason} again: stopping now" + (
+            f", cutting {_connections(still_open)}" if still_open else ""
+        )
     text = f"interrupted by {reason}: stopping" if interactive and signalled else "stopping"
     text += "" if interactive and signalled else f" ({reason})"
-    still_open = event.get("open", 0)
     if not still_open:
         return text
     if "grace_s" not in event:
@@ -150,7 +154,7 @@ def describe_for_log(
             )
             if event["reason"] == "cut":
                 return LogLevel.warn, (
-                    f"{event['name']} #{event['id']} cut ({event.get('detail', '?')}) after {moved}"
+                    f"{event['name']} #{event['id']} cut after {moved}: {event.get('detail', '?')}"
                 )
             return info, f"{event['name']} #{event['id']} closed ({event['reason']}): {moved}"
         case "error":

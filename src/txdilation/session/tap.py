@@ -4,7 +4,8 @@
 Layer: process entry point. ``makeService`` prepares the process (log level,
 ``txdilation.install()``), opens the status stream, and returns a
 :class:`~txdilation.session.service.SessionService`; once the reactor runs it installs the
-session's signal handlers (SIGTERM/SIGINT: clean stop and exit 0; SIGUSR2: cut the link).
+session's signal handlers (SIGTERM/SIGINT: clean stop and exit 0, a second one cuts at once;
+SIGUSR2: cut the link) and, when a supervising program asked for it, stops with its parent.
 twistd's own options (``-n``, ``--pidfile``, ``--logfile``, ``--logger``, ...) work as usual;
 unless ``--logger`` or ``--syslog`` is given, the log observer is twistd's own choice (stdout
 or ``--logfile``) behind ``txdilation.logs.filtered`` (``--log-level``, default info: debug
@@ -32,7 +33,12 @@ def makeService(options: Options) -> SessionService:
     from twisted.internet import reactor
 
     from txdilation.logs import twistd_observer
-    from txdilation.session.process import end_process, install_signal_handlers, prepare
+    from txdilation.session.process import (
+        end_process,
+        install_signal_handlers,
+        prepare,
+        watch_parent,
+    )
 
     config = options.config
     assert config is not None  # postOptions set it
@@ -43,6 +49,7 @@ def makeService(options: Options) -> SessionService:
     writer = open_status_writer(reactor, config.status)
     session = Session(config, reactor, writer, on_ended=lambda o: end_process(reactor, o))
     reactor.callWhenRunning(install_signal_handlers, reactor, session)  # type: ignore[attr-defined]
+    reactor.callWhenRunning(watch_parent, reactor, session)  # type: ignore[attr-defined]
     server_options = getattr(options, "parent", None)
     observer = twistd_observer(server_options) if server_options is not None else None
     return SessionService(session, log_observer=observer)
