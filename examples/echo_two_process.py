@@ -7,6 +7,8 @@
     # the other side: the same mailbox and the code; each word is echoed
     python examples/echo_two_process.py connect 7-guitarist-revenge \\
         --mailbox ws://relay.magic-wormhole.io:4000/v1 hello world
+    # -> echo: hello
+    # -> echo: world
 
 Both sides print the verifier: the same value on both means nobody sat in the middle. With a
 transit relay (``--relay tcp:transit.magic-wormhole.io:4001`` on both sides) the peers also

@@ -160,6 +160,26 @@ class MailboxUrlTests(SynchronousTestCase):
                 self.assertIn(words, str(e))
                 self.assertIn("e.g. ws://", str(e))
 
+    def test_default_from_the_environment(self) -> None:
+        """TXDILATION_MAILBOX names the mailbox server when neither the command line nor the
+        file does (sessions and dilation: strings alike); a given one wins; it is checked too."""
+        from twisted.internet.endpoints import serverFromString
+        from twisted.internet.testing import MemoryReactor
+
+        self.patch(os, "environ", {**os.environ, "TXDILATION_MAILBOX": "ws://own.example:4000/v1"})
+        options = SessionOptions()
+        options.parseOptions(["--code", "1-a"])
+        self.assertEqual(options.config.mailbox, "ws://own.example:4000/v1")
+        options = SessionOptions()
+        options.parseOptions(["--code", "1-a", "--mailbox", "ws://given.example/v1"])
+        self.assertEqual(options.config.mailbox, "ws://given.example/v1")
+        endpoint = serverFromString(MemoryReactor(), "dilation:subprotocol=x")
+        self.assertEqual(endpoint.settings.mailbox, "ws://own.example:4000/v1")
+        os.environ["TXDILATION_MAILBOX"] = "http://wrong.example"
+        code, _, err = run_cli("run", "--code", "1-a")
+        self.assertEqual(code, 2)
+        self.assertIn("mailbox 'http://wrong.example' has 'http://'", err)
+
 
 class SettingsTests(SynchronousTestCase):
     """Every library setting as an option and a TOML key."""

@@ -37,6 +37,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,7 @@ from txdilation.endpoints.settings import (
 )
 from txdilation.endpoints.shared import NAMESPACE, SharedWormhole, acquire, in_twistd, pass_to
 from txdilation.session.advice import explain, unwrap
+from txdilation.session.config import DEFAULT_MAILBOX, MAILBOX_VARIABLE
 
 _log = Logger(namespace=NAMESPACE)
 
@@ -193,13 +195,15 @@ def in_words(error: BaseException | Failure, *, mailbox_setting: str = "mailbox=
 def settings_from_string(
     reactor: Any, args: tuple[str, ...], kwargs: dict[str, str], *, client: bool
 ) -> EndpointSettings:
-    """:func:`parse_settings` for the endpoint-string plugins: a bad string is a
+    """:func:`parse_settings` for the endpoint-string plugins (the mailbox server, when the
+    string names none: ``TXDILATION_MAILBOX``, else the public one): a bad string is a
     ``ValueError`` naming the key, except while a ``twistd`` server is being set up (its
     ``--listen``/``--connect`` options), where it is ONE line on stderr and exit status
     :data:`EXIT_USAGE`, not twistd's traceback.
     """
+    default_mailbox = os.environ.get(MAILBOX_VARIABLE) or DEFAULT_MAILBOX
     try:
-        return parse_settings(args, kwargs, client=client)
+        return parse_settings(args, kwargs, client=client, default_mailbox=default_mailbox)
     except ValueError as e:
         if not (in_twistd() and not getattr(reactor, "running", False)):
             raise

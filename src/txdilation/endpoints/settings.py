@@ -74,11 +74,16 @@ def _absolute(path: str | None) -> str | None:
 
 
 def parse_settings(
-    args: tuple[str, ...], kwargs: Mapping[str, str], *, client: bool
+    args: tuple[str, ...],
+    kwargs: Mapping[str, str],
+    *,
+    client: bool,
+    default_mailbox: str = DEFAULT_MAILBOX,
 ) -> EndpointSettings:
     """Check and convert an endpoint string's arguments (``key=value`` only).
 
     :param client: also accept ``timeout`` (seconds, ``0``/``none`` for no timeout).
+    :param default_mailbox: the mailbox server when the string names none.
     :raises ValueError: naming the argument, for an unknown or missing key, a positional
         argument, or a bad value.
     """
@@ -101,7 +106,7 @@ def parse_settings(
     subprotocol = kwargs.get("subprotocol", "")
     if not subprotocol or not subprotocol.isprintable():
         raise ValueError("dilation: subprotocol=NAME is required (the subchannel name)")
-    mailbox = kwargs.get("mailbox", DEFAULT_MAILBOX)
+    mailbox = kwargs.get("mailbox", default_mailbox)
     try:
         check_mailbox_url(mailbox)
     except ConfigError as e:

@@ -49,6 +49,7 @@ __all__ = [
     "DEFAULT_MAILBOX",
     "DILATION_SETTINGS",
     "LOG_LEVELS",
+    "MAILBOX_VARIABLE",
     "ConfigError",
     "SessionConfig",
     "build_config",
@@ -59,6 +60,10 @@ __all__ = [
 
 DEFAULT_MAILBOX: Final = "ws://relay.magic-wormhole.io:4000/v1"
 """The public magic-wormhole mailbox server (stock's default)."""
+
+MAILBOX_VARIABLE: Final = "TXDILATION_MAILBOX"
+"""The environment variable naming the mailbox server used when none is given (sessions,
+``dilation:`` endpoint strings), e.g. a server of your own in a closed network."""
 
 DEFAULT_APPID: Final = "txdilation.example/session"
 """The application id used when none is given (both peers must use the same one)."""

@@ -11,6 +11,7 @@ txdilation, magic-wormhole, Twisted and Python (:func:`version_text`) and exits 
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from importlib import metadata
@@ -23,6 +24,7 @@ from txdilation.session.config import (
     DEFAULT_MAILBOX,
     DILATION_SETTINGS,
     LOG_LEVELS,
+    MAILBOX_VARIABLE,
     SessionConfig,
     build_config,
     load_toml,
@@ -81,7 +83,12 @@ class SessionOptions(usage.Options):
         ["no-listen", None, "Advertise no direct hints (use the peer's hints or the relay)."],
     ]
     optParameters = [
-        ["mailbox", None, None, f"Mailbox server URL [default: {DEFAULT_MAILBOX}]."],
+        [
+            "mailbox",
+            None,
+            None,
+            f"Mailbox server URL [default: {MAILBOX_VARIABLE}, else {DEFAULT_MAILBOX}].",
+        ],
         ["appid", None, None, f"Application id; both peers must agree [default: {DEFAULT_APPID}]."],
         ["code", None, None, "The wormhole code to use."],
         [
@@ -163,6 +170,8 @@ class SessionOptions(usage.Options):
             for flag in ("allocate-code", "no-listen"):
                 overrides[flag] = True if self[flag] else None
             overrides["relay"] = self.relays or None
+            if overrides["mailbox"] is None and "mailbox" not in file_settings:
+                overrides["mailbox"] = os.environ.get(MAILBOX_VARIABLE) or None
             overrides["listen"] = self.listen
             overrides["connect"] = self.connect
             self.config = build_config(merge(file_settings, overrides))
