@@ -69,7 +69,10 @@ class VersionTests(SynchronousTestCase):
     def test_every_command(self) -> None:
         """txdilation, txdilation run and txdilation demo print the four versions, one per
         line, and exit 0."""
-        for argv in (["--version"], ["run", "--version"], ["demo", "--version"]):
+        for argv in (
+            ["--version"], ["run", "--version"], ["demo", "--version"], ["-V"], ["run", "-V"],
+            ["demo", "-V"],
+        ):  # fmt: skip
             with self.subTest(argv=argv):
                 code, out, err = run_cli(*argv)
                 self.assertEqual((code, err), (0, ""))
@@ -90,6 +93,23 @@ class VersionTests(SynchronousTestCase):
                 )
                 self.assertEqual(done.returncode, 0, done.stderr)
                 self.assertEqual(done.stdout.splitlines(), expected_versions())
+
+
+class HelpTests(SynchronousTestCase):
+    """-h works wherever --help does."""
+
+    def test_short_help(self) -> None:
+        """``txdilation -h``, ``txdilation run -h`` and ``txdilation demo -h`` print the help
+        (the options of the command) and exit 0."""
+        for argv, words in (
+            (["-h"], "{run,demo}"),
+            (["run", "-h"], "--drain-timeout"),
+            (["demo", "-h"], "--mib"),
+        ):
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*argv)
+                self.assertEqual((code, err), (0, ""))
+                self.assertIn(words, out)
 
 
 class UsageErrorTests(SynchronousTestCase):

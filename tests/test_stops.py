@@ -132,6 +132,13 @@ class RunSignalTests(ProcessTestCase):
         while len(client.data) < 13:
             await deferLater(self.reactor, 0.02, lambda: None)
 
+        # what A printed so far is docs/command.md's example, in its order
+        doc = (REPO_ROOT / "docs" / "command.md").read_text()
+        sample = doc.split("$ txdilation run --allocate-code", 1)[1].split("```", 1)[0]
+        shown = [" ".join(line.split()[:2]) for line in sample.strip().splitlines()[1:-1]]
+        printed = [" ".join(line.split()[:2]) for line in a.stderr.splitlines()]
+        self.assertEqual(printed[: len(shown)], shown, a.stderr)
+
         a.signal("INT")
         stopping = await self.within(a.next_event("stopping"), 30, a)
         self.assertEqual(

@@ -221,11 +221,14 @@ class SessionConfig:
     """``(key, value)`` of the Dilation settings given, values as the variables take them."""
 
     def environment(self) -> dict[str, str]:
-        """The ``TXDILATION_*`` variables the given Dilation settings (and ``events``) set."""
+        """The ``TXDILATION_*`` variables the given Dilation settings (and ``events``,
+        ``log-level``) set."""
         variables = {d.key: d.variable for d in DILATION_SETTINGS}
         env = {variables[key]: value for key, value in self.dilation}
         if self.events:
             env["TXDILATION_EVENTS"] = self.events
+        if self.log_level is not None:  # (telemetry records are log lines at debug only)
+            env["TXDILATION_LOG_LEVEL"] = self.log_level
         return env
 
     @property

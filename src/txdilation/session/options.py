@@ -149,6 +149,12 @@ class SessionOptions(usage.Options):
         print(version_text())
         sys.exit(0)
 
+    opt_V = opt_version
+
+    def opt_h(self) -> None:
+        """Display this help and exit."""
+        self.opt_help()  # type: ignore[no-untyped-call]
+
     def postOptions(self) -> None:
         file_settings: dict[str, Any] = {}
         try:
