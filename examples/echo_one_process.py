@@ -14,7 +14,6 @@ starts a real mailbox server and transit relay on 127.0.0.1 in this process
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 import wormhole
@@ -23,7 +22,7 @@ from twisted.internet.endpoints import connectProtocol
 from twisted.internet.task import react
 
 import txdilation
-from echo_protocol import EchoClient, in_one_line, server_factory
+from echo_protocol import EchoClient, OneLineParser, in_one_line, server_factory
 
 # from here on, every wormhole.create(..., dilation=True) dilates through txdilation (stock
 # magic-wormhole's API, txdilation's implementation; install() may come before or after
@@ -79,7 +78,7 @@ async def main(reactor: Any, mailbox: str | None, relay: str | None, words: list
 
 
 def run(reactor: Any) -> Any:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mailbox", help="mailbox server URL (default: start one here)")
     parser.add_argument("--relay", help="transit relay, tcp:HOST:PORT")
     parser.add_argument("words", nargs="*", help="messages to echo")

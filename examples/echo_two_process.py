@@ -18,7 +18,6 @@ wormhole; ``connect`` exits 0 once every word came back.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 import wormhole
@@ -27,7 +26,7 @@ from twisted.internet.endpoints import connectProtocol
 from twisted.internet.task import react
 
 import txdilation
-from echo_protocol import EchoClient, in_one_line, server_factory
+from echo_protocol import EchoClient, OneLineParser, in_one_line, server_factory
 
 # from here on, every wormhole.create(..., dilation=True) dilates through txdilation (stock
 # magic-wormhole's API, txdilation's implementation; install() may come before or after
@@ -74,7 +73,7 @@ async def connect(
 
 
 def run(reactor: Any) -> Any:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         description=__doc__.splitlines()[0],
         usage="%(prog)s [--mailbox URL] [--relay HINT] {serve | connect CODE [WORD ...]}",
     )

@@ -138,6 +138,12 @@ class ParseTests(SynchronousTestCase):
         self.assertIn(
             "unknown server endpoint argument(s) codefile (did you mean code-file?)", str(e)
         )
+        for key in ("status", "code-file"):  # a file in a directory that is not there
+            given = f"dilation:subprotocol=x:{key}=/nonexistent/d/f"
+            e = self.assertRaises(ValueError, serverFromString, reactor, given)
+            self.assertEqual(
+                str(e), f"dilation: {key}=/nonexistent/d/f: no directory /nonexistent/d"
+            )
 
     def test_one_line_in_a_twistd_server(self) -> None:
         """While a twistd server is being set up (its reactor not running yet), a bad string is

@@ -74,9 +74,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--relay-only", action="store_true", help="no direct connections")
     demo.add_argument(
-        "--timeout", type=float, default=120.0, help="give up after this many seconds (120)"
+        "--timeout", type=_seconds, default=120.0, help="give up after this many seconds (120)"
     )
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:

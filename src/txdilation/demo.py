@@ -236,7 +236,13 @@ def run_demo(
     def go() -> None:
         demo = _Demo(reactor, sys.stdout)
         d = Deferred.fromCoroutine(demo.run(mib * 2**20, cuts, relay_only))
-        timer = reactor.callLater(timeout, d.cancel)  # type: ignore[attr-defined]
+        timed_out: list[str] = []
+
+        def give_up() -> None:
+            timed_out.append(demo.where())
+            d.cancel()
+
+        timer = reactor.callLater(timeout, give_up)  # type: ignore[attr-defined]
 
         def finish(outcome: object) -> None:
             if timer.active():
@@ -244,7 +250,12 @@ def run_demo(
             if interrupted:
                 result.append(128 + interrupted[0])
             elif isinstance(outcome, Failure):
-                print(f"demo failed: {outcome.getErrorMessage()}", file=sys.stderr)
+                why = (
+                    f"gave up after {timeout:g} s (--timeout) {timed_out[0]}"
+                    if timed_out
+                    else f"failed: {outcome.getErrorMessage() or outcome.value!r}"
+                )
+                print(f"txdilation demo: {why}; the sessions' last events:", file=sys.stderr)
                 for session in demo.sessions:
                     print(session.tail(), file=sys.stderr)
                 result.append(1)

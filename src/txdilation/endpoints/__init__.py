@@ -197,13 +197,19 @@ def settings_from_string(
 ) -> EndpointSettings:
     """:func:`parse_settings` for the endpoint-string plugins (the mailbox server, when the
     string names none: ``TXDILATION_MAILBOX``, else the public one): a bad string is a
-    ``ValueError`` naming the key, except while a ``twistd`` server is being set up (its
+    ``ValueError`` naming the key (also for a ``status`` or ``code-file`` whose directory does
+    not exist), except while a ``twistd`` server is being set up (its
     ``--listen``/``--connect`` options), where it is ONE line on stderr and exit status
     :data:`EXIT_USAGE`, not twistd's traceback.
     """
     default_mailbox = os.environ.get(MAILBOX_VARIABLE) or DEFAULT_MAILBOX
     try:
-        return parse_settings(args, kwargs, client=client, default_mailbox=default_mailbox)
+        settings = parse_settings(args, kwargs, client=client, default_mailbox=default_mailbox)
+        for key, path in (("status", settings.status), ("code-file", settings.code_file)):
+            directory = os.path.dirname(os.path.abspath(path)) if path else None
+            if directory is not None and not os.path.isdir(directory):
+                raise ValueError(f"dilation: {key}={path}: no directory {directory}")
+        return settings
     except ValueError as e:
         if not (in_twistd() and not getattr(reactor, "running", False)):
             raise

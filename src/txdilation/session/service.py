@@ -86,7 +86,8 @@ def library_settings(config: SessionConfig, environ: Mapping[str, str]) -> Setti
 
     :raises ValueError: naming a ``TXDILATION_*`` variable set to something invalid.
     """
-    settings = Settings.from_environ({**environ, **config.environment()})
+    own = {k: v for k, v in environ.items() if k != "TXDILATION_SEMANTICS"}  # the session's own
+    settings = Settings.from_environ({**own, **config.environment()})
     return dataclasses.replace(settings, semantics=semantics_named(SEMANTICS))
 
 

@@ -14,7 +14,11 @@ lines such as telemetry records and Twisted's factory and port chatter are left 
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from twisted.python import usage
 
 from txdilation.session.options import SessionOptions
 
@@ -25,7 +29,18 @@ __all__ = ["Options", "makeService"]
 
 
 class Options(SessionOptions):
-    """``twistd dilation [options]``."""
+    """``twistd dilation [options]``: a usage error is ONE line on stderr and exit status 2,
+    as for ``txdilation run`` (twistd itself would print its whole usage text, then the
+    message, and exit 1)."""
+
+    def parseOptions(self, options: Sequence[str] | None = None) -> None:
+        try:
+            super().parseOptions(options)  # type: ignore[no-untyped-call]
+        except usage.UsageError as e:
+            from txdilation.session.foreground import EXIT_USAGE, usage_error
+
+            print(usage_error("twistd dilation", str(e)), file=sys.stderr)
+            raise SystemExit(EXIT_USAGE) from None
 
 
 def makeService(options: Options) -> SessionService:
