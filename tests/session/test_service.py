@@ -229,6 +229,24 @@ class SessionTests(SessionTestsMixin, TestCase):
         warning = await a_log.next_event("warning")
         self.assertIn("svc #1: the peer closed the subchannel at once", warning["message"])
 
+    async def test_local_reset_is_reported(self) -> None:
+        """A local client that resets its connection mid-stream: its peer's side can only get
+        an end of input (a subchannel carries no reset), so this side says so, with the bytes
+        that went through."""
+        _a, a_log, _b, _b_log = await self.pair(
+            {"svc": f"tcp:0:interface={LOOPBACK}"},
+            {"svc": f"tcp:{LOOPBACK}:{await self.echo_service()}"},
+        )
+        client = await self.connect_to(a_log, "svc")
+        client.transport.write(b"half a request")
+        while len(client.data) < 14:
+            await deferLater(self.reactor, 0.01, lambda: None)
+        client.transport.abortConnection()
+        warning = await a_log.next_event("warning")
+        self.assertIn("svc #1: the local client reset the connection", warning["message"])
+        self.assertIn("after 14 bytes to the peer", warning["message"])
+        self.assertIn("cannot carry a reset", warning["advice"])
+
     async def test_link_cut_reconnects(self) -> None:
         """cut_link() aborts the connection: link-cut, reconnecting, then a new generation's
         connection-selected; forwarding works afterwards."""

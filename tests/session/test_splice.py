@@ -150,6 +150,15 @@ class SpliceTests(SynchronousTestCase):
         peer.transport.loseWriteConnection()
         self.pair.flush()
         self.assertEqual(self.ended, [self.splice])
+        # a reset, not a close: the peer only got an end of input, so it is said here
+        self.assertIn("non-clean fashion", self.splice.reset)
+
+    def test_local_close_is_no_reset(self) -> None:
+        """The local connection ending with an end of input, then closing, is no reset."""
+        self.open_channel()
+        self.splice.local.readConnectionLost()
+        self.splice.local.connectionLost(connectionDone)
+        self.assertEqual(self.splice.reset, "")
 
     def test_wormhole_closed(self) -> None:
         """When the subchannel is abandoned (the wormhole closed under it, without the peer's

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
 from twisted.internet.defer import Deferred
-from twisted.internet.task import Cooperator
+from twisted.internet.task import Cooperator, LoopingCall
 from twisted.logger import Logger
 from wormhole._interfaces import IDilator, ISend, ITerminator
 from wormhole._status import DilationStatus, WormholeStatus
@@ -45,6 +45,9 @@ from txdilation.wire.keys import derive_dilation_key
 __all__ = ["Dilator"]
 
 _log = Logger(namespace="txdilation.mailbox.dilator")
+
+FLUSH_CHECK = 0.05
+"""Seconds between two looks at what the peer has still to acknowledge, while a close waits."""
 
 
 @implementer(IDilator)
@@ -159,24 +162,25 @@ class Dilator:
             n=pending,
         )
         done: Deferred[int] = Deferred()
-        timer = self._reactor.callLater(timeout, lambda: fire(None))
+        deadline = self._reactor.seconds() + timeout
 
-        def fire(_: object) -> None:
-            if done.called:
-                return
-            if timer.active():
-                timer.cancel()
+        def check() -> None:  # every FLUSH_CHECK s: acknowledged, the peer gone, or too late
             left = mux.unacknowledged_records
+            gone = type(m.status.peer_connection).__name__ == "StoppedPeer"
+            if left and not gone and self._reactor.seconds() < deadline:
+                return
+            poll.stop()
             if left:
                 _log.warn(
-                    "closing with {n} record(s) the peer did not acknowledge within {timeout} s: "
-                    "it may miss our last data or subchannel close",
+                    "closing with {n} record(s) the peer did not acknowledge: it may miss our "
+                    "last data or subchannel close",
                     n=left,
-                    timeout=timeout,
                 )
             done.callback(left)
 
-        mux.when_acknowledged().addBoth(fire)
+        poll = LoopingCall(check)
+        poll.clock = self._reactor
+        poll.start(FLUSH_CHECK, now=False)
         return done
 
     def stop(self) -> None:

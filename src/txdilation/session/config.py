@@ -69,7 +69,9 @@ DEFAULT_APPID: Final = "txdilation.example/session"
 """The application id used when none is given (both peers must use the same one)."""
 
 DEFAULT_DRAIN_TIMEOUT: Final = 30.0
-DEFAULT_CLOSE_TIMEOUT: Final = 3.0
+DEFAULT_CLOSE_TIMEOUT: Final = 8.0
+"""Longer than the Dilation's own hold on a close (5 s to deliver what the peer has not
+acknowledged, reconnecting if need be), so the session never gives up on a close first."""
 
 LOG_LEVELS: Final = ("debug", "info", "warn", "error", "critical")
 """``log-level`` values (see ``txdilation.logs``)."""

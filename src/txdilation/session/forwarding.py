@@ -262,6 +262,15 @@ class Forwarder:
         if splice.reason == "cut":
             self.cut += 1
             fields["detail"] = splice.detail
+        if splice.reset and splice.reason != "cut":
+            side = "local client" if splice.direction == "outbound" else "service"
+            self._writer.emit(
+                "warning",
+                message=f"{splice.name} #{splice.ident}: the {side} reset the connection "
+                f"({splice.reset}) after {splice.bytes_to_peer} bytes to the peer",
+                advice="the peer's side could only be given an end of input: a subchannel "
+                "cannot carry a reset",
+            )
         if splice.refused and splice.direction == "outbound":
             self._writer.emit(
                 "warning",

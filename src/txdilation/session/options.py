@@ -113,7 +113,7 @@ class SessionOptions(usage.Options):
             "close-timeout",
             None,
             None,
-            "On stop, wait for the close [default: 3]",
+            "On stop, wait for the close [default: 8]",
             _seconds("close-timeout"),
         ],
         [

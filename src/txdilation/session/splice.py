@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IHalfCloseableProtocol, IReactorTime
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
@@ -55,6 +56,8 @@ class Splice:
     :ivar detail: for a cut, why, in words (e.g. ``the 30 s grace period ended``).
     :ivar refused: the peer closed the subchannel before sending anything, while ours was
         still open (it does not offer the name, or could not reach its service).
+    :ivar reset: the local connection was reset, not closed (why, in words), or ``""``: the
+        peer's side only gets an end of input (a subchannel has no reset), so it is reported.
     """
 
     def __init__(self, ident: int, name: str, direction: str, clock: IReactorTime) -> None:
@@ -71,6 +74,7 @@ class Splice:
         self.reason = "closed"
         self.detail = ""
         self.refused = False
+        self.reset = ""
         self.joined = False
         self.ended: Deferred[Splice] = Deferred()
         self.on_joined: Callable[[Splice], object] | None = None
@@ -163,6 +167,8 @@ class Splice:
 
     def local_gone(self, reason: Failure) -> None:
         if not self.ended.called:
+            if not (self.local.read_closed or isinstance(reason.value, ConnectionDone)):
+                self.reset = str(reason.value) or type(reason.value).__name__
             self.channel.close_write()
         self._maybe_end()
 
