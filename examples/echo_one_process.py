@@ -14,7 +14,6 @@ starts a real mailbox server and transit relay on 127.0.0.1 in this process
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 import wormhole
@@ -23,7 +22,7 @@ from twisted.internet.endpoints import connectProtocol
 from twisted.internet.task import react
 
 import txdilation
-from echo_protocol import EchoClient, server_factory
+from echo_protocol import EchoClient, OneLineParser, in_one_line, server_factory
 
 # from here on, every wormhole.create(..., dilation=True) dilates through txdilation (stock
 # magic-wormhole's API, txdilation's implementation; install() may come before or after
@@ -69,18 +68,17 @@ async def main(reactor: Any, mailbox: str | None, relay: str | None, words: list
         client = await connectProtocol(alice_dilated.connector_for("echo"), EchoClient(messages))
         for reply in await client.done:
             print(f"alice got: {reply.decode()}")
-    finally:
         for w in wormholes:
-            try:
-                await w.close()
-            except Exception as e:  # a wormhole that failed says why when closed
-                print(f"close: {type(e).__name__}: {e}")
+            await w.close()  # a wormhole that failed raises why here
+    finally:
+        for w in wormholes:  # closing twice is harmless; after a failure, that failure says why
+            await w.close().addErrback(lambda _: None)
         for server in servers:
             await server.stop()
 
 
 def run(reactor: Any) -> Any:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mailbox", help="mailbox server URL (default: start one here)")
     parser.add_argument("--relay", help="transit relay, tcp:HOST:PORT")
     parser.add_argument("words", nargs="*", help="messages to echo")
@@ -89,4 +87,4 @@ def run(reactor: Any) -> Any:
 
 
 if __name__ == "__main__":
-    react(run)
+    react(lambda reactor: run(reactor).addErrback(in_one_line("echo_one_process.py")))

@@ -2,10 +2,15 @@
 subchannel of a dilated wormhole (and ``test_echo.py`` tests in memory).
 
 Nothing here knows about Dilation: a subchannel is an ordinary Twisted transport, so these
-are ordinary ``LineReceiver`` protocols, usable over TCP as well.
+are ordinary ``LineReceiver`` protocols, usable over TCP as well. (:func:`in_one_line`, for the
+examples' command lines, says why a wormhole failed in one line instead of a traceback, and
+:class:`OneLineParser` says what was wrong with the arguments in one line.)
 """
 
 from __future__ import annotations
+
+import argparse
+from typing import Any
 
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Factory
@@ -60,3 +65,23 @@ class EchoClient(LineReceiver):
 def server_factory() -> Factory:
     """A factory of :class:`EchoServer`."""
     return Factory.forProtocol(EchoServer)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is ONE line (not the usage text first), exit status 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
+
+
+def in_one_line(program: str) -> Any:
+    """An errback for a command's main Deferred: a failure is ONE line on stderr saying what
+    went wrong and what to do (``txdilation.endpoints.in_words``), and exit status 1."""
+    from txdilation.endpoints import in_words
+
+    def explain(failure: Failure) -> Failure:
+        if failure.check(SystemExit):  # argparse's usage errors are already one line
+            return failure
+        raise SystemExit(f"{program}: {in_words(failure, mailbox_setting='--mailbox')}")
+
+    return explain

@@ -7,6 +7,8 @@
     # the other side: the same mailbox and the code; each word is echoed
     python examples/echo_two_process.py connect 7-guitarist-revenge \\
         --mailbox ws://relay.magic-wormhole.io:4000/v1 hello world
+    # -> echo: hello
+    # -> echo: world
 
 Both sides print the verifier: the same value on both means nobody sat in the middle. With a
 transit relay (``--relay tcp:transit.magic-wormhole.io:4001`` on both sides) the peers also
@@ -16,7 +18,6 @@ wormhole; ``connect`` exits 0 once every word came back.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 import wormhole
@@ -25,7 +26,7 @@ from twisted.internet.endpoints import connectProtocol
 from twisted.internet.task import react
 
 import txdilation
-from echo_protocol import EchoClient, server_factory
+from echo_protocol import EchoClient, OneLineParser, in_one_line, server_factory
 
 # from here on, every wormhole.create(..., dilation=True) dilates through txdilation (stock
 # magic-wormhole's API, txdilation's implementation; install() may come before or after
@@ -72,19 +73,24 @@ async def connect(
 
 
 def run(reactor: Any) -> Any:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(
+        description=__doc__.splitlines()[0],
+        usage="%(prog)s [--mailbox URL] [--relay HINT] {serve | connect CODE [WORD ...]}",
+    )
     parser.add_argument("--mailbox", default=PUBLIC_MAILBOX, help="mailbox server URL")
     parser.add_argument("--relay", help="transit relay, tcp:HOST:PORT")
-    sub = parser.add_subparsers(dest="role", required=True)
-    sub.add_parser("serve", help="allocate a code and serve echo")
-    joining = sub.add_parser("connect", help="join with a code and echo words")
-    joining.add_argument("code")
-    joining.add_argument("words", nargs="*")
-    args = parser.parse_args()
+    parser.add_argument("role", choices=("serve", "connect"), help="serve echo, or connect to it")
+    parser.add_argument("code_and_words", nargs="*", metavar="CODE WORD", help="for connect")
+    args = parser.parse_intermixed_args()  # options before or after the words
     if args.role == "serve":
+        if args.code_and_words:
+            parser.error(f"serve takes no code or words: {' '.join(args.code_and_words)}")
         return ensureDeferred(serve(reactor, args.mailbox, args.relay))
-    return ensureDeferred(connect(reactor, args.mailbox, args.relay, args.code, args.words))
+    if not args.code_and_words:
+        parser.error("connect needs the code the serving side printed")
+    code, *words = args.code_and_words
+    return ensureDeferred(connect(reactor, args.mailbox, args.relay, code, words))
 
 
 if __name__ == "__main__":
-    react(run)
+    react(lambda reactor: run(reactor).addErrback(in_one_line("echo_two_process.py")))

@@ -1,6 +1,7 @@
 """Trial tests of the echo protocols over dilated wormholes: in memory, and for real.
 
-    cd examples && python -m twisted.trial test_echo      # or: python -m pytest test_echo.py
+    cd examples && python -m twisted.trial test_echo
+    cd examples && python -m pytest test_echo.py        # the same with pytest (pip install pytest)
 
 ``txdilation.testing.memory.MemoryDilationPair`` joins two dilated wormholes in memory: the
 real sequencing, acknowledgements, replay and flow control of Dilation, without a mailbox,

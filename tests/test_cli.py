@@ -69,7 +69,10 @@ class VersionTests(SynchronousTestCase):
     def test_every_command(self) -> None:
         """txdilation, txdilation run and txdilation demo print the four versions, one per
         line, and exit 0."""
-        for argv in (["--version"], ["run", "--version"], ["demo", "--version"]):
+        for argv in (
+            ["--version"], ["run", "--version"], ["demo", "--version"], ["-V"], ["run", "-V"],
+            ["demo", "-V"],
+        ):  # fmt: skip
             with self.subTest(argv=argv):
                 code, out, err = run_cli(*argv)
                 self.assertEqual((code, err), (0, ""))
@@ -92,37 +95,52 @@ class VersionTests(SynchronousTestCase):
                 self.assertEqual(done.stdout.splitlines(), expected_versions())
 
 
+class HelpTests(SynchronousTestCase):
+    """-h works wherever --help does."""
+
+    def test_short_help(self) -> None:
+        """``txdilation -h``, ``txdilation run -h`` and ``txdilation demo -h`` print the help
+        (the options of the command) and exit 0."""
+        for argv, words in (
+            (["-h"], "{run,demo}"),
+            (["run", "-h"], "--drain-timeout"),
+            (["demo", "-h"], "--mib"),
+        ):
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(*argv)
+                self.assertEqual((code, err), (0, ""))
+                self.assertIn(words, out)
+
+
 class UsageErrorTests(SynchronousTestCase):
     """One line, exit 2, pointing at --help."""
 
     def test_one_line(self) -> None:
         """Missing or unknown commands, bad values and bad options: one line on stderr naming
         the problem and ending with the command's --help; nothing on stdout; exit 2."""
-        cases = {
-            (): ("txdilation", "required"),
-            ("serve",): ("txdilation", "invalid choice: 'serve'"),
-            ("demo", "--mib", "x"): ("txdilation demo", "--mib: expected a positive whole"),
-            ("demo", "--cuts", "-1"): ("txdilation demo", "--cuts: expected a whole number"),
-            ("run", "--bogus"): ("txdilation run", "option --bogus not recognized"),
-            ("run",): ("txdilation run", "give a wormhole code (--code)"),
-            ("run", "--code", "1-a", "--ping-interval", "soon"): (
-                "txdilation run",
-                "--ping-interval: expected a number of seconds, not 'soon'",
-            ),
-            ("run", "--code", "1-a", "--mailbox", "http://relay.example/v1"): (
-                "txdilation run",
-                "mailbox 'http://relay.example/v1' has 'http://'",
-            ),
-            ("run", "--code", "1-a", "--listen", "web=systemd:domain=INET:index=0"): (
-                "txdilation run",
-                "systemd passed no such socket",
-            ),
-            ("run", "--code", "1-a", "--max-record-size", "big"): (
-                "txdilation run",
-                "max-record-size: expected a number of bytes",
-            ),
-        }
-        for argv, (command, words) in cases.items():
+        c = ("run", "--code", "1-a")
+        cases = {  # argv: what the one line says
+            (): "required",
+            ("serve",): "invalid choice: 'serve'",
+            ("demo", "--mib", "x"): "--mib: expected a positive whole",
+            ("demo", "--cuts", "-1"): "--cuts: expected a whole number",
+            ("demo", "--timeout", "-1"): "--timeout: expected a positive number of seconds",
+            ("run", "--bogus"): "option --bogus not recognized",
+            ("run",): "give a wormhole code (--code)",
+            (*c, "--ping-interval", "soon"): "--ping-interval: expected a number of seconds",
+            (*c, "--mailbox", "http://relay.example/v1"): "mailbox 'http://relay.example/v1' has 'http://'",
+            (*c, "--listen", "web=systemd:domain=INET:index=0"): "systemd passed no such socket",
+            (*c, "--max-record-size", "big"): "max-record-size: expected a number of bytes",
+            (*c, "--listen", "web=tcp:0", "--listen", "web=tcp:1"):
+                "--listen web given twice (tcp:0 and tcp:1): one endpoint per name",
+            (*c, "hello"): "unexpected argument 'hello' (every setting is an option",
+            (*c, "--status", "/nonexistent/dir/s.jsonl"):
+                "--status /nonexistent/dir/s.jsonl: the directory /nonexistent/dir does not exist",
+            (*c, "--events", "/nonexistent/dir/e.jsonl"):
+                "--events /nonexistent/dir/e.jsonl: the directory /nonexistent/dir does not exist",
+        }  # fmt: skip
+        for argv, words in cases.items():
+            command = "txdilation " + argv[0] if argv[:1] in (("run",), ("demo",)) else "txdilation"
             with self.subTest(argv=argv):
                 code, out, err = run_cli(*argv)
                 self.assertEqual((code, out), (2, ""))
@@ -139,6 +157,18 @@ class UsageErrorTests(SynchronousTestCase):
         self.assertIn("TXDILATION_LOG_LEVEL", err)
         options = SessionOptions()
         options.parseOptions(["--code", "1-a", "--log-level", "debug"])  # type: ignore[no-untyped-call]
+
+    def test_bad_library_variable(self) -> None:
+        """A TXDILATION_* variable the library would refuse when the session dilates is a usage
+        error before anything starts (it was a fatal 'unexpected' error, after the mailbox);
+        TXDILATION_SEMANTICS is not one: the session chooses its own semantics."""
+        self.patch(os, "environ", {**os.environ, "TXDILATION_PEER_TIMEOUT": "abc"})
+        code, _out, err = run_cli("run", "--code", "1-a")
+        self.assertEqual(code, 2)
+        self.assertIn("TXDILATION_PEER_TIMEOUT must be a number of seconds, not 'abc'", err)
+        environ = {k: v for k, v in os.environ.items() if k != "TXDILATION_PEER_TIMEOUT"}
+        self.patch(os, "environ", {**environ, "TXDILATION_SEMANTICS": "weird"})
+        SessionOptions().parseOptions(["--code", "1-a"])  # type: ignore[no-untyped-call]
 
 
 class MailboxUrlTests(SynchronousTestCase):
@@ -159,6 +189,26 @@ class MailboxUrlTests(SynchronousTestCase):
                 e = self.assertRaises(ConfigError, check_mailbox_url, bad)
                 self.assertIn(words, str(e))
                 self.assertIn("e.g. ws://", str(e))
+
+    def test_default_from_the_environment(self) -> None:
+        """TXDILATION_MAILBOX names the mailbox server when neither the command line nor the
+        file does (sessions and dilation: strings alike); a given one wins; it is checked too."""
+        from twisted.internet.endpoints import serverFromString
+        from twisted.internet.testing import MemoryReactor
+
+        self.patch(os, "environ", {**os.environ, "TXDILATION_MAILBOX": "ws://own.example:4000/v1"})
+        options = SessionOptions()
+        options.parseOptions(["--code", "1-a"])
+        self.assertEqual(options.config.mailbox, "ws://own.example:4000/v1")
+        options = SessionOptions()
+        options.parseOptions(["--code", "1-a", "--mailbox", "ws://given.example/v1"])
+        self.assertEqual(options.config.mailbox, "ws://given.example/v1")
+        endpoint = serverFromString(MemoryReactor(), "dilation:subprotocol=x")
+        self.assertEqual(endpoint.settings.mailbox, "ws://own.example:4000/v1")
+        os.environ["TXDILATION_MAILBOX"] = "http://wrong.example"
+        code, _, err = run_cli("run", "--code", "1-a")
+        self.assertEqual(code, 2)
+        self.assertIn("mailbox 'http://wrong.example' has 'http://'", err)
 
 
 class SettingsTests(SynchronousTestCase):
@@ -221,6 +271,7 @@ class SettingsTests(SynchronousTestCase):
                 "TXDILATION_MAX_UNACKED_BYTES": "1048576",
                 "TXDILATION_HANDSHAKE_TIMEOUT": "7.0",
                 "TXDILATION_PUNCH": "off",
+                "TXDILATION_LOG_LEVEL": "debug",  # (telemetry records are log lines)
             },
         )
 

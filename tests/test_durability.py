@@ -504,3 +504,45 @@ class PeerCloseTests(FaultScenarios):
         """A txdilation Follower announces its close: our Leader stops without reconnecting."""
         seconds = yield defer.ensureDeferred(self.peer_closes(TXD_TXD, "follower"))
         self.assertLess(seconds, 1.5)
+
+
+class CloseAtCutTests(FaultScenarios):
+    """The receiver closes its wormhole as its link is cut, right after answering the sender's
+    subchannel CLOSE (``--cut-at-close``: the answer dies in the transport's buffer). What each
+    implementation does then decides whether the sender ever hears the end (issue 21)."""
+
+    SIDES = {"leader": ["--side", LEADER], "follower": ["--side", FOLLOWER]}
+
+    async def transfer(
+        self, sender: str, receiver: str, *extra: str
+    ) -> tuple[PeerResult, PeerResult]:
+        common = ["--total", str(1 << 20), "--seed", "cut-at-close"]
+        return await self.pair(
+            ["--impl", sender, "--scenario", "bulk-send", *common, *self.SIDES["follower"], *extra],
+            ["--impl", receiver, "--scenario", "bulk-recv", "--cut-at-close", *common,
+             *self.SIDES["leader"]],
+        )  # fmt: skip
+
+    @defer.inlineCallbacks
+    def test_txdilation_receiver_delivers_its_last_close(self) -> Any:
+        """A txdilation receiver holds its close until the stock sender acknowledged its
+        answering CLOSE, reconnecting to deliver it: the stock sender's subchannel ends and it
+        finishes (before, the answer was dropped and the stock sender, which never gives up on
+        a peer, waited for it for ever: 3 fault runs in 18)."""
+        sender, receiver = yield defer.ensureDeferred(self.transfer("stock", "txdilation"))
+        self.assertEqual(sender.result["bytes"], 1 << 20)
+        self.assertEqual(receiver.result["bytes"], 1 << 20)
+
+    @defer.inlineCallbacks
+    def test_stock_receiver_loses_its_last_close(self) -> Any:
+        """Stock's defect, shown: a stock receiver closes without its answering CLOSE (or its
+        ACK) ever going out, and says nothing when it leaves. The txdilation sender cannot hear
+        the end, so it does not wait on it for ever: after the peer timeout (3 s here) it
+        presumes the peer gone (StoppedPeer) and, with Twisted's semantics, its subchannel ends
+        (the sender finishes, later than the 3 s of silence)."""
+        sender, receiver = yield defer.ensureDeferred(
+            self.transfer("txdilation", "stock", "--peer-timeout", "3", "--semantics", "twisted")
+        )
+        self.assertEqual(receiver.result["bytes"], 1 << 20)
+        self.assertEqual(status_events(sender)[-1]["peer"], "StoppedPeer")
+        self.assertGreaterEqual(sender.result["seconds"], 3.0)

@@ -34,6 +34,7 @@ from txdilation.endpoints import (
     DilationClientEndpoint,
     DilationServerEndpoint,
     EndpointSettings,
+    in_words,
     parse_settings,
     shared,
 )
@@ -131,6 +132,41 @@ class ParseTests(SynchronousTestCase):
             ValueError, clientFromString, reactor, "dilation:subprotocol=x:timeout=soon"
         )
         self.assertIn("timeout must be a positive number", str(e))
+        e = self.assertRaises(
+            ValueError, serverFromString, reactor, "dilation:subprotocol=x:codefile=c"
+        )
+        self.assertIn(
+            "unknown server endpoint argument(s) codefile (did you mean code-file?)", str(e)
+        )
+        for key in ("status", "code-file"):  # a file in a directory that is not there
+            given = f"dilation:subprotocol=x:{key}=/nonexistent/d/f"
+            e = self.assertRaises(ValueError, serverFromString, reactor, given)
+            self.assertEqual(
+                str(e), f"dilation: {key}=/nonexistent/d/f: no directory /nonexistent/d"
+            )
+
+    def test_one_line_in_a_twistd_server(self) -> None:
+        """While a twistd server is being set up (its reactor not running yet), a bad string is
+        ONE line on stderr and exit status 2 (twistd would print a 31-line traceback); in any
+        other program it stays a ValueError."""
+        import io
+        import sys
+
+        import txdilation.endpoints as endpoints
+
+        err = io.StringIO()
+        self.patch(sys, "stderr", err)
+        self.patch(endpoints, "in_twistd", lambda: True)
+        e = self.assertRaises(SystemExit, serverFromString, MemoryReactor(), "dilation:code=1-a")
+        self.assertEqual(e.code, 2)
+        self.assertEqual(
+            err.getvalue(),
+            "twistd: error: dilation: subprotocol=NAME is required (the subchannel name); "
+            "docs/endpoints.md lists the keys\n",
+        )
+        running = MemoryReactor()
+        running.running = True
+        self.assertRaises(ValueError, serverFromString, running, "dilation:code=1-a")
 
 
 class EndpointsTests(RealServersMixin, TestCase):
@@ -244,21 +280,46 @@ class EndpointsTests(RealServersMixin, TestCase):
         client = clientFromString(
             self.reactor, self.string(subprotocol="x", code=f"{nameplate}-wrong-words")
         )
-        await self.assertFailure(self.within(client.connect(Factory())), WrongPasswordError)
+        e = await self.assertFailure(self.within(client.connect(Factory())), WrongPasswordError)
+        self.assertTrue(str(e).startswith("wrong wormhole code: "), str(e))  # stock's is empty
+        self.assertIn("check the code", in_words(e))
         fatal = [line for line in self.lines if line.startswith("fatal error")]
         self.assertTrue(fatal, self.lines)
         self.assertIn("wrong wormhole code", fatal[0])
         self.assertIn("check the code", fatal[0])
 
     async def test_client_timeout(self) -> None:
-        """A client whose peer never comes fails after its timeout with a TimeoutError that
-        says what to check."""
+        """A client whose code nobody else uses (a nameplate the mailbox server does not know)
+        fails after its timeout, logged when it starts waiting, with a TimeoutError saying how
+        far it got (nobody joined with that code) and what to check (the code, the nameplate,
+        the other side); in_words() gives that line as it is."""
         client = clientFromString(
             self.reactor, self.string(subprotocol="x", code="5-nobody-home", timeout="0.5")
         )
         e = await self.assertFailure(client.connect(Factory()), TimeoutError)
-        self.assertIn("no dilated wormhole after 0.5 s", str(e))
-        self.assertIn("same mailbox, appid and code", str(e))
+        self.assertIn("nobody joined with code 5-nobody-home within 0.5 s", str(e))
+        self.assertIn("nameplate 5 may be unknown to the mailbox server", str(e))
+        self.assertEqual(in_words(e), str(e))
+        self.assertIn(
+            "dilation: opening a x subchannel (code 5-nobody-home), waiting up to 0.5 s for "
+            "the peer",
+            self.lines,
+        )
+
+    async def test_client_with_unreachable_mailbox_fails_at_once(self) -> None:
+        """A client given a code whose mailbox server cannot be reached fails within seconds
+        (not after its 120 s timeout, blaming the peer) with the cause in words."""
+        from wormhole.errors import ServerConnectionError
+
+        client = clientFromString(
+            self.reactor,
+            "dilation:subprotocol=x:code=4-a-b:mailbox=" + escaped("ws://127.0.0.1:1/v1"),
+        )
+        started = self.reactor.seconds()
+        e = await self.assertFailure(self.within(client.connect(Factory())), ServerConnectionError)
+        self.assertLess(self.reactor.seconds() - started, 15)
+        self.assertIn("cannot reach the mailbox server", in_words(e))
+        self.assertIn("check mailbox=", in_words(e))
 
     async def test_unreachable_mailbox(self) -> None:
         """listen() fails when the mailbox server cannot be reached (before any code)."""

@@ -239,6 +239,7 @@ class StatusLineTests(SynchronousTestCase):
             "error": _event("error", message="m", where="wormhole", fatal=True, advice="a"),
             "warning": _event("warning", message="m", advice="a"),
             "stopping": _event("stopping", reason="SIGTERM"),
+            "draining": _event("draining", open=2, remaining_s=25),
             "closed": _event("closed", reason="peer-closed", mood="happy"),
         }  # fmt: skip
         self.assertEqual(set(samples), KINDS)
@@ -308,6 +309,19 @@ class AdviceTests(SynchronousTestCase):
         self.assertEqual(
             explain(WormholeClosedError()).message.split(":")[0], "the wormhole closed"
         )
+        missing = explain(
+            FileNotFoundError(2, "No such file or directory", "1", None, b"/no/s.lock")
+        )
+        self.assertEqual(
+            missing.message,
+            "a file or socket could not be used: No such file or directory: /no/s.lock",
+        )
+        self.assertIn("unix: socket's directory", missing.advice)
+        self.assertIn(
+            "mailbox=", explain(ServerConnectionError("u", "r"), mailbox_setting="mailbox=").advice
+        )
+        said = explain(WrongPasswordError(wrong.message))  # explained before: not said twice
+        self.assertEqual(said.message, wrong.message)
 
     def test_unknown_and_wrapped(self) -> None:
         """An unknown error keeps its type name; a DeferredList's FirstError is unwrapped."""

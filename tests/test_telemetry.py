@@ -309,6 +309,30 @@ class OutputTests(SynchronousTestCase):
         self.assertEqual(tm.record_from_log_event(seen[0]), records[0])
         self.assertIsNone(tm.record_from_log_event({"log_namespace": "other"}))
 
+    def test_log_lines_only_when_asked(self) -> None:
+        """From the environment the records are log lines only at TXDILATION_LOG_LEVEL=debug
+        (a plain twistd's log keeps every level: 13 of 41 lines were telemetry); the file and
+        the sink get every record anyway."""
+        from txdilation.settings import TelemetrySettings
+
+        self.assertFalse(TelemetrySettings.from_environ({}).log_records)
+        self.assertFalse(
+            TelemetrySettings.from_environ({"TXDILATION_LOG_LEVEL": "info"}).log_records
+        )
+        self.assertTrue(
+            TelemetrySettings.from_environ({"TXDILATION_LOG_LEVEL": "Debug"}).log_records
+        )
+        seen: list[dict] = []
+        records: list[dict] = []
+        t = tm.Telemetry(
+            Clock(),
+            sink=records.append,
+            log=Logger(namespace=tm.NAMESPACE, observer=seen.append),
+            log_records=False,
+        )
+        t.dilation_requested()
+        self.assertEqual((len(seen), len(records)), (0, 1))
+
     def test_default_logger_namespace(self) -> None:
         """Without a logger argument the records go to the global log in our namespace."""
         from twisted.logger import globalLogPublisher

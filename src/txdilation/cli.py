@@ -9,8 +9,9 @@ wormholes through them (txdilation on both sides), stream data over a subchannel
 the L2 link a few times, verify the SHA-256 at the receiver, and print a summary table. No
 internet is used; the command exits 0 only if every byte arrived once, in order.
 
-Conventions (every command): ``--version`` prints the versions of txdilation, magic-wormhole,
-Twisted and Python; a usage error is ONE line on stderr ending with where to look
+Conventions (every command): ``-h``/``--help``; ``-V``/``--version`` prints the versions of
+txdilation, magic-wormhole, Twisted and Python; a usage error is ONE line on stderr ending with
+where to look
 (``txdilation demo: error: ...; see 'txdilation demo --help'``) and exit status 2;
 ``python -m txdilation`` is the same command.
 """
@@ -18,6 +19,7 @@ Twisted and Python; a usage error is ONE line on stderr ending with where to loo
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -46,8 +48,12 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``txdilation``."""
-    parser = _Parser(prog="txdilation", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action=_Version)
+    parser = _Parser(
+        prog="txdilation",
+        description="One long-running dilated magic-wormhole forwarding named services (run), "
+        "or a demonstration on this machine (demo).",
+    )
+    parser.add_argument("-V", "--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{run,demo}")
     sub.add_parser(
         "run",
@@ -61,16 +67,26 @@ def build_parser() -> argparse.ArgumentParser:
         "server and transit relay on 127.0.0.1; the link is cut while data flows; every byte "
         "is verified (see docs/command.md).",
     )
-    demo.add_argument("--version", action=_Version)
+    demo.add_argument("-V", "--version", action=_Version)
     demo.add_argument("--mib", type=_positive, default=64, help="MiB to send (default 64)")
     demo.add_argument(
         "--cuts", type=_not_negative, default=3, help="times to cut the link (default 3)"
     )
     demo.add_argument("--relay-only", action="store_true", help="no direct connections")
     demo.add_argument(
-        "--timeout", type=float, default=120.0, help="give up after this many seconds (120)"
+        "--timeout", type=_seconds, default=120.0, help="give up after this many seconds (120)"
     )
     return parser
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -93,7 +109,17 @@ def _integer(text: str, lowest: int) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``txdilation`` command; returns the exit status."""
+    """Entry point of the ``txdilation`` command; returns the exit status (141, as for
+    SIGPIPE, when stdout's reader left early: ``txdilation run --help | head``)."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # the reader is gone: nothing more to say, and no traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 128 + 13
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["run"]:
         from txdilation.session.foreground import run

@@ -8,8 +8,13 @@ then connects to A's port and sends ``mib`` MiB through the forward (A -> dilate
 -> the service), showing progress; meanwhile it cuts the L2 link ``cuts`` times (SIGUSR2 to A or
 B in turn, which aborts the connection as a network cut would). The service hashes what
 arrives; the demo checks it against what was sent, stops both sessions with SIGTERM (each must
-exit 0 after a final ``closed`` event) and prints a summary table. Exit status 0 means every
-byte arrived once, in order, and both sessions stopped cleanly.
+stop cleanly, with a final ``closed`` event) and prints a summary table. Exit status 0 means
+every byte arrived once, in order, and both sessions stopped cleanly.
+
+SIGINT (Ctrl-C) or SIGTERM interrupts it: one line says what was interrupted, the sessions are
+stopped and the servers closed, and the demo exits 130 (SIGINT) or 143 (SIGTERM), as shells
+expect; a second signal kills the sessions and exits at once. The sessions also stop by
+themselves if the demo dies without a word (even by SIGKILL): they watch their parent.
 
 The traffic protocol :class:`Exchange` (deterministic data out as a push producer, SHA-256 of
 what comes in, half-close when done) is shared with the tests.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import statistics
 import sys
 import time
@@ -30,6 +36,8 @@ from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
 from twisted.internet.protocol import Factory, Protocol, connectionDone
 from twisted.python.failure import Failure
 from zope.interface import implementer
+
+from txdilation.session.statuslog import format_bytes
 
 __all__ = ["APPID", "Exchange", "ExchangeFactory", "run_demo"]
 
@@ -223,17 +231,31 @@ def run_demo(
     from twisted.internet import reactor
 
     result: list[int] = []
+    interrupted: list[int] = []
 
     def go() -> None:
         demo = _Demo(reactor, sys.stdout)
         d = Deferred.fromCoroutine(demo.run(mib * 2**20, cuts, relay_only))
-        timer = reactor.callLater(timeout, d.cancel)  # type: ignore[attr-defined]
+        timed_out: list[str] = []
+
+        def give_up() -> None:
+            timed_out.append(demo.where())
+            d.cancel()
+
+        timer = reactor.callLater(timeout, give_up)  # type: ignore[attr-defined]
 
         def finish(outcome: object) -> None:
             if timer.active():
                 timer.cancel()
-            if isinstance(outcome, Failure):
-                print(f"demo failed: {outcome.getErrorMessage()}", file=sys.stderr)
+            if interrupted:
+                result.append(128 + interrupted[0])
+            elif isinstance(outcome, Failure):
+                why = (
+                    f"gave up after {timeout:g} s (--timeout) {timed_out[0]}"
+                    if timed_out
+                    else f"failed: {outcome.getErrorMessage() or outcome.value!r}"
+                )
+                print(f"txdilation demo: {why}; the sessions' last events:", file=sys.stderr)
                 for session in demo.sessions:
                     print(session.tail(), file=sys.stderr)
                 result.append(1)
@@ -242,6 +264,25 @@ def run_demo(
             reactor.stop()  # type: ignore[attr-defined]
 
         d.addBoth(finish)
+
+        def on_signal(signum: int, frame: object) -> None:
+            interrupted.append(signum)
+            name = signal.Signals(signum).name
+            if len(interrupted) > 1:  # the second one: no more waiting
+                for session in demo.sessions:
+                    session.signal("KILL")
+                sys.stderr.write(f"txdilation demo: {name} again: sessions killed, exiting\n")
+                sys.stderr.flush()
+                os._exit(128 + interrupted[0])
+            sys.stderr.write(
+                f"txdilation demo: interrupted by {name} {demo.where()}: stopping the sessions "
+                f"and the servers ({name} again to kill them at once)\n"
+            )
+            sys.stderr.flush()
+            reactor.callFromThread(d.cancel)  # type: ignore[attr-defined]
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, on_signal)
 
     reactor.callWhenRunning(go)  # type: ignore[attr-defined]
     reactor.run()  # type: ignore[attr-defined]
@@ -256,6 +297,10 @@ class _Demo:
         self.out = out
         self.tty = out.isatty()
         self.sessions: list[Any] = []
+        self.phase = "while starting the servers"
+        self.where: Callable[[], str] = lambda: self.phase
+        self.traffic: list[Any] = []  # the client's and the service's connections
+        self.stop_progress: Callable[[], None] | None = None
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -265,10 +310,14 @@ class _Demo:
 
         mailbox = await start_mailbox_server(self.reactor)
         relay = await start_transit_relay(self.reactor)
+        self.phase = "while starting the sessions"
         try:
             self.say(f"mailbox server {mailbox.url}, transit relay {relay.hint} (loopback only)")
             return await self._run(total, cuts, relay_only, mailbox.url, relay.hint)
         finally:
+            self.phase = "while stopping the sessions"
+            self.where = lambda: self.phase
+            self._end_traffic()
             for session in self.sessions:
                 await session.terminate(self.reactor, timeout=10.0)
             await mailbox.stop()
@@ -284,7 +333,7 @@ class _Demo:
         from txdilation.session.child import run_command, spawn_session
 
         reactor = self.reactor
-        service = ExchangeFactory(reactor, b"service", 0)
+        service = ExchangeFactory(reactor, b"service", 0, on_built=self.traffic.append)
         server = TCP4ServerEndpoint(reactor, 0, interface="127.0.0.1")  # type: ignore[no-untyped-call]
         port = await server.listen(service)  # type: ignore[no-untyped-call]
         service_port = port.getHost().port
@@ -321,6 +370,7 @@ class _Demo:
         )
         self.sessions.append(b)
         self.say(f"session B (pid {b.pid}): forwards 'demo' to 127.0.0.1:{service_port}")
+        self.phase = "while the sessions dilate"
         selected = await a.next_event("connection-selected")
         await a.next_event("dilated")
         await b.next_event("dilated")
@@ -330,10 +380,11 @@ class _Demo:
         )
 
         client = Exchange(reactor, b"client", total)
+        self.traffic.append(client)
         cut_log: list[str] = []
         endpoint = TCP4ClientEndpoint(reactor, "127.0.0.1", int(listening.rsplit(":", 1)[1]))
         self.say(f"sending {total / 2**20:.0f} MiB through the forward, cutting the link {cuts}x")
-        stop_progress = self._progress(service, total, cuts, cut_log)
+        self.stop_progress = self._progress(service, total, cuts, cut_log)
         points = [total * (i + 1) // (cuts + 1) for i in range(cuts)]
         held = client.hold_at(points[0]) if points else None
         await connectProtocol(endpoint, client)  # type: ignore[no-untyped-call]
@@ -346,21 +397,34 @@ class _Demo:
         await client.done
         while not (service.built and service.built[0].done.called):
             await _sleep(reactor, 0.01)
-        stop_progress()
+        self._end_traffic()
         finished = time.perf_counter()
         received = service.built[0]
 
+        self.phase = "while stopping the sessions"
+        self.where = lambda: self.phase
         codes = [await s.terminate(reactor, timeout=10.0) for s in (a, b)]
         ended = [s.events[-1]["reason"] if s.of_kind("closed") else "?" for s in (a, b)]
         verified = (
             received.received == total
             and received.received_digest.digest() == client.sent_digest.digest()
         )
-        ok = verified and codes == [0, 0] and "?" not in ended and "failed" not in ended
+        ok = verified and all(s.stopped_cleanly for s in (a, b))
         self._summary(a, b, client, received, total, finished, cut_log, verified)
         outcome = f"A {ended[0]} (exit {codes[0]}), B {ended[1]} (exit {codes[1]})"
         self.say(f"  {'sessions ended':<{_KEY_WIDTH}}  {outcome}")
         return 0 if ok else 1
+
+    def _end_traffic(self) -> None:
+        """Interrupted (or done): no more progress lines; reset the connections still open
+        (nothing is left forwarded, so the sessions stop at once)."""
+        if self.stop_progress is not None:
+            stop, self.stop_progress = self.stop_progress, None
+            stop()
+        for protocol in self.traffic:  # (their done may be cancelled: ask the transport)
+            transport = getattr(protocol, "transport", None)
+            if transport is not None and getattr(transport, "connected", False):
+                transport.abortConnection()
 
     def _progress(
         self, service: ExchangeFactory, total: int, cuts: int, cut_log: list[str]
@@ -377,6 +441,14 @@ class _Demo:
             line = f"  {_bar(arrived, total)}  cuts {len(cut_log)}/{cuts}"
             print(f"{lead}{line}", end=end, file=out, flush=True)
 
+        def where() -> str:
+            arrived = service.built[0].received if service.built else 0
+            return (
+                f"while sending ({format_bytes(arrived)} of {format_bytes(total)} arrived, "
+                f"{len(cut_log)} of {cuts} cuts)"
+            )
+
+        self.where = where
         loop = LoopingCall(draw)
         loop.clock = self.reactor
         loop.start(0.25 if self.tty else 2.0, now=True)

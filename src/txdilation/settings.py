@@ -246,6 +246,11 @@ class TelemetrySettings:
     events_path: str | None = None
     """A file the records are appended to as JSON lines; None: no file."""
 
+    log_records: bool = True
+    """Each record is also a debug line on ``twisted.logger``. From the environment only when
+    ``TXDILATION_LOG_LEVEL`` is ``debug``: a program whose log keeps every level (a plain
+    ``twistd web --listen dilation:...``) is not filled with telemetry it did not ask for."""
+
     def __post_init__(self) -> None:
         t = self.traffic_interval
         if t is not None and not (math.isfinite(t) and t > 0):
@@ -253,17 +258,20 @@ class TelemetrySettings:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> TelemetrySettings:
-        """Read ``TXDILATION_TRAFFIC_INTERVAL`` (empty: the default; 0: no periodic records)
-        and ``TXDILATION_EVENTS`` (empty: no file).
+        """Read ``TXDILATION_TRAFFIC_INTERVAL`` (empty: the default; 0: no periodic records),
+        ``TXDILATION_EVENTS`` (empty: no file) and ``TXDILATION_LOG_LEVEL`` (``debug``: the
+        records are log lines too).
 
         :raises ValueError: when the interval is not a number of seconds, or negative.
         """
         seconds = _seconds_from_environ(environ, "TXDILATION_TRAFFIC_INTERVAL")
         interval = DEFAULT_TRAFFIC_INTERVAL if seconds is None else (seconds or None)
-        return cls(interval, environ.get(EVENTS_VARIABLE, "") or None)
+        debug = environ.get(LOG_LEVEL_VARIABLE, "").strip().lower() == "debug"
+        return cls(interval, environ.get(EVENTS_VARIABLE, "") or None, debug)
 
 
 EVENTS_VARIABLE = "TXDILATION_EVENTS"
+LOG_LEVEL_VARIABLE = "TXDILATION_LOG_LEVEL"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ records sample the Multiplexer's counters (:meth:`Telemetry.set_traffic_source`)
 builds one flat JSON-ready record and hands it to
 
 - ``twisted.logger`` (namespace ``txdilation.telemetry``, level debug; the record is the event
-  key ``telemetry`` and the text names the event and its fields), always;
+  key ``telemetry`` and the text names the event and its fields), unless ``log_records`` is
+  False (``TelemetrySettings.log_records``: only when ``TXDILATION_LOG_LEVEL`` is debug);
 - a JSON-lines file when the caller names one (``events_path``: ``TelemetrySettings.events_path``,
   which the edges read from ``TXDILATION_EVENTS``; appended, one object per line, flushed after
   each line; one shared handle per path and process);
@@ -43,7 +44,7 @@ from typing import IO, Any, Final
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from txdilation.settings import EVENTS_VARIABLE
+from txdilation.settings import EVENTS_VARIABLE, TelemetrySettings
 from txdilation.wire.roles import Role
 
 SCHEMA: Final = "txdilation-telemetry/1"
@@ -271,6 +272,7 @@ class Telemetry:
         sink: Sink | None = None,
         events_path: str | None = None,
         log: Logger | None = None,
+        log_records: bool = True,
     ) -> None:
         """
         :param clock: where ``ts`` and computed durations come from.
@@ -279,6 +281,8 @@ class Telemetry:
         :param events_path: a file to append every record to as a JSON line (shared per path).
         :param log: the ``twisted.logger.Logger`` to emit on (namespace ``txdilation.telemetry``
             by default).
+        :param log_records: emit each record on ``log`` (at debug); False: only the file and
+            the sink get them.
         :raises ValueError: ``session_id`` is not 16-64 lowercase hex digits.
         :raises OSError: ``events_path`` cannot be opened.
         """
@@ -289,6 +293,7 @@ class Telemetry:
         self.session_id = session_id
         self._clock = clock
         self._log = log if log is not None else Logger(namespace=NAMESPACE)
+        self._log_records = log_records
         file_sink = writer_for(events_path) if events_path else None
         self._sinks = [s for s in (file_sink, sink) if s is not None]
         self._seq = 0
@@ -301,6 +306,11 @@ class Telemetry:
         self._traffic_source: Callable[[], TrafficStats] | None = None
         self._next_attempt = 1
         self._subchannels_opened_at: dict[int, float] = {}
+
+    @classmethod
+    def from_settings(cls, clock: IReactorTime, settings: TelemetrySettings) -> Telemetry:
+        """A Telemetry writing where ``settings`` say (its file; the log only if asked)."""
+        return cls(clock, events_path=settings.events_path, log_records=settings.log_records)
 
     # --- context -----------------------------------------------------------------------
 
@@ -641,11 +651,12 @@ class Telemetry:
             record["pair"] = self._pair
         record.update({k: v for k, v in fields.items() if v is not None})
         self._seq += 1
-        self._log.debug(
-            "telemetry {telemetry[event]}{telemetry_fields}",
-            telemetry=record,
-            telemetry_fields=_LogFields(record),
-        )
+        if self._log_records:
+            self._log.debug(
+                "telemetry {telemetry[event]}{telemetry_fields}",
+                telemetry=record,
+                telemetry_fields=_LogFields(record),
+            )
         for sink in self._sinks:
             sink(record)
 

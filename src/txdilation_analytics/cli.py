@@ -31,9 +31,31 @@ def _positive(text: str) -> int:
     return value
 
 
+class _OneLineErrors(argparse.ArgumentParser):
+    """A usage error is one line on stderr (not the usage text too), exit status 2."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: error: {message}; see '{self.prog} --help'\n")
+
+
+def _versions() -> str:
+    """txdilation's, PySpark's (or that it is missing) and Python's versions, one per line."""
+    import platform
+    from importlib import metadata
+
+    try:
+        spark = metadata.version("pyspark")
+    except metadata.PackageNotFoundError:
+        spark = "not installed (pip install 'txdilation[analytics]')"
+    return (
+        f"txdilation-analytics {metadata.version('txdilation')}\n"
+        f"PySpark {spark}\nPython {platform.python_version()}"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _OneLineErrors(add_help=False)
     common.add_argument("--output", required=True, metavar="DIR", help="output directory")
     common.add_argument("--master", help="Spark master (default: local, or spark-submit's)")
     common.add_argument("--driver-memory", metavar="SIZE", help="e.g. 4g (local runs only)")
@@ -53,16 +75,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
 
-    inputs = argparse.ArgumentParser(add_help=False)
+    inputs = _OneLineErrors(add_help=False)
     inputs.add_argument("--events", metavar="GLOB", help="txdilation telemetry JSON lines")
     inputs.add_argument("--mailbox-usage-db", metavar="FILE", help="mailbox server --usage-db")
     inputs.add_argument("--transit-log", metavar="FILE", help="transit relay --log-fd output")
     inputs.add_argument("--transit-usage-db", metavar="FILE", help="transit relay --usage-db")
     inputs.add_argument("--client-timing", metavar="GLOB", help="stock --dump-timing files")
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineErrors(
         prog="txdilation-analytics",
         description="Spark pipeline: dilation telemetry and wormhole server records to reports.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # the versions, one per line
+    )
+    parser.add_argument(
+        "-V", "--version", action="version", version=_versions(), help="print the versions"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("ingest", parents=[common, inputs], help="sources -> bronze Parquet")

@@ -61,10 +61,37 @@ class InputErrorTests(SynchronousTestCase):
         self.assertFalse(os.path.exists(self.out))
 
     def test_usage_errors(self) -> None:
-        """Malformed options are argparse errors (exit 2)."""
+        """Malformed options are argparse errors (exit 2), each ONE line ending with where to
+        look, not the usage text first."""
         self.assertEqual(run_cli("synth", "--sessions", "0", "--output", self.out)[0], 2)
         self.assertEqual(run_cli("report", "--output", self.out, "--conf", "novalue")[0], 2)
-        self.assertEqual(run_cli("frobnicate")[0], 2)
+        status, err = run_cli("frobnicate")
+        self.assertEqual(status, 2)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertTrue(err.startswith("txdilation-analytics: error: argument COMMAND: "), err)
+        self.assertTrue(err.rstrip().endswith("see 'txdilation-analytics --help'"), err)
+
+
+class VersionTests(SynchronousTestCase):
+    """``--version`` (and ``-V``), as every txdilation command has."""
+
+    def test_version(self) -> None:
+        """The versions of txdilation, PySpark (or that it is missing) and Python, one per
+        line, exit 0."""
+        import platform
+
+        from txdilation_analytics.cli import main
+
+        for option in ("--version", "-V"):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), self.assertRaises(SystemExit) as raised:
+                main([option])
+            self.assertEqual(raised.exception.code, 0)
+            lines = out.getvalue().splitlines()
+            self.assertEqual(len(lines), 3, lines)
+            self.assertTrue(lines[0].startswith("txdilation-analytics "))
+            self.assertTrue(lines[1].startswith("PySpark "))
+            self.assertEqual(lines[2], f"Python {platform.python_version()}")
 
 
 def importlib_missing(name: str) -> bool:

@@ -74,7 +74,8 @@ class InboundTestsMixin:
         return inbound
 
     def warnings(self) -> list[str]:
-        return [formatEvent(e) for e in self.log_events]
+        """Each warning's error class (the event's ``error_type``) and text."""
+        return [f"{e.get('error_type', '')}: {formatEvent(e)}" for e in self.log_events]
 
     def local(self, inbound: Inbound, scid: int) -> RecordingDelivery:
         delivery = RecordingDelivery()
@@ -243,6 +244,11 @@ class OpenTests(InboundTestsMixin, SynchronousTestCase):
         self.assertEqual(self.closes, [2])
         self.assertEqual(inbound.pending_bytes, 9 + 4)
         self.assertIn("UnexpectedSubprotocol", self.warnings()[0])
+        self.assertIn(  # in words, naming what is expected (not the exception's repr)
+            "refused a subchannel the peer opened for 'evil' (OPEN 2): not an expected "
+            "subprotocol here (expected: good)",
+            self.warnings()[0],
+        )
 
     def test_duplicate_open_is_logged_and_ignored(self) -> None:
         """A second OPEN for an open scid changes nothing and sends nothing."""

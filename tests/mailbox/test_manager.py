@@ -3,6 +3,7 @@ status, keepalive, stopping; two Dilators joined by an in-memory mailbox over re
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from typing import Any
@@ -28,7 +29,11 @@ from zope.interface.verify import verifyObject
 
 from txdilation._stock.manager import Dilator
 from txdilation.mailbox.manager import Manager
-from txdilation.mailbox.manager_lifecycle import MAX_EARLY_HINTS
+from txdilation.mailbox.manager_lifecycle import (
+    GENERATION_RETRY_MAX,
+    GENERATION_RETRY_WITH_PEER,
+    MAX_EARLY_HINTS,
+)
 from txdilation.mailbox.messages import choose_version
 from txdilation.selection.liveness import SILENCE, normalize_ping_interval
 from txdilation.semantics import STOCK, TWISTED, Semantics
@@ -653,3 +658,49 @@ class RecoveredTelemetryTests(SynchronousTestCase):
         m.connector_connection_made(m.link_for(FakeDilatedConnection("only")), 1)
         self.assertNotIn("recovered", [r["event"] for r in records])
         m.stop()
+
+
+class GenerationRetryTests(SynchronousTestCase):
+    """A Leader whose generations end with nothing in flight starts another: soon while the
+    peer takes part (its hints come), backing off further only while it does not."""
+
+    def reconnect_times(self, hints: bytes | None, generations: int) -> list[float]:
+        """Run a Leader whose generations never connect, the peer answering each 'reconnect'
+        with 'reconnecting' and then ``hints`` (none: no hints); returns when each
+        'reconnect' was sent."""
+        m, pipe, clock = _manager("ffffffffffffffff")
+        m.got_dilation_key(b"k" * 32)
+        m.got_wormhole_versions({"can-dilate": ["ged"]})
+        m.received_dilation_message(
+            b'{"type": "please", "side": "0000000000000000", "use-version": "ged"}'
+        )
+        if hints is not None:
+            m.received_dilation_message(hints)
+        times: list[float] = []
+        while len(times) < generations and clock.seconds() < 1000:
+            clock.advance(0.25)
+            sent = [body["type"] for _, body in pipe.sent].count("reconnect")
+            if sent > len(times):
+                times.append(clock.seconds())
+                m.received_dilation_message(b'{"type": "reconnecting"}')
+                if hints is not None:
+                    m.received_dilation_message(hints)
+        m.stop()
+        return times
+
+    def test_soon_while_the_peer_takes_part(self) -> None:
+        """The peer answers and sends its hints each generation, but no connection lasts
+        (a network cutting every connection in its handshake, stock Follower or not): the
+        next generation starts within GENERATION_RETRY_WITH_PEER (10 s), never after the
+        60 s a silent peer gets (found in fault runs: no relay connection for over 60 s)."""
+        times = self.reconnect_times(b'{"type": "connection-hints", "hints": []}', 9)
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        self.assertEqual(len(times), 9)
+        self.assertLessEqual(max(gaps), GENERATION_RETRY_WITH_PEER + 0.5, gaps)
+        self.assertGreaterEqual(max(gaps), GENERATION_RETRY_WITH_PEER - 0.5, gaps)
+
+    def test_backing_off_while_the_peer_sends_nothing(self) -> None:
+        """No hints from the peer: the wait doubles up to GENERATION_RETRY_MAX (60 s)."""
+        times = self.reconnect_times(None, 9)
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        self.assertGreaterEqual(max(gaps), GENERATION_RETRY_MAX - 0.5, gaps)

@@ -29,6 +29,7 @@ from txdilation.mailbox.manager import Manager
 from txdilation.mailbox.messages import CLOSING, EXTENSIONS, LINK_LOST
 from txdilation.semantics import STOCK, TWISTED, Semantics
 from txdilation.settings import ReconnectPolicy, Settings
+from txdilation.testing.fakes import FakeDilatedConnection
 from txdilation.wire.errors import WormholeClosedError
 from txdilation.wire.reasons import Cause, LinkLoss
 
@@ -406,3 +407,99 @@ class PeerTimeoutTests(SynchronousTestCase):
             self.assertRaises(
                 ValueError, ReconnectPolicy.from_environ, {"TXDILATION_PEER_TIMEOUT": bad}
             )
+
+
+class RecordingBoss:
+    """Stands in for stock's Boss: records the application's close (what ``w.close()``
+    calls), which the stock-facing Dilator wraps."""
+
+    def __init__(self) -> None:
+        self.closes = 0
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+class CloseFlushTests(DilatedPairBase):
+    """Closing our wormhole while the link is down does not lose what the peer has not
+    acknowledged: stock's Boss closes the mailbox before the Dilation stops (and drops the
+    peer's DILATE messages), so without waiting the link could never be made again. Found in
+    fault runs: a txdilation receiver answered a stock sender's subchannel CLOSE and closed
+    its wormhole as the link was cut; its CLOSE was dropped and the stock sender, which never
+    gives up on a peer, waited for it for ever."""
+
+    @inlineCallbacks
+    def test_close_waits_for_the_last_records(self) -> Any:
+        """The closer's subchannel answers the stayer's data with a CLOSE just as the link is
+        cut, and its application closes the wormhole: the close (Boss.close) is held until
+        the stayer acknowledged that CLOSE over a new connection, and the stayer's protocol
+        gets its connectionLost (stock semantics: only the CLOSE delivers it)."""
+        _pipes, dilators, apis = yield self.dilate_pair(semantics=STOCK)
+        closer, stayer = 0, 1
+        boss = RecordingBoss()
+        dilators[closer]._hold_close(boss)
+        served: list[Collector] = []
+
+        def build() -> Collector:
+            served.append(Collector())
+            return served[-1]
+
+        apis[closer].listener_for("x").listen(Factory.forProtocol(build))
+        client = yield apis[stayer].connector_for("x").connect(Factory.forProtocol(Collector))
+        client.transport.write(b"last words")
+        while not served or b"".join(served[0].received) != b"last words":
+            yield deferLater(0.01)
+        manager = dilators[closer]._manager
+        first = manager.connection
+        first.abort()  # the link is cut...
+        served[0].transport.loseConnection()  # ...as the closer answers with its CLOSE...
+        boss.close()  # ...and its application closes the wormhole (w.close())
+        self.assertEqual(boss.closes, 0)  # held: the stayer has not acknowledged the CLOSE
+        yield client.lost
+        while boss.closes == 0:
+            yield deferLater(0.01)
+        self.assertEqual(boss.closes, 1)
+        self.assertIsNot(manager.connection, first)
+        self.assertEqual(manager.multiplexer.unacknowledged_records, 0)
+
+    def test_nothing_to_wait_for(self) -> None:
+        """A close with nothing unacknowledged, or before any connection, is not held."""
+        d = Dilator(MemoryReactorClock(), None, None, ["ged"])
+        self.assertIsNone(d.when_flushed(5))
+        m, _pipe, clock = _started_leader()
+        self.assertIsNone(m_dilator_flush(m, clock))
+
+    def test_gives_up_after_the_timeout(self) -> None:
+        """A link that does not come back: the close waits the timeout, then goes on, saying
+        how many records the peer never acknowledged."""
+        m, _pipe, clock = _started_leader()
+        link = m.link_for(FakeDilatedConnection("first"))
+        m.connector_connection_made(link, 1)
+        m.multiplexer.connector_for("x").connect(Factory.forProtocol(Collector))
+        clock.advance(0)
+        link.connection_lost(link, "cut")  # type: ignore[arg-type]
+        d = m_dilator_flush(m, clock)
+        assert d is not None
+        results: list[int] = []
+        d.addCallback(results.append)
+        clock.advance(4.9)
+        self.assertEqual(results, [])
+        clock.advance(0.2)
+        self.assertEqual(results, [1])  # the OPEN was never acknowledged
+        m.stop()
+
+
+def _started_leader() -> tuple[Manager, MailboxPipe, MemoryReactorClock]:
+    pipe = MailboxPipe()
+    m, clock = clock_manager(pipe, LEADER_SIDE)
+    m.got_dilation_key(b"k" * 32)
+    m.got_wormhole_versions({"can-dilate": ["ged"]})
+    m.received_dilation_message(please(FOLLOWER_SIDE, list(EXTENSIONS)))
+    return m, pipe, clock
+
+
+def m_dilator_flush(m: Manager, clock: MemoryReactorClock) -> Any:
+    """``Dilator.when_flushed(5)`` for a Dilator whose Manager is ``m``."""
+    d = Dilator(clock, None, None, ["ged"])
+    d._manager = m
+    return d.when_flushed(5)

@@ -87,7 +87,7 @@ class BuildConfigTests(SynchronousTestCase):
         config = build_config({"code": "1-a-b"})
         self.assertEqual(config, SessionConfig(code="1-a-b"))
         self.assertEqual((config.mailbox, config.appid), (DEFAULT_MAILBOX, DEFAULT_APPID))
-        self.assertEqual(config.drain_timeout, 5.0)
+        self.assertEqual(config.drain_timeout, 30.0)
 
     def test_code_xor_allocate(self) -> None:
         """Exactly one of code and allocate-code."""

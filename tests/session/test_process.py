@@ -18,6 +18,7 @@ from txdilation.session.config import build_config
 from txdilation.session.process import (
     CUT_SIGNAL,
     end_process,
+    exit_status,
     install_signal_handlers,
     prepare,
     stop_reactor,
@@ -58,6 +59,9 @@ class FakeSession:
     def stop(self, reason: str = "stop") -> None:
         self.stops.append(reason)
 
+    def stop_now(self, reason: str = "stop") -> None:
+        self.stops.append(f"now: {reason}")
+
     def cut_link(self) -> bool:
         self.cuts += 1
         return True
@@ -82,16 +86,23 @@ class ProcessGlueTests(SynchronousTestCase):
         self.assertTrue(txdilation.is_installed())
 
     def test_signals(self) -> None:
-        """SIGTERM starts one clean stop (the session's, then the reactor's; a second signal
-        does nothing more); SIGUSR2 cuts the link; after the reactor's shutdown the stop
-        signals are ignored; restore() puts the previous handlers back."""
+        """SIGTERM starts one clean stop (the session's, then the reactor's); a second signal
+        stops it at once (stop_now) and does not stop the reactor again; the first signal
+        sets the exit status of a foreground command (143); SIGUSR2 cuts the link; after the
+        reactor's shutdown the stop signals are ignored; restore() puts the previous handlers
+        back."""
         before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, CUT_SIGNAL)}
         reactor, session = FakeReactor(), FakeSession()
-        restore = install_signal_handlers(reactor, session)  # type: ignore[arg-type]
+        signals = install_signal_handlers(reactor, session)  # type: ignore[arg-type]
+        restore = signals.restore
         self.addCleanup(lambda: [signal.signal(s, h) for s, h in before.items()])
+        self.assertEqual(exit_status(signals, "stopped"), 0)
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGINT)
-        self.assertEqual((session.stops, reactor.stops), (["SIGTERM"], 1))
+        self.assertEqual((session.stops, reactor.stops), (["SIGTERM", "now: SIGINT"], 1))
+        self.assertEqual(signals.received, ["SIGTERM", "SIGINT"])
+        self.assertEqual(exit_status(signals, "stopped"), 143)
+        self.assertEqual(exit_status(signals, "failed"), 1)
         os.kill(os.getpid(), CUT_SIGNAL)
         self.assertEqual(session.cuts, 1)
         [(phase, event, ignore)] = reactor.triggers.values()
@@ -102,6 +113,20 @@ class ProcessGlueTests(SynchronousTestCase):
         restore()
         self.assertEqual(reactor.triggers, {})
         self.assertEqual({s: signal.getsignal(s) for s in before}, before)
+
+    def test_third_signal_exits_at_once(self) -> None:
+        """A third SIGINT/SIGTERM does not wait for the reactor (which may be what is stuck):
+        the process exits at once, 128 + the signal's number, saying so."""
+        from txdilation.session import process
+
+        before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, CUT_SIGNAL)}
+        self.addCleanup(lambda: [signal.signal(s, h) for s, h in before.items()])
+        exits: list[tuple[str, int]] = []
+        self.patch(process, "_exit_now", lambda message, status: exits.append((message, status)))
+        install_signal_handlers(FakeReactor(), FakeSession())  # type: ignore[arg-type]
+        for _ in range(3):
+            os.kill(os.getpid(), signal.SIGINT)
+        self.assertEqual(exits, [("SIGINT a third time: exiting at once", 130)])
 
     def test_end_process(self) -> None:
         """A session that ended stops the reactor (once, whatever the outcome); stopping a

@@ -210,15 +210,22 @@ class TwistdSessionsSlowTests(ProcessesMixin, TestCase):
         self.assertFalse((self.files["D"] / "twistd.pid").exists())
 
     async def test_usage_error(self) -> None:
-        """Bad options are reported by twistd with the usage text; nothing starts."""
+        """A bad option of twistd dilation is ONE line on stderr, as for txdilation run (not
+        twistd's whole usage text), exit status 2; nothing starts."""
         out, err, code = await getProcessOutputAndValue(
             sys.executable,
             [*twistd_command()[1:], "--listen", "web", "--code", "1-a"],
             env=dict(os.environ),
             reactor=self.reactor,
         )
-        self.assertNotEqual(code, 0)
-        self.assertIn(b"expected NAME=ENDPOINT", out + err)
+        self.assertEqual((code, out), (2, b""))
+        self.assertEqual(
+            err.decode().splitlines(),
+            [
+                "twistd dilation: error: --listen: 'web': expected NAME=ENDPOINT, e.g. "
+                "web=tcp:8080; see 'twistd dilation --help'"
+            ],
+        )
 
 
 @pytest.mark.slow

@@ -15,9 +15,10 @@ import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
-from twisted.internet.error import ConnectionRefusedError
+from twisted.internet.error import ConnectionDone, ConnectionRefusedError
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import Clock, deferLater
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
@@ -53,6 +54,7 @@ class Client(Protocol):
         self.data = bytearray()
         self.eof: Deferred[None] = Deferred()
         self.lost: Deferred[None] = Deferred()
+        self.reason: Failure | None = None
 
     def dataReceived(self, data: bytes) -> None:
         self.data += data
@@ -64,6 +66,7 @@ class Client(Protocol):
         pass
 
     def connectionLost(self, reason: Failure = None) -> None:  # type: ignore[assignment]
+        self.reason = reason
         if not self.eof.called:
             self.eof.callback(None)
         self.lost.callback(None)
@@ -82,7 +85,14 @@ class SessionTestsMixin(RealServersMixin):
         return super().setUp()
 
     def session(self, name: str, **settings: Any) -> tuple[Session, EventLog]:
-        raw = {"mailbox": self.mailbox.url, "appid": "txdilation.test/session", **settings}
+        """A started session (stopped by a cleanup; a short grace period unless given, so that
+        a test leaving a connection open does not wait 30 s)."""
+        raw = {
+            "mailbox": self.mailbox.url,
+            "appid": "txdilation.test/session",
+            "drain-timeout": 1.0,
+            **settings,
+        }
         writer = StatusWriter(self.reactor)
         log = EventLog()
         writer.add_observer(log)
@@ -173,7 +183,8 @@ class SessionTests(SessionTestsMixin, TestCase):
 
     async def test_names_not_configured_are_refused(self) -> None:
         """A subchannel name B was not given with --connect is answered with CLOSE: the local
-        client of A reads end of input at once, and A reports the subchannel closed."""
+        client of A reads end of input at once, A reports the subchannel closed and warns in
+        words that the peer closed it at once (it may not offer the name); B never opens it."""
         echo = await self.echo_service()
         _a, a_log, _b, b_log = await self.pair(
             {"svc": f"tcp:0:interface={LOOPBACK}", "other": f"tcp:0:interface={LOOPBACK}"},
@@ -186,6 +197,55 @@ class SessionTests(SessionTestsMixin, TestCase):
         closed = await a_log.next_event("subchannel-closed")
         self.assertEqual((closed["name"], closed["bytes_from_peer"]), ("other", 0))
         self.assertEqual(b_log.of_kind("subchannel-opened"), [])
+        [warning] = a_log.of_kind("warning")
+        self.assertIn("the peer closed the subchannel at once", warning["message"])
+        self.assertIn("the peer may not offer 'other' (its --connect)", warning["advice"])
+
+    async def test_connect_failure_reported_on_both_sides(self) -> None:
+        """B cannot connect to its --connect service: B reports it in words (the service, the
+        reason, advice) and closes the subchannel; A, whose local client sent a request and
+        reads end of input, warns that the peer closed it at once without sending anything."""
+        refusing = socket.socket()
+        refusing.bind((LOOPBACK, 0))
+        dead_port = refusing.getsockname()[1]
+        refusing.close()  # nothing listens there now: connections are refused
+        _a, a_log, _b, b_log = await self.pair(
+            {"svc": f"tcp:0:interface={LOOPBACK}"}, {"svc": f"tcp:{LOOPBACK}:{dead_port}"}
+        )
+        client = await self.connect_to(a_log, "svc")
+        client.transport.write(b"GET / HTTP/1.0\r\n\r\n")
+        await client.eof
+        self.assertEqual(bytes(client.data), b"")
+        client.transport.loseConnection()
+        error = await b_log.next_event("error")
+        self.assertFalse(error["fatal"])
+        self.assertEqual(
+            error["message"],
+            f"svc #1 (opened by the peer): cannot connect to tcp:{LOOPBACK}:{dead_port}: "
+            "111: Connection refused",
+        )
+        self.assertIn("is the service", error["advice"])
+        self.assertEqual((await b_log.next_event("subchannel-closed"))["reason"], "connect-failed")
+        warning = await a_log.next_event("warning")
+        self.assertIn("svc #1: the peer closed the subchannel at once", warning["message"])
+
+    async def test_local_reset_is_reported(self) -> None:
+        """A local client that resets its connection mid-stream: its peer's side can only get
+        an end of input (a subchannel carries no reset), so this side says so, with the bytes
+        that went through."""
+        _a, a_log, _b, _b_log = await self.pair(
+            {"svc": f"tcp:0:interface={LOOPBACK}"},
+            {"svc": f"tcp:{LOOPBACK}:{await self.echo_service()}"},
+        )
+        client = await self.connect_to(a_log, "svc")
+        client.transport.write(b"half a request")
+        while len(client.data) < 14:
+            await deferLater(self.reactor, 0.01, lambda: None)
+        client.transport.abortConnection()
+        warning = await a_log.next_event("warning")
+        self.assertIn("svc #1: the local client reset the connection", warning["message"])
+        self.assertIn("after 14 bytes to the peer", warning["message"])
+        self.assertIn("cannot carry a reset", warning["advice"])
 
     async def test_link_cut_reconnects(self) -> None:
         """cut_link() aborts the connection: link-cut, reconnecting, then a new generation's
@@ -215,26 +275,62 @@ class SessionTests(SessionTestsMixin, TestCase):
         self.assertGreater(rtt["rtt_ms"], 0)
         self.assertLess(rtt["rtt_ms"], 1000)
 
-    async def test_drain_timeout_closes_lingering_connections(self) -> None:
-        """A forwarded connection still open when the drain timeout passes is closed by the
-        stop (reason 'stopping'), then the wormhole closes: the stop takes about the drain
-        timeout, not forever."""
+    async def open_forward(self, **settings: Any) -> tuple[Session, EventLog, EventLog, Client]:
+        """A pair, and one forwarded connection through it that carried a few bytes."""
         echo = await self.echo_service()
-        a, a_log, _b, _b_log = await self.pair(
-            {"svc": f"tcp:0:interface={LOOPBACK}"},
-            {"svc": f"tcp:{LOOPBACK}:{echo}"},
-            **{"drain-timeout": 0.3},
+        a, a_log, _b, b_log = await self.pair(
+            {"svc": f"tcp:0:interface={LOOPBACK}"}, {"svc": f"tcp:{LOOPBACK}:{echo}"}, **settings
         )
         client = await self.connect_to(a_log, "svc")
-        await a_log.next_event("subchannel-opened")
+        client.transport.write(b"partial")
+        while len(client.data) < 7:
+            await deferLater(self.reactor, 0.01, lambda: None)
+        return a, a_log, b_log, client
+
+    def assert_cut(self, log: EventLog, detail: str) -> None:
+        """One forwarded connection, cut for ``detail``, after 7 bytes each way; ``closed``
+        counts it."""
+        [closed] = log.of_kind("subchannel-closed")
+        self.assertEqual(closed["reason"], "cut")
+        self.assertIn(detail, closed["detail"])
+        self.assertEqual((closed["bytes_to_peer"], closed["bytes_from_peer"]), (7, 7))
+        self.assertEqual(log.events[-1]["kind"], "closed")
+        self.assertEqual(log.events[-1]["cut"], 1)
+
+    async def test_grace_period_then_cut_on_both_sides(self) -> None:
+        """A forwarded connection still open when the grace period (drain timeout) ends is
+        cut, not closed as if it had ended: A's local client reads an error (a reset, not an
+        end of input), A reports the cut and its byte counts, and so does B, whose end was
+        cut when A's wormhole closed with it open; the stop takes about the grace period."""
+        a, a_log, b_log, client = await self.open_forward(**{"drain-timeout": 0.3})
         started = self.reactor.seconds()
         await a.stop("test")
         self.assertGreaterEqual(self.reactor.seconds() - started, 0.3)
-        closed = a_log.of_kind("subchannel-closed")
-        self.assertEqual([e["reason"] for e in closed], ["stopping"])
+        stopping = a_log.of_kind("stopping")[0]
+        self.assertEqual((stopping["open"], stopping["grace_s"]), (1, 0.3))
+        self.assert_cut(a_log, "the 0.3 s grace period ended")
+        await client.lost
+        self.assertFalse(client.reason.check(ConnectionDone), client.reason)
+        await b_log.next_event("closed")
+        self.assert_cut(b_log, "the peer stopped")
         kinds = [e["kind"] for e in a_log.events]
         self.assertLess(kinds.index("subchannel-closed"), kinds.index("closed"))
-        await client.eof  # the local connection was closed
+
+    async def test_stop_now_cuts_during_the_grace_period(self) -> None:
+        """stop_now() (a second signal) during a 30 s grace period cuts at once: the stop ends
+        in seconds, the cut says it was forced."""
+        a, a_log, b_log, client = await self.open_forward(**{"drain-timeout": 30})
+        stopped = a.stop("SIGINT")
+        await a_log.next_event("stopping")
+        self.assertFalse(stopped.called)
+        started = self.reactor.seconds()
+        await a.stop_now("SIGINT")
+        self.assertTrue(stopped.called)
+        self.assertLess(self.reactor.seconds() - started, 5.0)
+        self.assert_cut(a_log, "the stop was forced (SIGINT)")
+        await client.lost
+        await b_log.next_event("closed")
+        self.assert_cut(b_log, "the peer stopped")
 
     async def test_wrong_code_is_fatal(self) -> None:
         """A wrong code: both sides (the --listen one and the --connect one) report a fatal
@@ -288,6 +384,80 @@ class SessionTests(SessionTestsMixin, TestCase):
         )
         self.assertIn("port is probably in use", error["advice"])
         self.assertEqual(self.ended, [("A", "failed")])
+
+
+class QuietForwarder:
+    """Stands in for the Forwarder during a grace period: ``live`` connections, idle when
+    told."""
+
+    def __init__(self, live: int) -> None:
+        self.live = live
+        self.cut_details: list[str] = []
+        self.idle: Deferred[None] = Deferred()
+
+    def when_idle(self) -> Deferred[None]:
+        return self.idle
+
+
+class InputsRecorder:
+    def __init__(self) -> None:
+        self.drains = 0
+
+    def __getattr__(self, name: str) -> Any:
+        def record(*args: object) -> None:
+            if name == "drained":
+                self.drains += 1
+
+        return record
+
+
+class GracePeriodTests(SynchronousTestCase):
+    """The grace period's countdown (SessionCore.wait_for_drain) on a Clock."""
+
+    def core(self, live: int, grace: float) -> tuple[Any, Clock, list[dict[str, Any]]]:
+        from txdilation.session.service import SessionCore
+
+        clock = Clock()
+        writer = StatusWriter(clock)
+        events: list[dict[str, Any]] = []
+        writer.add_observer(events.append)
+        config = build_config({"code": "1-a", "drain-timeout": grace})
+        core = SessionCore(config, clock, writer, None, QuietForwarder(live))  # type: ignore[arg-type]
+        core.inputs = InputsRecorder()  # type: ignore[assignment]
+        return core, clock, events
+
+    def test_countdown_then_drained(self) -> None:
+        """A 30 s grace period with 2 connections open: a 'draining' event every 5 s says how
+        many are open and how long until the cut (25, 20, 15, 10, 5 s); at 30 s the drain ends
+        (the machine then cuts what is left)."""
+        core, clock, events = self.core(2, 30.0)
+        core.wait_for_drain()
+        clock.pump([1.0] * 29)
+        self.assertEqual(core.inputs.drains, 0)
+        self.assertEqual(
+            [(e["kind"], e["open"], e["remaining_s"]) for e in events],
+            [("draining", 2, r) for r in (25, 20, 15, 10, 5)],
+        )
+        clock.advance(1.0)
+        self.assertEqual(core.inputs.drains, 1)
+
+    def test_idle_early_ends_the_countdown(self) -> None:
+        """The connections end after 7 s: the drain ends then, and no countdown follows."""
+        core, clock, events = self.core(1, 30.0)
+        core.wait_for_drain()
+        clock.advance(7.0)
+        core.forwarder.live = 0
+        core.forwarder.idle.callback(None)
+        self.assertEqual(core.inputs.drains, 1)
+        clock.pump([1.0] * 30)
+        self.assertEqual([e["remaining_s"] for e in events], [25])
+
+    def test_long_grace_counts_down_less_often(self) -> None:
+        """A 300 s grace period is counted down every 50 s, not every 5."""
+        core, clock, events = self.core(1, 300.0)
+        core.wait_for_drain()
+        clock.pump([10.0] * 29)
+        self.assertEqual([e["remaining_s"] for e in events], [250, 200, 150, 100, 50])
 
 
 class SessionMachineTests(SynchronousTestCase):

@@ -150,15 +150,40 @@ class SpliceTests(SynchronousTestCase):
         peer.transport.loseWriteConnection()
         self.pair.flush()
         self.assertEqual(self.ended, [self.splice])
+        # a reset, not a close: the peer only got an end of input, so it is said here
+        self.assertIn("non-clean fashion", self.splice.reset)
+
+    def test_local_close_is_no_reset(self) -> None:
+        """The local connection ending with an end of input, then closing, is no reset."""
+        self.open_channel()
+        self.splice.local.readConnectionLost()
+        self.splice.local.connectionLost(connectionDone)
+        self.assertEqual(self.splice.reset, "")
 
     def test_wormhole_closed(self) -> None:
-        """When the subchannel is abandoned (the wormhole closed), the local connection is
-        closed, and the splice ends once it is gone."""
+        """When the subchannel is abandoned (the wormhole closed under it, without the peer's
+        CLOSE), the splice is cut: the local connection is reset (its application reads an
+        error, not an end of input that would pass a truncated stream for a whole one), and
+        the splice ends at once with reason 'cut' and the cause in words."""
         self.open_channel()
         self.pair.close()
-        self.assertTrue(self.local.disconnecting)
+        self.assertTrue(self.local.disconnected)  # abortConnection, not loseConnection
+        self.assertEqual(self.ended, [self.splice])
+        self.assertEqual(self.splice.reason, "cut")
+        self.assertIn("the wormhole closed under it", self.splice.detail)
         self.splice.local.connectionLost(connectionDone)
         self.assertEqual(self.ended, [self.splice])
+
+    def test_peer_close_then_wormhole_closed(self) -> None:
+        """A subchannel the peer closed normally (its CLOSE came) and whose wormhole then
+        closes is not a cut: the local connection gets a normal end of input."""
+        peer = self.open_channel()
+        peer.transport.loseWriteConnection()
+        self.pair.flush()
+        self.assertTrue(self.local.write_closed)
+        self.pair.close()
+        self.assertFalse(self.local.disconnected)
+        self.assertNotEqual(self.splice.reason, "cut")
 
     def test_abandon_before_the_subchannel(self) -> None:
         """A subchannel that could not be opened: the waiting local connection is closed and
@@ -180,20 +205,28 @@ class SpliceTests(SynchronousTestCase):
         splice.local.makeConnection(local)
         self.assertTrue(local.disconnecting)
 
-    def test_close_both(self) -> None:
-        """close() (a stop that cannot wait) closes the local connection and the subchannel's
-        write side; the subchannel ends when the peer answers."""
+    def test_cut(self) -> None:
+        """cut() (a stop that cannot wait) resets the local connection and sends the peer no
+        CLOSE (what was written before still arrives): the peer's side is not told the stream
+        ended normally; the splice ends at once, reason 'cut', its counts final; the local
+        connection's loss then closes nothing more."""
         peer = self.open_channel()
         self.splice.local.dataReceived(b"last words")
-        self.splice.close("stopping")
+        self.splice.cut("the 30 s grace period ended")
         self.pair.flush()
-        self.assertTrue(self.local.disconnecting)
-        self.assertEqual(peer.events[-2:], [b"last words", "read_lost"])
-        peer.transport.loseWriteConnection()
-        self.splice.local.connectionLost(connectionDone)
-        self.pair.flush()
+        self.assertTrue(self.local.disconnected)
         self.assertEqual(self.ended, [self.splice])
-        self.assertEqual(self.splice.reason, "stopping")
+        self.assertEqual(
+            (self.splice.reason, self.splice.detail), ("cut", "the 30 s grace period ended")
+        )
+        self.assertEqual(self.splice.bytes_to_peer, len(b"last words"))
+        self.splice.local.connectionLost(Failure(ConnectionLost()))
+        self.pair.flush()
+        self.assertEqual(peer.events, ["made", b"last words"])  # no "read_lost": no CLOSE
+        self.splice.cut("again")
+        self.assertEqual(self.splice.detail, "the 30 s grace period ended")
+        self.pair.close()  # the wormhole closes: only now does the peer's subchannel end
+        self.assertEqual(peer.events[-1], "lost")
 
 
 class SpliceFlowControlTests(SpliceTests):

@@ -226,7 +226,8 @@ class LiveLineTests(SynchronousTestCase):
         for kind in KINDS:  # every kind either has a line or is deliberately quiet
             event = {"kind": kind, "code": "c", "name": "n", "address": "a", "state": "s",
                      "verifier": "00", "generation": 1, "path": "p", "hint": "h",
-                     "where": "w", "message": "m", "reason": "r", "mood": "m"}  # fmt: skip
+                     "where": "w", "message": "m", "reason": "r", "mood": "m", "open": 1,
+                     "remaining_s": 5}  # fmt: skip
             describe_event(event)
 
     def test_terminal_line(self) -> None:
@@ -263,3 +264,57 @@ class LiveLineTests(SynchronousTestCase):
         clock.advance(5)
         line.stop()
         self.assertEqual(stream.getvalue(), "wormhole code: 3-x\n")
+
+
+class StopLinesTests(SynchronousTestCase):
+    """What a stop looks like in words: the log's lines and txdilation run's."""
+
+    def test_lines(self) -> None:
+        """A signal interrupting a session with open connections says so once (the live view
+        says 'interrupted', the log 'stopping (SIGINT)'), with the grace period and that a
+        second signal cuts at once; the countdown, a forced stop, each cut (with the bytes each
+        way and why) and the final count of cuts are lines too."""
+        from txdilation.session.statuslog import describe_for_log
+
+        stopping = {"kind": "stopping", "reason": "SIGINT", "open": 2, "grace_s": 30.0}
+        self.assertEqual(
+            describe_event(stopping),
+            "interrupted by SIGINT: stopping: 2 forwarded connections open, waiting up to 30 s "
+            "for them to end; a second SIGINT cuts them now",
+        )
+        self.assertEqual(
+            describe_for_log(stopping)[1],
+            "stopping (SIGINT): 2 forwarded connections open, waiting up to 30 s for them to "
+            "end; a second SIGINT cuts them now",
+        )
+        self.assertEqual(
+            describe_event({"kind": "stopping", "reason": "SIGTERM"}),
+            "interrupted by SIGTERM: stopping",
+        )
+        self.assertEqual(
+            describe_for_log({"kind": "stopping", "reason": "stop"})[1], "stopping (stop)"
+        )
+        self.assertEqual(
+            describe_event({"kind": "stopping", "reason": "SIGINT", "open": 1, "forced": True}),
+            "SIGINT again: stopping now, cutting 1 forwarded connection",
+        )
+        self.assertEqual(
+            describe_event({"kind": "draining", "open": 1, "remaining_s": 25}),
+            "stopping: 1 forwarded connection still open, cut in 25 s",
+        )
+        cut = {"kind": "subchannel-closed", "id": 3, "name": "web", "bytes_to_peer": 412,
+               "bytes_from_peer": 31_200_000, "duration_s": 41.3, "reason": "cut",
+               "detail": "the 30 s grace period ended"}  # fmt: skip
+        text = (
+            "web #3 cut after 412 B to the peer, 31.2 MB from the peer in 41.3 s: the 30 s "
+            "grace period ended"
+        )
+        self.assertEqual(describe_event(cut), text)
+        level, logged = describe_for_log(cut)
+        self.assertEqual((level.name, logged), ("warn", text))
+        self.assertIsNone(describe_event({**cut, "reason": "closed"}))  # only cuts interrupt
+        closed = {"kind": "closed", "reason": "stopped", "mood": "happy", "cut": 1}
+        self.assertEqual(
+            describe_event(closed), "closed (stopped, mood happy; 1 forwarded connection cut)"
+        )
+        self.assertEqual(describe_event({**closed, "cut": 0}), "closed (stopped, mood happy)")

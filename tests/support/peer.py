@@ -103,6 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--cut-interval", type=float, default=0.0, help="bulk: abort the L2 link every N seconds"
     )
     p.add_argument("--linger", type=float, default=0.0, help="bulk-recv: wait before closing")
+    p.add_argument(
+        "--cut-at-close",
+        action="store_true",
+        help="bulk-recv: cut the link as the sender's CLOSE arrives (our answer is lost with it),"
+        " then close the wormhole at once",
+    )
     p.add_argument("--read-rate", type=float, default=0.0, help="bulk-recv: read <= N bytes/s")
     p.add_argument("--read-stall", type=float, default=0.0, help="bulk-recv: first read after N s")
     p.add_argument("--seed", default="txdilation", help="seed for the generated payloads")

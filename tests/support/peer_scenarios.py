@@ -489,11 +489,15 @@ class LinkCutter:
             self._call = reactor.callLater(self.interval, self._cut, reactor, transport)
 
     def _cut(self, reactor: Any, transport: Any) -> None:
+        self.cut_now(transport)
+        self._call = reactor.callLater(self.interval, self._cut, reactor, transport)
+
+    def cut_now(self, transport: Any) -> None:
+        """Abort the L2 connection under ``transport`` (a subchannel's) now, if there is one."""
         connection = getattr(transport._manager, "_connection", None)
         if connection is not None and connection.transport is not None:
             self.cuts += 1
             connection.transport.abortConnection()
-        self._call = reactor.callLater(self.interval, self._cut, reactor, transport)
 
     def stop(self) -> None:
         if self._call is not None and self._call.active():
@@ -525,6 +529,7 @@ class BulkReceiver(Protocol):
         self.digest = hashlib.sha256()
         self.bytes = 0
         self.done: Deferred[None] = Deferred()
+        self.cut_at_close = False
 
     def connectionMade(self) -> None:
         self._cutter.start(self._reactor, self.transport)
@@ -555,6 +560,8 @@ class BulkReceiver(Protocol):
 
     def connectionLost(self, reason: Failure = Failure(Exception())) -> None:  # noqa: B008
         self._cutter.stop()
+        if self.cut_at_close:  # our answering CLOSE is still in the transport's buffer: lost
+            self._cutter.cut_now(self.transport)
         self.done.callback(None)
 
 
@@ -593,6 +600,7 @@ async def bulk_recv(peer: Peer) -> dict[str, Any]:
             getattr(args, "read_rate", 0.0),
             getattr(args, "read_stall", 0.0),
         )
+        receiver.cut_at_close = bool(getattr(args, "cut_at_close", False))
         receivers.append(receiver)
         if not first.called:
             first.callback(receiver)

@@ -26,9 +26,10 @@ class DilationServerParser:
     prefix = "dilation"
 
     def parseStreamServer(self, reactor: Any, *args: str, **kwargs: str) -> Any:
-        from txdilation.endpoints import DilationServerEndpoint, parse_settings
+        from txdilation.endpoints import DilationServerEndpoint, settings_from_string
 
-        return DilationServerEndpoint(reactor, parse_settings(args, kwargs, client=False))
+        settings = settings_from_string(reactor, args, kwargs, client=False)
+        return DilationServerEndpoint(reactor, settings)
 
 
 @implementer(IPlugin, IStreamClientEndpointStringParserWithReactor)
@@ -38,9 +39,10 @@ class DilationClientParser:
     prefix = "dilation"
 
     def parseStreamClient(self, reactor: Any, *args: str, **kwargs: str) -> Any:
-        from txdilation.endpoints import DilationClientEndpoint, parse_settings
+        from txdilation.endpoints import DilationClientEndpoint, settings_from_string
 
-        return DilationClientEndpoint(reactor, parse_settings(args, kwargs, client=True))
+        settings = settings_from_string(reactor, args, kwargs, client=True)
+        return DilationClientEndpoint(reactor, settings)
 
 
 dilationServer = DilationServerParser()

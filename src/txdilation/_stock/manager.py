@@ -32,6 +32,7 @@ from txdilation.mailbox import dilator as _core_dilator
 from txdilation.mailbox import manager as _core_manager
 from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.mailbox.manager import DILATION_VERSIONS
+from txdilation.mailbox.manager_lifecycle import CLOSE_TIMEOUT
 from txdilation.mailbox.messages import CLOSING, EXTENSIONS, LINK_LOST, choose_version, make_side
 from txdilation.selection.connector import Connector
 from txdilation.selection.netwatch import address_is_local
@@ -123,6 +124,34 @@ class Dilator(_core_dilator.Dilator):
         super().wire(sender, terminator)
         self._watch_close(terminator)
         self._watch_welcome(getattr(terminator, "_B", None))
+        self._hold_close(getattr(terminator, "_B", None))
+
+    def _hold_close(self, boss: Any) -> None:
+        """Stock's Boss closes the mailbox before it stops the Dilation, and drops the peer's
+        DILATE-n messages from then on: a link down at that moment could not be made again,
+        and what the peer had not acknowledged would be lost. So the Boss's ``close`` (what
+        ``w.close()`` calls) is wrapped (on the instance) to wait first, at most
+        ``CLOSE_TIMEOUT`` seconds, for the peer to acknowledge it (``when_flushed``)."""
+        close = getattr(boss, "close", None)
+        if close is None or getattr(close, "_txdilation_holds", False):
+            return
+
+        def close_when_flushed(*args: Any, **kwargs: Any) -> Any:
+            try:
+                flushed = self.when_flushed(CLOSE_TIMEOUT)
+            except Exception:
+                _log.failure("waiting for the peer's acknowledgements failed")
+                flushed = None
+            if flushed is None:
+                return close(*args, **kwargs)
+            flushed.addBoth(lambda _: close(*args, **kwargs))
+            return None
+
+        close_when_flushed._txdilation_holds = True  # type: ignore[attr-defined]
+        try:
+            boss.close = close_when_flushed
+        except AttributeError:  # a Boss that cannot be wrapped: stock's close
+            _log.warn("cannot hold {b!r}'s close for the last records", b=boss)
 
     def _watch_welcome(self, boss: Any) -> None:
         """Stock's Boss hands each mailbox ``welcome`` to the application only; its

@@ -383,7 +383,13 @@ class Inbound:
             self._answer_close(scid)
             return
         if self._expected is not None and subprotocol not in self._expected:
-            self._warn(UnexpectedSubprotocol(f"OPEN {scid} for unexpected {subprotocol!r}"))
+            offered = ", ".join(sorted(self._expected)) or "none"
+            self._warn(
+                UnexpectedSubprotocol(
+                    f"refused a subchannel the peer opened for {subprotocol!r} (OPEN {scid}): "
+                    f"not an expected subprotocol here (expected: {offered})"
+                )
+            )
             self._answer_close(scid)
             return
         route = self._routes[scid] = _Route(scid, subprotocol)
@@ -419,7 +425,7 @@ class Inbound:
             self._answer_close(scid)
 
     def _warn(self, error: Exception) -> None:
-        self._log.warn("{error}", error=repr(error))
+        self._log.warn("{error}", error=str(error), error_type=type(error).__name__)
 
     # --- subchannels: creation, listeners ---
 

@@ -37,6 +37,8 @@ Invariants:
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,22 +61,29 @@ from txdilation.endpoints.settings import (
     EndpointSettings,
     parse_settings,
 )
-from txdilation.endpoints.shared import NAMESPACE, SharedWormhole, acquire, pass_to
-from txdilation.session.advice import unwrap
+from txdilation.endpoints.shared import NAMESPACE, SharedWormhole, acquire, in_twistd, pass_to
+from txdilation.session.advice import explain, unwrap
+from txdilation.session.config import DEFAULT_MAILBOX, MAILBOX_VARIABLE
 
 _log = Logger(namespace=NAMESPACE)
 
 __all__ = [
     "DEFAULT_APPID",
     "DEFAULT_CLIENT_TIMEOUT",
+    "EXIT_USAGE",
     "NAMESPACE",
     "DilationAddress",
     "DilationClientEndpoint",
     "DilationListeningPort",
     "DilationServerEndpoint",
     "EndpointSettings",
+    "in_words",
     "parse_settings",
+    "settings_from_string",
 ]
+
+EXIT_USAGE = 2
+"""A ``twistd`` server given a bad ``dilation:`` string exits with this status (one line)."""
 
 
 @implementer(IAddress)
@@ -158,14 +167,55 @@ class DilationServerEndpoint:
             )
             return port
 
-        def failed(f: Failure) -> Failure:
+        def failed(f: Failure) -> Failure | Deferred[Any]:
             port.stopListening()
+            if shared.exiting:  # the error is logged and the process ends: no traceback
+                return Deferred()
             return f
 
         d: Deferred[Any] = Deferred()
         shared.code_known.addBoth(pass_to(d))
         d.addCallbacks(code_known, failed)
         return d
+
+
+def in_words(error: BaseException | Failure, *, mailbox_setting: str = "mailbox=") -> str:
+    """Why a ``dilation:`` endpoint's ``listen()`` or ``connect()`` (or any wormhole) failed,
+    and what to do, in one line (for a program to print instead of a traceback).
+
+    :param mailbox_setting: how the advice names the mailbox setting (a program's option).
+    """
+    exc = unwrap(error)
+    if isinstance(exc, TimeoutError) and str(exc).startswith("dilation: "):
+        return str(exc)  # says how far the wormhole got, and what to check
+    explained = explain(exc, mailbox_setting=mailbox_setting)
+    return f"{explained.message}; {explained.advice}" if explained.advice else explained.message
+
+
+def settings_from_string(
+    reactor: Any, args: tuple[str, ...], kwargs: dict[str, str], *, client: bool
+) -> EndpointSettings:
+    """:func:`parse_settings` for the endpoint-string plugins (the mailbox server, when the
+    string names none: ``TXDILATION_MAILBOX``, else the public one): a bad string is a
+    ``ValueError`` naming the key (also for a ``status`` or ``code-file`` whose directory does
+    not exist), except while a ``twistd`` server is being set up (its
+    ``--listen``/``--connect`` options), where it is ONE line on stderr and exit status
+    :data:`EXIT_USAGE`, not twistd's traceback.
+    """
+    default_mailbox = os.environ.get(MAILBOX_VARIABLE) or DEFAULT_MAILBOX
+    try:
+        settings = parse_settings(args, kwargs, client=client, default_mailbox=default_mailbox)
+        for key, path in (("status", settings.status), ("code-file", settings.code_file)):
+            directory = os.path.dirname(os.path.abspath(path)) if path else None
+            if directory is not None and not os.path.isdir(directory):
+                raise ValueError(f"dilation: {key}={path}: no directory {directory}")
+        return settings
+    except ValueError as e:
+        if not (in_twistd() and not getattr(reactor, "running", False)):
+            raise
+        sys.stderr.write(f"twistd: error: {e}; docs/endpoints.md lists the keys\n")
+        sys.stderr.flush()
+        raise SystemExit(EXIT_USAGE) from None
 
 
 def _quiet_when_closed(f: Failure) -> None:
@@ -194,9 +244,12 @@ class DilationClientEndpoint:
         """Open a subchannel named ``subprotocol`` (once the wormhole is dilated) and connect
         ``protocolFactory``'s protocol to it.
 
-        :returns: a Deferred firing with the protocol; it fails with ``TimeoutError`` after
-            ``timeout`` seconds without a dilated wormhole, or with the reason the wormhole
-            ended (e.g. ``WrongPasswordError``); cancelling it stops waiting.
+        :returns: a Deferred firing with the protocol; it fails as soon as the wormhole
+            fails, with the reason (e.g. ``ServerConnectionError``: the mailbox server cannot
+            be reached, ``WrongPasswordError``: a wrong code; the message in words, with
+            advice), or with ``TimeoutError`` after ``timeout`` seconds, saying how far the
+            wormhole got (no code, nobody joined with the code, no connection);
+            cancelling it stops waiting.
         """
         settings = self.settings
         try:
@@ -204,20 +257,26 @@ class DilationClientEndpoint:
         except ValueError as e:
             return _failed(e)
         shared.clients += 1
-        d: Deferred[Any] = shared.dilated.connector_for(settings.subprotocol).connect(
+        timeout = settings.timeout
+        _log.info(
+            "dilation: opening a {subprotocol} subchannel (code {code}), waiting {wait} for "
+            "the peer",
+            subprotocol=settings.subprotocol,
+            code=shared.code or "not known yet",
+            wait=f"up to {timeout:g} s" if timeout is not None else "without a time limit",
+        )
+        inner: Deferred[Any] = shared.dilated.connector_for(settings.subprotocol).connect(
             protocolFactory
         )
-        if settings.timeout is not None:
-            d.addTimeout(settings.timeout, self._reactor)
+        d: Deferred[Any] = Deferred(lambda _: inner.cancel())
+        inner.addBoth(pass_to(d))
+        shared.watch(d)  # the wormhole's failure, in words, as soon as it happens
+        if timeout is not None:
+            d.addTimeout(timeout, self._reactor)
 
         def explain_failure(f: Failure) -> Failure:
             if f.check(TimeoutError):  # type: ignore[no-untyped-call]
-                state = shared.observer.state.state
-                raise TimeoutError(
-                    f"dilation: no dilated wormhole after {settings.timeout} s (link: {state}; "
-                    f"code {shared.code or 'not known yet'}); is the other side running, with "
-                    "the same mailbox, appid and code?"
-                ) from None
+                raise TimeoutError(_waited_too_long(shared, timeout)) from None
             if type(unwrap(f)).__name__ == "WormholeClosedError":
                 # not the cause: the close of the wormhole says why it ended
                 closed = shared.closed_under_us()
@@ -227,3 +286,27 @@ class DilationClientEndpoint:
 
         d.addErrback(explain_failure)
         return d
+
+
+def _waited_too_long(shared: SharedWormhole, timeout: float | None) -> str:
+    """Why a client's ``connect()`` timed out, from how far the wormhole got."""
+    settings = shared.settings
+    waited = f"within {timeout:g} s (timeout=)"
+    if shared.code is None:
+        return (
+            f"dilation: no wormhole code {waited}: the mailbox server {settings.mailbox} did "
+            "not answer; check mailbox= and that the server is running"
+        )
+    if not shared.peer_joined:
+        nameplate = shared.code.split("-", 1)[0]
+        return (
+            f"dilation: nobody joined with code {shared.code} {waited}: is the code right "
+            f"(nameplate {nameplate} may be unknown to the mailbox server: a code is "
+            "allocated by the other side and works once), and is the other side running, "
+            "with the same mailbox= and appid=?"
+        )
+    return (
+        f"dilation: the peer joined (code {shared.code}) but no connection was made {waited} "
+        f"(link: {shared.observer.state.state}): check that one side can reach the other, or "
+        "give both sides a relay (relay=tcp\\:HOST\\:PORT)"
+    )

@@ -7,6 +7,7 @@ string is parsed (``serverFromString``/``clientFromString``), before anything st
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ _TRUE: Final = frozenset({"yes", "true", "1", "on"})
 _FALSE: Final = frozenset({"no", "false", "0", "off"})
 _COMMON: Final = frozenset(
     {"subprotocol", "mailbox", "appid", "code", "code-file", "relay", "no-listen"}
-    | {"ping-interval", "status"}
+    | {"ping-interval", "status", "exit-on-failure"}
 )
 
 
@@ -47,6 +48,8 @@ class EndpointSettings:
     ping_interval: float | None = None
     status: str | None = None
     timeout: float | None = DEFAULT_CLIENT_TIMEOUT
+    exit_on_failure: bool | None = None
+    """End the process (exit status 1) when the wormhole fails; None: only in a twistd server."""
 
     @property
     def wormhole_key(self) -> tuple[str, str, str | None, str | None]:
@@ -57,7 +60,13 @@ class EndpointSettings:
     @property
     def dilation(self) -> tuple[object, ...]:
         """The settings the endpoints sharing a wormhole must agree on."""
-        return (self.relay, self.no_listen, self.ping_interval, _absolute(self.status))
+        return (
+            self.relay,
+            self.no_listen,
+            self.ping_interval,
+            _absolute(self.status),
+            self.exit_on_failure,
+        )
 
 
 def _absolute(path: str | None) -> str | None:
@@ -65,11 +74,16 @@ def _absolute(path: str | None) -> str | None:
 
 
 def parse_settings(
-    args: tuple[str, ...], kwargs: Mapping[str, str], *, client: bool
+    args: tuple[str, ...],
+    kwargs: Mapping[str, str],
+    *,
+    client: bool,
+    default_mailbox: str = DEFAULT_MAILBOX,
 ) -> EndpointSettings:
     """Check and convert an endpoint string's arguments (``key=value`` only).
 
     :param client: also accept ``timeout`` (seconds, ``0``/``none`` for no timeout).
+    :param default_mailbox: the mailbox server when the string names none.
     :raises ValueError: naming the argument, for an unknown or missing key, a positional
         argument, or a bad value.
     """
@@ -83,14 +97,16 @@ def parse_settings(
     known = _COMMON | ({"timeout"} if client else set())
     unknown = sorted(set(kwargs) - known)
     if unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
         raise ValueError(
-            f"dilation: unknown {kind} endpoint argument(s) {', '.join(unknown)}; known: "
+            f"dilation: unknown {kind} endpoint argument(s) {', '.join(unknown)}{hint}; known: "
             f"{', '.join(sorted(known))}"
         )
     subprotocol = kwargs.get("subprotocol", "")
     if not subprotocol or not subprotocol.isprintable():
         raise ValueError("dilation: subprotocol=NAME is required (the subchannel name)")
-    mailbox = kwargs.get("mailbox", DEFAULT_MAILBOX)
+    mailbox = kwargs.get("mailbox", default_mailbox)
     try:
         check_mailbox_url(mailbox)
     except ConfigError as e:
@@ -121,6 +137,11 @@ def parse_settings(
         ping_interval=_seconds("ping-interval", ping) if ping is not None else None,
         status=kwargs.get("status") or None,
         timeout=timeout,
+        exit_on_failure=(
+            _flag("exit-on-failure", kwargs["exit-on-failure"])
+            if "exit-on-failure" in kwargs
+            else None
+        ),
     )
 
 

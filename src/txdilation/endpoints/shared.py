@@ -11,11 +11,19 @@ code file), creating it on first use; its dilation settings are those of the fir
 (a later one that disagrees is a ``ValueError``); a wormhole that ended (closed, failed, the
 peer left) is forgotten, so a later ``acquire`` makes a new one; every wormhole of a reactor
 is closed when that reactor shuts down, each close bounded by :data:`CLOSE_TIMEOUT`.
+
+A wormhole that fails (the mailbox server cannot be reached, a wrong code, a peer that cannot
+dilate) is closed at once (it stops retrying the mailbox), every Deferred given to
+:meth:`SharedWormhole.watch` fails with the cause (the original exception, its message in words
+with advice), and, with ``exit-on-failure`` (the default inside a ``twistd`` server, whose only
+job the port was), the process ends with exit status 1 so that a supervisor (systemd's
+``Restart=on-failure``) sees the failure.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -29,7 +37,7 @@ from txdilation.session.advice import explain, unwrap
 from txdilation.session.status import StatusWriter, open_status_writer
 from txdilation.session.statuslog import StatusLog
 
-__all__ = ["CLOSE_TIMEOUT", "NAMESPACE", "SharedWormhole", "acquire", "pass_to"]
+__all__ = ["CLOSE_TIMEOUT", "NAMESPACE", "SharedWormhole", "acquire", "in_twistd", "pass_to"]
 
 NAMESPACE: Final = "txdilation.endpoints"
 """The ``twisted.logger`` namespace of the endpoints' lines."""
@@ -58,6 +66,9 @@ class SharedWormhole:
         self.clients = 0
         self.code: str | None = settings.code
         self.cause: Failure | None = None
+        self.peer_joined = False
+        self.exiting = False
+        self._watchers: list[Deferred[Any]] = []
         self.ended = False
         self.stopped_by_itself = False
         self._closing: Deferred[str] | None = None
@@ -106,11 +117,12 @@ class SharedWormhole:
         if self.settings.code_file:
             _write_code(self.settings.code_file, code)
             _log.info("wormhole code written to {path}", path=self.settings.code_file)
-        Deferred.fromCoroutine(self._after_code()).addErrback(lambda f: None)
+        Deferred.fromCoroutine(self._after_code()).addErrback(self._failed_later)
         return code
 
     async def _after_code(self) -> None:
         verifier: bytes = await self.wormhole.get_verifier()
+        self.peer_joined = True
         self.writer.emit("peer-connected", verifier=verifier.hex())
         await self.dilated.when_dilated()
         link = self.observer.state
@@ -118,9 +130,24 @@ class SharedWormhole:
         self.writer.emit("dilated", **(selected if link.hint is not None else {}))
 
     def _failed_early(self, f: Failure) -> Failure:
-        """The wormhole failed before the code was known (mailbox unreachable...)."""
+        """The wormhole failed before the code was known (mailbox unreachable...): say why,
+        and close it (it would go on retrying the mailbox server)."""
         self._end_with(f)
+        self.close().addErrback(lambda _: None)
         return f
+
+    def _failed_later(self, f: Failure) -> None:
+        """The wormhole failed after the code was known (a wrong code, the mailbox server
+        unreachable with a given code, ...), unless we were closing it ourselves."""
+        if self._closing is None and not self.ended:
+            self._failed_early(f)
+
+    def watch(self, d: Deferred[Any]) -> None:
+        """Fail ``d`` with the cause as soon as this wormhole fails (at once if it has)."""
+        if self.cause is not None:
+            pass_to(d)(self.cause)
+        elif not self.ended:
+            self._watchers.append(d)
 
     def _stopped_by_itself(self) -> None:
         """The dilation stopped without our close: the peer left, or the wormhole failed."""
@@ -140,9 +167,10 @@ class SharedWormhole:
             return
         self.ended = True
         _forget(self)
+        watchers, self._watchers = self._watchers, []
         if f is not None and not isinstance(unwrap(f), CancelledError):
-            self.cause = f
-            explained = explain(f)
+            explained = explain(f, mailbox_setting="mailbox=")
+            self.cause = f = _in_words(f, explained)
             self.writer.emit(
                 "error",
                 message=explained.message,
@@ -150,6 +178,25 @@ class SharedWormhole:
                 fatal=True,
                 advice=explained.advice,
             )
+            for d in watchers:
+                pass_to(d)(f)
+            if self.settings.exit_on_failure is not False and (
+                self.settings.exit_on_failure or in_twistd()
+            ):
+                self._end_process()
+
+    def _end_process(self) -> None:
+        """A twistd server (or ``exit-on-failure=yes``): nothing is served any more; stop with
+        exit status 1 (see the module docstring)."""
+        from txdilation.session.process import end_process
+
+        self.exiting = True
+        _log.error(
+            "dilation: the wormhole for {names} failed: stopping the process (exit status 1; "
+            "exit-on-failure=no keeps it running)",
+            names=", ".join(sorted(self.listening)) or self.settings.subprotocol,
+        )
+        end_process(self.reactor, "failed")
 
     def close(self) -> Deferred[str]:
         """Close the wormhole (once; bounded by :data:`CLOSE_TIMEOUT`); fires with the mood."""
@@ -205,6 +252,23 @@ class SharedWormhole:
         return succeed(None)
 
 
+def in_twistd() -> bool:
+    """True in a ``twistd`` server process (whose job the ``dilation:`` port is)."""
+    return "twisted.scripts.twistd" in sys.modules
+
+
+def _in_words(f: Failure, explained: Any) -> Failure:
+    """``f`` with its message in words: stock raises some errors with no text (a wrong code's
+    ``WrongPasswordError``); the advice is added as a note (shown under a traceback)."""
+    exc = unwrap(f)
+    if not str(exc).strip():
+        exc.args = (explained.message,)
+    text = f"{explained.message}; {explained.advice}" if explained.advice else explained.message
+    if text not in getattr(exc, "__notes__", ()):
+        exc.add_note(text)
+    return Failure(exc)  # type: ignore[no-untyped-call]
+
+
 def pass_to(d: Deferred[Any]) -> Callable[[object], object]:
     def pass_on(result: object) -> object:
         if not d.called:
@@ -255,7 +319,7 @@ def acquire(reactor: Any, settings: EndpointSettings) -> SharedWormhole:
     elif shared.settings.dilation != settings.dilation:
         raise ValueError(
             "dilation: endpoints sharing a wormhole (same mailbox, appid and code or code-file) "
-            "must agree on relay, no-listen, ping-interval and status"
+            "must agree on relay, no-listen, ping-interval, status and exit-on-failure"
         )
     return shared
 

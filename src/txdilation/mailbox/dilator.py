@@ -10,6 +10,13 @@ and tests put them.
 Invariants: at most one Manager per Dilator (a second ``dilate()`` raises
 ``CanOnlyDilateOnceError``); nothing received before ``dilate()`` is lost or reordered;
 ``stop()`` fires the Terminator's ``stoppedD`` exactly once, after the Manager stopped.
+
+Closing does not lose what we wrote: stock's close takes the mailbox away before it stops the
+Dilation, so a link that is down at that moment could never be made again, and records the
+peer has not acknowledged (a subchannel's last DATA, the CLOSE answering the peer's) would be
+dropped, leaving the peer waiting for them (a stock peer, for ever). :meth:`Dilator.when_flushed`
+lets the stock-facing edge hold the application's close (bounded) until the peer acknowledged
+them, reconnecting if need be; what is still unacknowledged then is logged as lost.
 """
 
 from __future__ import annotations
@@ -18,7 +25,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar
 
-from twisted.internet.task import Cooperator
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Cooperator, LoopingCall
+from twisted.logger import Logger
 from wormhole._interfaces import IDilator, ISend, ITerminator
 from wormhole._status import DilationStatus, WormholeStatus
 from zope.interface import implementer
@@ -34,6 +43,11 @@ from txdilation.wire.errors import CanOnlyDilateOnceError
 from txdilation.wire.keys import derive_dilation_key
 
 __all__ = ["Dilator"]
+
+_log = Logger(namespace="txdilation.mailbox.dilator")
+
+FLUSH_CHECK = 0.05
+"""Seconds between two looks at what the peer has still to acknowledge, while a close waits."""
 
 
 @implementer(IDilator)
@@ -121,6 +135,53 @@ class Dilator:
         that understands it (``Manager.announce_closing``)."""
         if self._manager is not None:
             self._manager.announce_closing()
+
+    def when_flushed(self, timeout: float) -> Deferred[int] | None:
+        """The application is closing the wormhole, whose mailbox is still open: wait until
+        the peer acknowledged every record we sent, reconnecting if the link is down.
+
+        :returns: None when nothing is to be waited for (not dilated, never connected, the
+            peer gone, a stop under way, nothing unacknowledged); else a Deferred firing,
+            once everything is acknowledged or after ``timeout`` seconds, with how many
+            records are still unacknowledged (0: all delivered; more is logged as lost).
+        """
+        m = self._manager
+        if m is None or self._stop_requested:
+            return None
+        mux, status = m.multiplexer, m.status
+        pending = mux.unacknowledged_records
+        peer = type(status.peer_connection).__name__
+        reached = peer in ("ConnectedPeer", "ReconnectingPeer") or (
+            peer == "ConnectingPeer" and status.generation > 1
+        )
+        if pending == 0 or not reached:
+            return None
+        _log.info(
+            "closing: waiting up to {timeout} s for the peer to acknowledge {n} record(s)",
+            timeout=timeout,
+            n=pending,
+        )
+        done: Deferred[int] = Deferred()
+        deadline = self._reactor.seconds() + timeout
+
+        def check() -> None:  # every FLUSH_CHECK s: acknowledged, the peer gone, or too late
+            left = mux.unacknowledged_records
+            gone = type(m.status.peer_connection).__name__ == "StoppedPeer"
+            if left and not gone and self._reactor.seconds() < deadline:
+                return
+            poll.stop()
+            if left:
+                _log.warn(
+                    "closing with {n} record(s) the peer did not acknowledge: it may miss our "
+                    "last data or subchannel close",
+                    n=left,
+                )
+            done.callback(left)
+
+        poll = LoopingCall(check)
+        poll.clock = self._reactor
+        poll.start(FLUSH_CHECK, now=False)
+        return done
 
     def stop(self) -> None:
         """Called by the Terminator once the mailbox is closed; fires ``T.stoppedD()``."""

@@ -110,7 +110,7 @@ class Manager:
         settings = settings if settings is not None else Settings()
         relays = parse_relay_location(transit_relay_location)
         if telemetry is None:
-            telemetry = Telemetry(reactor, events_path=settings.telemetry.events_path)
+            telemetry = Telemetry.from_settings(reactor, settings.telemetry)
         self.telemetry = telemetry
         self._losses = LossRecorder(telemetry, reactor)
         self._mux = Multiplexer(

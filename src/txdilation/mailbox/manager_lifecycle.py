@@ -66,6 +66,10 @@ LEAVE_TIMEOUT = 10.0
 ABORT_AFTER_DISCONNECT = 1.0
 GENERATION_RETRY = 1.0
 GENERATION_RETRY_MAX = 60.0
+GENERATION_RETRY_WITH_PEER = 10.0
+"""The longest wait before a new generation when the last one heard the peer's hints: the
+peer takes part, and its connections were lost (cut) rather than never made. Backing off to
+GENERATION_RETRY_MAX there left no connection attempt for a minute at a time in fault runs."""
 MAX_EARLY_HINTS = 64  # hints kept from a peer whose please came before we could start
 
 #: why we drop the selected link when the peer says it is dead
@@ -151,6 +155,8 @@ class Generation:
 
     number: int
     connector: Connector | None = None
+    heard_peer: bool = False
+    """The peer's hints for this generation came (it takes part)."""
 
 
 @dataclass
@@ -357,6 +363,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
 
     @connecting.upon(E.rx_hints).loop()
     def use_hints(events: ManagerEvents, c: ManagerCore, g: Generation, hints: list[Hint]) -> None:
+        g.heard_peer = True
         if g.connector is not None:
             g.connector.got_hints(hints)
 
@@ -384,7 +391,8 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
             c.watch_generation()
             return
         _log.info("generation {g} has nothing left in flight: starting another", g=g.number)
-        c.stall_delay = min(2 * c.stall_delay, GENERATION_RETRY_MAX)
+        longest = GENERATION_RETRY_WITH_PEER if g.heard_peer else GENERATION_RETRY_MAX
+        c.stall_delay = min(2 * c.stall_delay, longest)
         events.generation_stalled()
 
     @connecting.upon(E.generation_stalled).to(disconnected)

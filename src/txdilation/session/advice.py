@@ -14,6 +14,7 @@ a ``DeferredList`` (``FirstError``) or a process boundary is still recognised.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Final
 
@@ -74,6 +75,11 @@ _ADVICE: Final[dict[str, tuple[str, str]]] = {
         "the wormhole closed",
         "see the messages before this one for the reason",
     ),
+    "OSError": (
+        "a file or socket could not be used",
+        "check that the paths in the settings exist and are writable by this user (a --listen "
+        "unix: socket's directory, --status, --events)",
+    ),
 }
 
 
@@ -88,8 +94,12 @@ def unwrap(failure: Failure | BaseException) -> BaseException:
     return value
 
 
-def explain(error: Failure | BaseException) -> Explanation:
-    """Explain the exception (or ``Failure``) that ended a session (see the module docstring)."""
+def explain(error: Failure | BaseException, *, mailbox_setting: str = "--mailbox") -> Explanation:
+    """Explain the exception (or ``Failure``) that ended a session (see the module docstring).
+
+    :param mailbox_setting: how the advice names the mailbox setting (``mailbox=`` for an
+        endpoint string).
+    """
     exc = unwrap(error)
     name = type(exc).__name__
     text = str(exc).strip()
@@ -106,6 +116,13 @@ def explain(error: Failure | BaseException) -> Explanation:
         socket_error = getattr(exc, "socketError", None)
         detail = getattr(socket_error, "strerror", None) or str(socket_error or "")
         text = f"{interface}:{port}" + (f": {detail}" if detail else "")
+    elif isinstance(exc, OSError) and exc.strerror:
+        path = exc.filename2 or exc.filename  # (a link's path is the second)
+        shown = os.fsdecode(path) if isinstance(path, str | bytes) else str(path)
+        text = exc.strerror + (f": {shown}" if path else "")
+    advice = advice.replace("--mailbox", mailbox_setting)
+    if text.startswith(prefix):  # explained before (an error given its words)
+        return Explanation(text, advice)
     return Explanation(f"{prefix}: {text}" if text else prefix, advice)
 
 

@@ -30,9 +30,12 @@ from twisted.python.failure import Failure
 
 from txdilation.session.status import EventLog, StatusEvent
 
-__all__ = ["SessionProcess", "run_command", "spawn_session", "twistd_command"]
+__all__ = ["CLEAN_EXITS", "SessionProcess", "run_command", "spawn_session", "twistd_command"]
 
 _STDERR_KEEP = 64 * 1024
+CLEAN_EXITS = frozenset({0, 128 + signal.SIGINT, 128 + signal.SIGTERM})
+"""Exit statuses of a session process that stopped cleanly (``twistd dilation``: 0;
+``txdilation run``: 0, or 130/143 after SIGINT/SIGTERM)."""
 
 
 def run_command() -> list[str]:
@@ -180,6 +183,17 @@ class SessionProcess(ProcessProtocol):
                 killer.cancel()
         return self.exit_code
 
+    @property
+    def stopped_cleanly(self) -> bool:
+        """It has ended with exit status 0, or 130/143 (a clean stop after SIGINT/SIGTERM, as
+        ``txdilation run`` reports it), and its last event is a ``closed`` not ``failed``."""
+        last = self.events[-1] if self.events else {}
+        return (
+            self.exit_code in CLEAN_EXITS
+            and last.get("kind") == "closed"
+            and last.get("reason") != "failed"
+        )
+
     def tail(self, events: int = 12) -> str:
         """The last events and stderr lines, for error messages."""
         lines = "\n".join(json.dumps(e)[:300] for e in self.events[-events:])
@@ -199,11 +213,15 @@ def spawn_session(
 ) -> SessionProcess:
     """Start ``argv`` (e.g. ``run_command() + [...]``) as a session process.
 
-    :param env: its environment (default: this process's, unbuffered output).
+    :param env: its environment (default: this process's, unbuffered output); it stops when
+        this process is gone (``txdilation.session.process.watch_parent``).
     :param path: its working directory.
     """
+    from txdilation.session.process import PARENT_VARIABLE
+
     process = SessionProcess(name)
     environment = dict(os.environ if env is None else env)
     environment["PYTHONUNBUFFERED"] = "1"
+    environment[PARENT_VARIABLE] = str(os.getpid())
     reactor.spawnProcess(process, argv[0], list(argv), env=environment, path=path)
     return process

@@ -49,6 +49,7 @@ __all__ = [
     "DEFAULT_MAILBOX",
     "DILATION_SETTINGS",
     "LOG_LEVELS",
+    "MAILBOX_VARIABLE",
     "ConfigError",
     "SessionConfig",
     "build_config",
@@ -60,11 +61,17 @@ __all__ = [
 DEFAULT_MAILBOX: Final = "ws://relay.magic-wormhole.io:4000/v1"
 """The public magic-wormhole mailbox server (stock's default)."""
 
+MAILBOX_VARIABLE: Final = "TXDILATION_MAILBOX"
+"""The environment variable naming the mailbox server used when none is given (sessions,
+``dilation:`` endpoint strings), e.g. a server of your own in a closed network."""
+
 DEFAULT_APPID: Final = "txdilation.example/session"
 """The application id used when none is given (both peers must use the same one)."""
 
-DEFAULT_DRAIN_TIMEOUT: Final = 5.0
-DEFAULT_CLOSE_TIMEOUT: Final = 3.0
+DEFAULT_DRAIN_TIMEOUT: Final = 30.0
+DEFAULT_CLOSE_TIMEOUT: Final = 8.0
+"""Longer than the Dilation's own hold on a close (5 s to deliver what the peer has not
+acknowledged, reconnecting if need be), so the session never gives up on a close first."""
 
 LOG_LEVELS: Final = ("debug", "info", "warn", "error", "critical")
 """``log-level`` values (see ``txdilation.logs``)."""
@@ -216,11 +223,14 @@ class SessionConfig:
     """``(key, value)`` of the Dilation settings given, values as the variables take them."""
 
     def environment(self) -> dict[str, str]:
-        """The ``TXDILATION_*`` variables the given Dilation settings (and ``events``) set."""
+        """The ``TXDILATION_*`` variables the given Dilation settings (and ``events``,
+        ``log-level``) set."""
         variables = {d.key: d.variable for d in DILATION_SETTINGS}
         env = {variables[key]: value for key, value in self.dilation}
         if self.events:
             env["TXDILATION_EVENTS"] = self.events
+        if self.log_level is not None:  # (telemetry records are log lines at debug only)
+            env["TXDILATION_LOG_LEVEL"] = self.log_level
         return env
 
     @property

@@ -2,9 +2,10 @@
 
 Layer: process entry point. The options are exactly those of ``twistd dilation``
 (:class:`~txdilation.session.options.SessionOptions`); the session runs on the global reactor
-until SIGTERM/SIGINT (clean stop, exit 0), the peer closing its wormhole (exit 0) or a fatal
-error (exit 1); usage errors exit 2, with one line on stderr (``txdilation run: error: ...;
-see 'txdilation run --help'``).
+until SIGINT/SIGTERM (a clean stop with its grace period, then exit 130/143 as shells expect
+of an interrupted command; a second signal cuts at once), the peer closing its wormhole (exit
+0) or a fatal error (exit 1); usage errors exit 2, with one line on stderr (``txdilation run:
+error: ...; see 'txdilation run --help'``).
 Notable events and, on a terminal, a live status line (generation, path, RTT, bytes) go to
 stderr; ``--status -`` puts the JSON-line events on stdout. Twisted's log also goes to stderr,
 at ``--log-level`` (or ``TXDILATION_LOG_LEVEL``) if given, else from ``warn`` up, without the
@@ -46,10 +47,12 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     assert config is not None
 
     from txdilation.session.process import (
-        EXIT_FAILED,
+        Signals,
+        exit_status,
         install_signal_handlers,
         prepare,
         stop_reactor,
+        watch_parent,
     )
 
     prepare(config)
@@ -60,12 +63,16 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     from txdilation.session.service import Session
     from txdilation.session.status import open_status_writer
 
-    status: list[int] = [0]
+    outcomes: list[str] = []
+    signals: list[Signals] = []
 
     def ended(outcome: str) -> None:
-        if outcome == "failed":
-            status[0] = EXIT_FAILED
+        outcomes.append(outcome)
         stop_reactor(reactor)
+
+    def handle_signals() -> None:
+        signals.append(install_signal_handlers(reactor, session))
+        watch_parent(reactor, session)
 
     try:
         writer = open_status_writer(reactor, config.status)
@@ -75,13 +82,13 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     session = Session(config, reactor, writer, on_ended=ended)
     line = LiveStatusLine(session, err, reactor, tty=err.isatty())
     writer.add_observer(line.observe)
-    reactor.callWhenRunning(install_signal_handlers, reactor, session)  # type: ignore[attr-defined]
+    reactor.callWhenRunning(handle_signals)  # type: ignore[attr-defined]
     reactor.callWhenRunning(session.start)  # type: ignore[attr-defined]
     reactor.callWhenRunning(line.start)  # type: ignore[attr-defined]
     reactor.addSystemEventTrigger("before", "shutdown", session.stop, "shutdown")  # type: ignore[attr-defined]
     reactor.addSystemEventTrigger("after", "shutdown", line.stop)  # type: ignore[attr-defined]
     reactor.run()  # type: ignore[attr-defined]
-    return status[0]
+    return exit_status(signals[0] if signals else Signals(), outcomes[0] if outcomes else "")
 
 
 def usage_error(command: str, message: str) -> str:

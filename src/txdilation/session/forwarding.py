@@ -8,14 +8,17 @@ Layer: session forwarding (Twisted glue). A :class:`Forwarder`
 - listens for the subchannels named in ``--connect NAME=CLIENT_ENDPOINT``
   (``listener_for(NAME)``); each one the peer opens is connected to that endpoint and spliced;
 - reports ``listening``, ``subchannel-opened``, ``subchannel-closed`` and ``error`` events and
-  keeps byte totals for progress displays;
+  keeps byte totals for progress displays; a forwarded connection whose subchannel the peer
+  closes before sending anything (a name it does not offer, a service it cannot reach) is a
+  ``warning`` in words on this side too, since the peer's reason cannot cross the wire;
 - stops accepting on :meth:`stop_accepting` (local ports closed; the peer's new subchannels
-  refused with CLOSE), tells when no splice is left (:meth:`when_idle`) and closes the rest
-  (:meth:`close_all`).
+  refused with CLOSE), tells when no splice is left (:meth:`when_idle`) and cuts the rest
+  (:meth:`cut_all`: reported, never passed on as a normal end; see :mod:`.splice`).
 
 Invariants: every splice ends in exactly one ``subchannel-closed`` event (after its
-``subchannel-opened`` when a subchannel was opened); totals never decrease; a failure to open
-or connect one forwarded connection never stops the session (it is an ``error`` event).
+``subchannel-opened`` when a subchannel was opened; a cut one with ``reason`` ``cut`` and a
+``detail`` in words, and counted in :attr:`Forwarder.cut`); totals never decrease; a failure to
+open or connect one forwarded connection never stops the session (it is an ``error`` event).
 """
 
 from __future__ import annotations
@@ -44,8 +47,18 @@ __all__ = ["Forwarder"]
 _log = Logger(namespace="txdilation.session.forwarding")
 
 
+_BOILERPLATE = ("An error occurred while connecting: ", "Connection was refused by other side: ")
+
+
 def _describe_failure(f: Failure) -> str:
-    return f"{f.type.__name__}: {f.value}" if f.type is not None else str(f.value)
+    """The failure in words: the error's own message, without Twisted's boilerplate."""
+    text = str(f.value).strip()
+    for boilerplate in (
+        "An error occurred while connecting: ",
+        "Connection was refused by other side: ",
+    ):
+        text = text.removeprefix(boilerplate)
+    return text.rstrip(".") or (f.type.__name__ if f.type is not None else "unknown error")
 
 
 class _Prebuilt(Factory):
@@ -115,6 +128,7 @@ class Forwarder:
         self.finished_to_peer = 0
         self.finished_from_peer = 0
         self.opened = 0
+        self.cut = 0
 
     # --- totals ---
 
@@ -177,10 +191,11 @@ class Forwarder:
         self._idle_waiters.append(d)
         return d
 
-    def close_all(self, reason: str) -> None:
-        """Close every forwarded connection now (queued bytes are still sent)."""
+    def cut_all(self, detail: str) -> None:
+        """Cut every forwarded connection now (see :meth:`.splice.Splice.cut`); ``detail``
+        says why, in words."""
         for splice in list(self._live):
-            splice.close(reason)
+            splice.cut(detail)
 
     # --- splices ---
 
@@ -226,7 +241,12 @@ class Forwarder:
         d = client_endpoint(self._reactor, spec).connect(_Prebuilt(splice.local))
 
         def failed(f: Failure) -> None:
-            self._error(f"{spec.name}: cannot connect to {spec.endpoint}: {_describe_failure(f)}")
+            self._error(
+                f"{spec.name} #{splice.ident} (opened by the peer): cannot connect to "
+                f"{spec.endpoint}: {_describe_failure(f)}",
+                advice=f"is the service at {spec.endpoint} running? The peer's connection is "
+                "closed at once",
+            )
             splice.abandon("connect-failed")
 
         d.addErrback(failed)
@@ -239,6 +259,26 @@ class Forwarder:
         fields: dict[str, Any] = {}
         if splice.dropped:
             fields["dropped"] = splice.dropped
+        if splice.reason == "cut":
+            self.cut += 1
+            fields["detail"] = splice.detail
+        if splice.reset and splice.reason != "cut":
+            side = "local client" if splice.direction == "outbound" else "service"
+            self._writer.emit(
+                "warning",
+                message=f"{splice.name} #{splice.ident}: the {side} reset the connection "
+                f"({splice.reset}) after {splice.bytes_to_peer} bytes to the peer",
+                advice="the peer's side could only be given an end of input: a subchannel "
+                "cannot carry a reset",
+            )
+        if splice.refused and splice.direction == "outbound":
+            self._writer.emit(
+                "warning",
+                message=f"{splice.name} #{splice.ident}: the peer closed the subchannel at once, "
+                "without sending anything",
+                advice=f"the peer may not offer {splice.name!r} (its --connect), or could not "
+                "reach the service it forwards to: its log says which",
+            )
         self._writer.emit(
             "subchannel-closed",
             id=splice.ident,
@@ -254,8 +294,8 @@ class Forwarder:
             for d in waiters:
                 d.callback(None)
 
-    def _error(self, message: str) -> None:
-        self._writer.emit("error", message=message, where="forwarding", fatal=False)
+    def _error(self, message: str, advice: str = "") -> None:
+        self._writer.emit("error", message=message, where="forwarding", fatal=False, advice=advice)
 
 
 async def _stop(port: IListeningPort) -> None:

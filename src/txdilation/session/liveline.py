@@ -18,7 +18,7 @@ from twisted.internet.task import LoopingCall
 
 from txdilation.session.service import Session
 from txdilation.session.status import StatusEvent
-from txdilation.session.statuslog import format_bytes
+from txdilation.session.statuslog import describe_for_log, describe_stopping, format_bytes
 
 __all__ = ["LiveStatusLine", "describe_event", "format_bytes"]
 
@@ -53,10 +53,14 @@ def describe_event(event: StatusEvent) -> str | None:
         case "warning":
             advice = f"\n  {event['advice']}" if event.get("advice") else ""
             return f"warning: {event['message']}{advice}"
+        case "subchannel-closed" if event["reason"] == "cut":
+            return describe_for_log(event)[1]
         case "stopping":
-            return f"stopping ({event['reason']})"
+            return describe_stopping(event, interactive=True)
+        case "draining":
+            return describe_for_log(event)[1]
         case "closed":
-            return f"closed ({event['reason']}, mood {event['mood']})"
+            return describe_for_log(event, subject="")[1].lstrip()
     return None
 
 

@@ -11,6 +11,7 @@ txdilation, magic-wormhole, Twisted and Python (:func:`version_text`) and exits 
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 from importlib import metadata
@@ -23,6 +24,7 @@ from txdilation.session.config import (
     DEFAULT_MAILBOX,
     DILATION_SETTINGS,
     LOG_LEVELS,
+    MAILBOX_VARIABLE,
     SessionConfig,
     build_config,
     load_toml,
@@ -81,7 +83,12 @@ class SessionOptions(usage.Options):
         ["no-listen", None, "Advertise no direct hints (use the peer's hints or the relay)."],
     ]
     optParameters = [
-        ["mailbox", None, None, f"Mailbox server URL [default: {DEFAULT_MAILBOX}]."],
+        [
+            "mailbox",
+            None,
+            None,
+            f"Mailbox server URL [default: {MAILBOX_VARIABLE}, else {DEFAULT_MAILBOX}].",
+        ],
         ["appid", None, None, f"Application id; both peers must agree [default: {DEFAULT_APPID}]."],
         ["code", None, None, "The wormhole code to use."],
         [
@@ -98,14 +105,15 @@ class SessionOptions(usage.Options):
             "drain-timeout",
             None,
             None,
-            "On stop, wait for forwards to end [default: 5]",
+            "Grace period: on stop, wait this long for forwarded connections to end, then cut "
+            "them (reported on both sides) [default: 30]",
             _seconds("drain-timeout"),
         ],
         [
             "close-timeout",
             None,
             None,
-            "On stop, wait for the close [default: 3]",
+            "On stop, wait for the close [default: 8]",
             _seconds("close-timeout"),
         ],
         [
@@ -126,11 +134,18 @@ class SessionOptions(usage.Options):
 
     def opt_listen(self, value: str) -> None:
         """NAME=SERVER_ENDPOINT: carry each local connection accepted there (e.g. web=tcp:8080:interface=127.0.0.1) over a new subchannel NAME. Repeatable."""  # noqa: E501
-        self.listen.update(_forward(value, "--listen"))
+        _add_forward(self.listen, value, "--listen")
 
     def opt_connect(self, value: str) -> None:
         """NAME=CLIENT_ENDPOINT: connect each subchannel NAME the peer opens there (e.g. web=tcp:127.0.0.1:80); other names are refused. Repeatable."""  # noqa: E501
-        self.connect.update(_forward(value, "--connect"))
+        _add_forward(self.connect, value, "--connect")
+
+    def parseArgs(self, *args: str) -> None:
+        """No positional arguments: say which word was not expected."""
+        if args:
+            raise usage.UsageError(
+                f"unexpected argument {args[0]!r} (every setting is an option: --name VALUE)"
+            )
 
     def opt_relay(self, value: str) -> None:
         """Transit relay: tcp:HOST:PORT or ws[s]://HOST:PORT/ (one relay's endpoints comma-separated). Repeatable: one per relay, raced."""  # noqa: E501
@@ -140,6 +155,12 @@ class SessionOptions(usage.Options):
         """Print the versions of txdilation, magic-wormhole, Twisted and Python, and exit."""
         print(version_text())
         sys.exit(0)
+
+    opt_V = opt_version
+
+    def opt_h(self) -> None:
+        """Display this help and exit."""
+        self.opt_help()  # type: ignore[no-untyped-call]
 
     def postOptions(self) -> None:
         file_settings: dict[str, Any] = {}
@@ -162,6 +183,8 @@ class SessionOptions(usage.Options):
             for flag in ("allocate-code", "no-listen"):
                 overrides[flag] = True if self[flag] else None
             overrides["relay"] = self.relays or None
+            if overrides["mailbox"] is None and "mailbox" not in file_settings:
+                overrides["mailbox"] = os.environ.get(MAILBOX_VARIABLE) or None
             overrides["listen"] = self.listen
             overrides["connect"] = self.connect
             self.config = build_config(merge(file_settings, overrides))
@@ -174,11 +197,42 @@ class SessionOptions(usage.Options):
                 current_level()  # TXDILATION_LOG_LEVEL, if set, must name a level
             except ValueError as e:
                 raise usage.UsageError(f"TXDILATION_LOG_LEVEL: {e}") from None
+        _check_environment(self.config)
+        for option, path in (("--status", self.config.status), ("--events", self.config.events)):
+            _check_writable(option, path)
 
 
-def _forward(value: str, option: str) -> dict[str, str]:
+def _add_forward(table: dict[str, str], value: str, option: str) -> None:
     try:
         spec = parse_forward(value)
     except ConfigError as e:
         raise usage.UsageError(f"{option}: {e}") from None
-    return {spec.name: spec.endpoint}
+    if spec.name in table:
+        raise usage.UsageError(
+            f"{option} {spec.name} given twice ({table[spec.name]} and {spec.endpoint}): one "
+            "endpoint per name"
+        )
+    table[spec.name] = spec.endpoint
+
+
+def _check_environment(config: SessionConfig) -> None:
+    """The library settings the session will dilate with (its own over the ``TXDILATION_*``
+    variables) parse now, so that a bad variable is a usage error, not a failure later."""
+    from txdilation.settings import Settings
+
+    environ = {k: v for k, v in os.environ.items() if k != "TXDILATION_SEMANTICS"}
+    try:
+        Settings.from_environ({**environ, **config.environment()})
+    except ValueError as e:
+        raise usage.UsageError(str(e)) from None
+
+
+def _check_writable(option: str, path: str | None) -> None:
+    """A file the session will append to: its directory must exist and be writable."""
+    if path is None or path == "-":
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise usage.UsageError(f"{option} {path}: the directory {directory} does not exist")
+    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise usage.UsageError(f"{option} {path}: not writable by this user")

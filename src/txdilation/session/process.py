@@ -10,12 +10,18 @@ touch signal handlers and the process's exit status).
   (``txdilation.session.service.library_settings``: the ``TXDILATION_*`` variables of the
   environment with the session's own ``--events``, ``--listen-interface``, ... laid over them).
 - :func:`install_signal_handlers` (call once the reactor runs, i.e. after Twisted installed its
-  own): SIGTERM and SIGINT start a clean stop and then stop the reactor, WITHOUT Twisted's habit
-  of re-raising the signal at exit, so the process exits 0 after a clean stop; once the reactor
-  has shut down they are ignored (Python would otherwise restore the default handlers while the
-  interpreter finalizes, and a late SIGTERM would kill a process that already stopped cleanly);
-  SIGUSR2 (a debug and test aid, see docs/plugin.md) aborts the current L2 connection, as a
-  network cut would.
+  own): the first SIGTERM or SIGINT starts a clean stop (the grace period) and then stops the
+  reactor, WITHOUT Twisted's habit of re-raising the signal at exit (the caller chooses the
+  exit status: ``twistd dilation`` 0, ``txdilation run`` 130/143, see :func:`exit_status`); a
+  second one cuts what is still forwarded and closes at once (``Session.stop_now``); a third
+  exits at once (status 128 + the signal's number), whatever the reactor is doing; once the
+  reactor has shut down they are ignored (Python would otherwise restore the default handlers
+  while the interpreter finalizes, and a late SIGTERM would kill a process that already
+  stopped cleanly); SIGUSR2 (a debug and test aid, see docs/plugin.md) aborts the current L2
+  connection, as a network cut would.
+- :func:`watch_parent`: a session process started by another program (``txdilation demo``,
+  tests: :mod:`.child` sets :data:`PARENT_VARIABLE`) stops at once when that program is gone,
+  however it ended (even SIGKILL), instead of running on as an orphan.
 - :func:`end_process` is the session's ``on_ended``: it stops the reactor, and after a
   failure makes the process exit with status 1 once twistd has finished its own cleanup
   (pidfile, logs): twistd has no other way for a service to set it.
@@ -41,13 +47,21 @@ if TYPE_CHECKING:  # pragma: no cover (importing .service imports wormhole: afte
 
 __all__ = [
     "EXIT_FAILED",
+    "PARENT_VARIABLE",
+    "Signals",
     "end_process",
+    "exit_status",
     "install_signal_handlers",
     "prepare",
     "stop_reactor",
+    "watch_parent",
 ]
 
 EXIT_FAILED = 1
+PARENT_VARIABLE = "TXDILATION_PARENT_PID"
+"""Set by a supervising program to its process id: the session stops when that process is
+gone (:func:`watch_parent`). Removed from the environment once read."""
+PARENT_POLL_SECONDS = 0.5
 CUT_SIGNAL = getattr(signal, "SIGUSR2", None)
 """The debug signal that aborts the current L2 connection (None where it does not exist)."""
 
@@ -71,23 +85,54 @@ def stop_reactor(reactor: Any) -> None:
         reactor.stop()
 
 
-def install_signal_handlers(reactor: Any, session: Session) -> Callable[[], None]:
-    """Handle SIGTERM/SIGINT (clean stop, exit 0) and SIGUSR2 (cut the link).
+class Signals:
+    """The stop signals a process received (see :func:`install_signal_handlers`).
 
-    :returns: a function restoring the previous handlers.
+    :ivar received: the names of the SIGTERM/SIGINT received, in order.
+    :ivar restore: puts the previous handlers back.
     """
-    stopping: list[str] = []
 
-    def stop(name: str) -> None:
-        if stopping:
-            _log.info("{signal}: already stopping", signal=name)
-            return
-        stopping.append(name)
-        session.stop(name)
-        stop_reactor(reactor)
+    def __init__(self) -> None:
+        self.received: list[str] = []
+        self.restore: Callable[[], None] = lambda: None
+
+    @property
+    def first(self) -> int | None:
+        """The number of the first stop signal received, or None."""
+        return int(signal.Signals[self.received[0]]) if self.received else None
+
+
+def exit_status(signals: Signals, outcome: str) -> int:
+    """A foreground command's exit status: 1 after a failure, 128 + the signal's number after
+    a stop by SIGINT/SIGTERM (130, 143: what shells report for an interrupted command), else 0."""
+    if outcome == "failed":
+        return EXIT_FAILED
+    first = signals.first
+    return 128 + first if first is not None else 0
+
+
+def install_signal_handlers(reactor: Any, session: Session) -> Signals:
+    """Handle SIGTERM/SIGINT (first: clean stop; second: cut and close now; third: exit now)
+    and SIGUSR2 (cut the link); see the module docstring.
+
+    :returns: what was received, and how to restore the previous handlers.
+    """
+    signals = Signals()
+
+    def stop(name: str, count: int) -> None:
+        if count == 1:
+            session.stop(name)
+            stop_reactor(reactor)
+        else:
+            _log.info("{signal} again: cutting what is still open and closing now", signal=name)
+            session.stop_now(name)
 
     def on_stop_signal(signum: int, frame: object) -> None:
-        reactor.callFromThread(stop, signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        signals.received.append(name)
+        if len(signals.received) >= 3:
+            _exit_now(f"{name} a third time: exiting at once", 128 + signum)
+        reactor.callFromThread(stop, name, len(signals.received))
 
     def on_cut_signal(signum: int, frame: object) -> None:
         reactor.callFromThread(session.cut_link)
@@ -108,7 +153,43 @@ def install_signal_handlers(reactor: Any, session: Session) -> Callable[[], None
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
-    return restore
+    signals.restore = restore
+    return signals
+
+
+def watch_parent(reactor: Any, session: Session, environ: Any = os.environ) -> Any:
+    """If :data:`PARENT_VARIABLE` names a process (our parent when we started), stop the
+    session at once (``stop_now``) and the reactor when our parent is no longer that process.
+
+    :returns: the polling ``LoopingCall``, or None when no parent is to be watched.
+    """
+    text = environ.pop(PARENT_VARIABLE, None)
+    try:
+        parent = int(text) if text else 0
+    except ValueError:
+        parent = 0
+    if parent <= 0:
+        return None
+    from twisted.internet.task import LoopingCall
+
+    def check() -> None:
+        if os.getppid() != parent:
+            loop.stop()
+            _log.warn("the process that started this session ({pid}) is gone: stopping", pid=parent)
+            session.stop_now("parent-exited")
+            stop_reactor(reactor)
+
+    loop = LoopingCall(check)
+    loop.clock = reactor
+    loop.start(PARENT_POLL_SECONDS, now=True)
+    return loop
+
+
+def _exit_now(message: str, status: int) -> None:
+    with contextlib.suppress(Exception):
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    os._exit(status)
 
 
 def end_process(reactor: Any, outcome: str) -> None:

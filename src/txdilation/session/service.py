@@ -12,19 +12,26 @@ for ``twistd``: ``stopService`` returns the Deferred of a clean stop.
 Lifecycle (module-level Automat machine ``session_machine``)::
 
     idle -start-> running -stop-> draining -drained-> closing -closed-> stopped
+    running|draining -stop_now-> closing    (a stop that cannot wait: cut what is open)
     running -failed-> closing            (a fatal error: the session ends as "failed")
     running -peer_left-> closing         (the peer closed its wormhole: ends as "peer-closed")
 
 Invariants:
 
 - a stop stops accepting at once (local ports closed, the peer's new subchannels refused),
-  waits at most ``drain_timeout`` for forwarded connections to end by themselves, closes the
-  rest, then closes the wormhole, waiting at most ``close_timeout``: a stop always finishes
-  within ``drain_timeout + close_timeout`` (plus the reactor's own work);
+  gives forwarded connections ``drain_timeout`` seconds (the grace period, counted down in
+  ``draining`` events) to end by themselves, cuts the rest, then closes the wormhole, waiting
+  at most ``close_timeout``: a stop always finishes within ``drain_timeout + close_timeout``
+  (plus the reactor's own work); ``stop_now`` (a second signal) cuts at once;
+- nothing is cut silently: a cut forwarded connection is reset locally and left to end with the
+  wormhole, so the peer's side cuts its end too (:mod:`.splice`); each is reported as a
+  ``subchannel-closed`` with ``reason`` ``cut`` and a ``detail`` (the grace period ended, the
+  stop was forced, the peer stopped, the session failed), and ``closed`` counts them (``cut``);
 - the last status event is exactly one ``closed`` (``reason`` ``stopped`` or ``failed``);
-- ``stop()`` may be called any number of times, in any state, from any callback (every input
-  returns None, so Automat queues one made from inside a behaviour); every returned Deferred
-  fires (with None) once the session is stopped; errors after a stop began are logged;
+- ``stop()`` and ``stop_now()`` may be called any number of times, in any state, from any
+  callback (every input returns None, so Automat queues one made from inside a behaviour);
+  every returned Deferred fires (with None) once the session is stopped; errors after a stop
+  began are logged;
 - a fatal error (bad code, a peer that cannot dilate, a port that cannot listen, the wormhole
   failing by itself) is reported once as an ``error`` event with ``fatal: true``, in words with
   advice (:mod:`.advice`; a subchannel listener failing because the wormhole closed is not the
@@ -82,7 +89,8 @@ def library_settings(config: SessionConfig, environ: Mapping[str, str]) -> Setti
 
     :raises ValueError: naming a ``TXDILATION_*`` variable set to something invalid.
     """
-    settings = Settings.from_environ({**environ, **config.environment()})
+    own = {k: v for k, v in environ.items() if k != "TXDILATION_SEMANTICS"}  # the session's own
+    settings = Settings.from_environ({**own, **config.environment()})
     return dataclasses.replace(settings, semantics=semantics_named(SEMANTICS))
 
 
@@ -94,6 +102,9 @@ class SessionInputs(TypingProtocol):
 
     def stop(self, reason: str) -> None:
         "Stop cleanly (the facade registered a waiter that fires once stopped)."
+
+    def stop_now(self, reason: str) -> None:
+        "Stop without waiting for forwarded connections: cut them (a second signal)."
 
     def failed(self, message: str, where: str, advice: str) -> None:
         "Something the session cannot go on without failed (``advice``: what to do)."
@@ -130,6 +141,8 @@ class SessionCore:
     close_result: object = None
     close_waiters: list[Deferred[Any]] | None = field(default_factory=list)
     inputs: SessionInputs | None = None
+    draining: Deferred[None] | None = None
+    countdown: Any = None
 
     def __post_init__(self) -> None:
         self.observer = LinkObserver(self.writer, self.rtt, on_stopped=self.wormhole_stopped)
@@ -226,19 +239,47 @@ class SessionCore:
 
     # --- stop ---
 
-    def stop_accepting(self) -> None:
+    def stop_accepting(self, reason: str, grace: float) -> None:
+        """Report the stop (what is open, the grace it gets) and stop accepting."""
+        open_now = self.forwarder.live
+        fields: dict[str, Any] = {"open": open_now} if open_now else {}
+        if open_now and grace > 0:
+            fields["grace_s"] = grace
+        if reason:
+            self.writer.emit("stopping", reason=reason, **fields)
         self.closing = True
         if self.startup is not None and not self.startup.called:
             self.startup.cancel()
         self.forwarder.stop_accepting()
 
     def wait_for_drain(self) -> None:
-        d = self.forwarder.when_idle()
-        d.addTimeout(self.config.drain_timeout, self.reactor)
+        """Wait up to ``drain_timeout`` for the forwarded connections to end, counting down."""
+        grace = self.config.drain_timeout
+        d = self.draining = self.forwarder.when_idle()
+        d.addTimeout(grace, self.reactor)
         d.addBoth(lambda _: self._inputs().drained())
+        if not d.called:
+            step = _countdown_step(grace)
+            self.countdown = self.reactor.callLater(step, self._count_down, grace - step, step)
 
-    def close_wormhole(self) -> None:
-        self.forwarder.close_all("stopping")
+    def _count_down(self, remaining: float, step: float) -> None:
+        self.countdown = None
+        if self.forwarder.live and remaining > 0:
+            self.writer.emit("draining", open=self.forwarder.live, remaining_s=round(remaining))
+            next_step = min(step, remaining)
+            self.countdown = self.reactor.callLater(
+                next_step, self._count_down, remaining - next_step, step
+            )
+
+    def cut_and_close(self, detail: str) -> None:
+        """Cut what is still forwarded (``detail``: why) and close the wormhole."""
+        if self.countdown is not None and self.countdown.active():
+            self.countdown.cancel()
+        self.countdown = None
+        draining, self.draining = self.draining, None
+        self.forwarder.cut_all(detail)
+        if draining is not None and not draining.called:
+            draining.cancel()
         Deferred.fromCoroutine(self._close()).addBoth(lambda mood: self._inputs().closed(mood))
 
     async def _close(self) -> str:
@@ -258,7 +299,7 @@ class SessionCore:
     def finish(self, mood: str) -> None:
         if self.on_ended is not None:
             self.on_ended(self.outcome)
-        self.writer.emit("closed", reason=self.outcome, mood=mood)
+        self.writer.emit("closed", reason=self.outcome, mood=mood, cut=self.forwarder.cut)
         self.writer.close()
         self.release_waiters()
 
@@ -301,6 +342,11 @@ def _fire(d: Deferred[Any], result: object) -> None:
         d.callback(result)
 
 
+def _countdown_step(grace: float) -> float:
+    """Seconds between two ``draining`` events: 5, or a sixth of a long grace period."""
+    return max(5.0, 5.0 * round(grace / 30.0))
+
+
 _MOODS: dict[type[Exception], str] = {
     LonelyError: "lonely",
     WrongPasswordError: "scary",
@@ -323,15 +369,26 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
         core.begin()
 
     @idle.upon(I.stop).to(stopped)
+    @idle.upon(I.stop_now).to(stopped)
     @stopped.upon(I.stop).loop()
+    @stopped.upon(I.stop_now).loop()
     def already_stopped(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
         core.release_waiters()
 
     @running.upon(I.stop).to(draining)
     def drain(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
-        core.writer.emit("stopping", reason=reason)
-        core.stop_accepting()
+        core.stop_accepting(reason, core.config.drain_timeout)
         core.wait_for_drain()
+
+    @running.upon(I.stop_now).to(closing)
+    def stop_at_once(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
+        core.stop_accepting(reason, 0)
+        core.cut_and_close(f"stopped at once ({reason})")
+
+    @draining.upon(I.stop_now).to(closing)
+    def force(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
+        core.writer.emit("stopping", reason=reason, open=core.forwarder.live, forced=True)
+        core.cut_and_close(f"the stop was forced ({reason})")
 
     @running.upon(I.failed).to(closing)
     def fail(
@@ -339,24 +396,24 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
     ) -> None:
         core.writer.emit("error", message=message, where=where, fatal=True, advice=advice)
         core.outcome = "failed"
-        core.stop_accepting()
-        core.close_wormhole()
+        core.stop_accepting("", 0)
+        core.cut_and_close("the session failed")
 
     @running.upon(I.peer_left).to(closing)
     def peer_closed(inputs: SessionInputs, core: SessionCore) -> None:
-        core.writer.emit("stopping", reason="peer-closed")
         core.outcome = "peer-closed"
-        core.stop_accepting()
-        core.close_wormhole()
+        core.stop_accepting("peer-closed", 0)
+        core.cut_and_close("the peer stopped with it open")
 
     @draining.upon(I.stop).loop()
     @closing.upon(I.stop).loop()
+    @closing.upon(I.stop_now).loop()
     def wait(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
         pass  # the waiter is registered; finish() releases it
 
     @draining.upon(I.drained).to(closing)
     def close(inputs: SessionInputs, core: SessionCore) -> None:
-        core.close_wormhole()
+        core.cut_and_close(f"the {core.config.drain_timeout:g} s grace period ended")
 
     @closing.upon(I.closed).to(stopped)
     def finish(inputs: SessionInputs, core: SessionCore, mood: str) -> None:
@@ -441,6 +498,14 @@ class Session:
         d: Deferred[None] = Deferred()
         self._core.waiters.append(d)
         self._machine.stop(reason)
+        return d
+
+    def stop_now(self, reason: str = "stop") -> Deferred[None]:
+        """Stop without the grace period: forwarded connections still open are cut at once
+        (reported as such); fires with None once stopped. Ends a grace period under way."""
+        d: Deferred[None] = Deferred()
+        self._core.waiters.append(d)
+        self._machine.stop_now(reason)
         return d
 
     def cut_link(self) -> bool:

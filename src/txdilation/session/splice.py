@@ -13,11 +13,17 @@ Invariants:
 - half-close passes through: end of input on one side (``readConnectionLost``) closes the write
   side of the other (``loseWriteConnection``), after everything received before it was written;
   producers are unregistered before a write side is closed;
-- the local connection is closed once both of its directions are, or when the subchannel is
-  gone; the subchannel's write side is closed when the local connection is gone; bytes arriving
-  for a side that is gone are counted as dropped, never raised;
-- :attr:`Splice.ended` fires exactly once, when both ends are gone (or one end never came),
-  with the splice itself; byte counts are final then; an end that connects later is closed.
+- the local connection is closed once both of its directions are; the subchannel's write side
+  is closed when the local connection is gone; bytes arriving for a side that is gone are
+  counted as dropped, never raised;
+- a cut is never passed on as a normal end: :meth:`Splice.cut` (a stop that cannot wait) resets
+  the local connection (its application reads an error, not an end of input) and sends no
+  CLOSE on the subchannel, which then ends with the wormhole (the peer's splice sees that);
+  a subchannel that ends without the peer's CLOSE (the wormhole closed under it) cuts the
+  splice the same way, so neither side's application takes a truncated stream for a whole one;
+- :attr:`Splice.ended` fires exactly once, when both ends are gone (or one end never came), or
+  at a cut, with the splice itself; byte counts are final then (``reason`` ``cut`` and
+  :attr:`Splice.detail` say why); an end that connects later is closed.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IHalfCloseableProtocol, IReactorTime
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
@@ -45,7 +52,12 @@ class Splice:
     :ivar bytes_to_peer: bytes read from the local connection and written to the subchannel.
     :ivar bytes_from_peer: bytes read from the subchannel and written to the local connection.
     :ivar dropped: bytes that arrived after the side they were for was gone.
-    :ivar reason: why it ended (``closed`` when both sides closed normally).
+    :ivar reason: why it ended (``closed`` when both sides closed normally, ``cut``).
+    :ivar detail: for a cut, why, in words (e.g. ``the 30 s grace period ended``).
+    :ivar refused: the peer closed the subchannel before sending anything, while ours was
+        still open (it does not offer the name, or could not reach its service).
+    :ivar reset: the local connection was reset, not closed (why, in words), or ``""``: the
+        peer's side only gets an end of input (a subchannel has no reset), so it is reported.
     """
 
     def __init__(self, ident: int, name: str, direction: str, clock: IReactorTime) -> None:
@@ -60,6 +72,9 @@ class Splice:
         self.bytes_from_peer = 0
         self.dropped = 0
         self.reason = "closed"
+        self.detail = ""
+        self.refused = False
+        self.reset = ""
         self.joined = False
         self.ended: Deferred[Splice] = Deferred()
         self.on_joined: Callable[[Splice], object] | None = None
@@ -107,11 +122,16 @@ class Splice:
         else:
             self._maybe_end()
 
-    def close(self, reason: str) -> None:
-        """Close both ends now (a stop that could not wait): queued bytes are still sent."""
-        self.reason = reason
-        self.channel.close()
-        self.local.close()
+    def cut(self, detail: str) -> None:
+        """End now, as a cut (see the module docstring): reset the local connection, send the
+        peer nothing more (no CLOSE), end the splice. Does nothing once it ended."""
+        if self.ended.called:
+            return
+        self.reason, self.detail = "cut", detail
+        self.local.unregister_producer()
+        self.channel.unregister_producer()
+        self.local.abort()
+        self.ended.callback(self)
 
     def _maybe_end(self) -> None:
         if self.ended.called:
@@ -141,13 +161,21 @@ class Splice:
         self.channel.close_write()
 
     def channel_input_ended(self) -> None:
+        if self.bytes_from_peer == 0 and self.local.writable and not self.local.read_closed:
+            self.refused = True  # the peer answered nothing while our client waits
         self.local.close_write()
 
     def local_gone(self, reason: Failure) -> None:
-        self.channel.close_write()
+        if not self.ended.called:
+            if not (self.local.read_closed or isinstance(reason.value, ConnectionDone)):
+                self.reset = str(reason.value) or type(reason.value).__name__
+            self.channel.close_write()
         self._maybe_end()
 
     def channel_gone(self, reason: Failure) -> None:
+        if not (self.channel.read_closed or self.channel.closed_by_us):
+            self.cut("the wormhole closed under it: the peer stopped or left")
+            return
         self.local.close()
         self._maybe_end()
 
@@ -222,6 +250,12 @@ class LocalEnd(_End):
             self.unregister_producer()
             self.transport.loseConnection()
 
+    def abort(self) -> None:
+        """Reset the connection (what is buffered is dropped: the other end reads an error)."""
+        if self.connected and not self.lost:
+            self.write_closed = True
+            self.transport.abortConnection()
+
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         self.lost = True
         self.splice.local_gone(reason)
@@ -241,10 +275,13 @@ class ChannelEnd(_End):
     def writeConnectionLost(self) -> None:
         self.write_closed = True
 
+    closed_by_us = False
+
     def close(self) -> None:
         """Stop taking the peer's data and close our write side (the peer's CLOSE finishes
         the subchannel)."""
         if self.connected and not self.lost:
+            self.closed_by_us = True
             self.close_write()
             self.transport.stopProducing()
 

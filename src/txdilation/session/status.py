@@ -39,11 +39,13 @@ KINDS: Final = frozenset(
         "rtt",  # rtt_ms, generation
         "link-cut",  # generation: the debug cut signal aborted the current connection
         "subchannel-opened",  # id, name, direction (outbound|inbound), local
-        "subchannel-closed",  # id, name, bytes_to_peer, bytes_from_peer, duration_s, reason
+        "subchannel-closed",  # id, name, bytes_to_peer, bytes_from_peer, duration_s, reason,
+        # detail (a cut's cause in words)
         "error",  # message, where, fatal, advice
         "warning",  # message, advice: a setting that looks wrong (nothing stops)
-        "stopping",  # reason (signal name, "stop", "shutdown" or "peer-closed")
-        "closed",  # reason (stopped|failed|peer-closed), mood
+        "stopping",  # reason (signal name, "stop", "shutdown" or "peer-closed"), open, grace_s
+        "draining",  # open, remaining_s: the grace period's countdown
+        "closed",  # reason (stopped|failed|peer-closed), mood, cut
     }
 )
 """Every event ``kind`` a session writes."""

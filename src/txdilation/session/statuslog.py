@@ -29,7 +29,7 @@ from twisted.logger import Logger, LogLevel
 
 from txdilation.session.status import StatusEvent
 
-__all__ = ["NAMESPACE", "StatusLog", "describe_for_log", "format_bytes"]
+__all__ = ["NAMESPACE", "StatusLog", "describe_for_log", "describe_stopping", "format_bytes"]
 
 NAMESPACE: Final = "txdilation.session"
 """The ``twisted.logger`` namespace of the lines."""
@@ -41,6 +41,37 @@ def format_bytes(n: int) -> str:
         if n >= size:
             return f"{n / size:.3g} {unit}"
     return f"{n} B"
+
+
+def _connections(count: int) -> str:
+    return f"{count} forwarded connection{'' if count == 1 else 's'}"
+
+
+def describe_stopping(event: StatusEvent, *, interactive: bool = False) -> str:
+    """The ``stopping`` event in words: why, and what is still open (with the grace period
+    and, after a signal, that a second one cuts at once).
+
+    :param interactive: for a command's terminal: a signal is said to have interrupted it.
+    """
+    reason = str(event["reason"])
+    signalled = reason.startswith("SIG")
+    still_open = event.get("open", 0)
+    if event.get("forced"):
+        return f"{reason} again: stopping now" + (
+            f", cutting {_connections(still_open)}" if still_open else ""
+        )
+    text = f"interrupted by {reason}: stopping" if interactive and signalled else "stopping"
+    text += "" if interactive and signalled else f" ({reason})"
+    if not still_open:
+        return text
+    if "grace_s" not in event:
+        return f"{text}: cutting {_connections(still_open)} now"
+    them = "it" if still_open == 1 else "them"
+    again = f"; a second {reason} cuts {them} now" if signalled else ""
+    return (
+        f"{text}: {_connections(still_open)} open, waiting up to {event['grace_s']:g} s for "
+        f"{them} to end{again}"
+    )
 
 
 def _connection(event: StatusEvent) -> str:
@@ -116,12 +147,16 @@ def describe_for_log(
             )
         case "subchannel-closed":
             dropped = f", {event['dropped']} bytes dropped" if event.get("dropped") else ""
-            return info, (
-                f"{event['name']} #{event['id']} closed ({event['reason']}): "
+            moved = (
                 f"{format_bytes(event['bytes_to_peer'])} to the peer, "
                 f"{format_bytes(event['bytes_from_peer'])} from the peer in "
                 f"{event['duration_s']} s{dropped}"
             )
+            if event["reason"] == "cut":
+                return LogLevel.warn, (
+                    f"{event['name']} #{event['id']} cut after {moved}: {event.get('detail', '?')}"
+                )
+            return info, f"{event['name']} #{event['id']} closed ({event['reason']}): {moved}"
         case "error":
             if event.get("fatal"):
                 return LogLevel.error, f"fatal error ({event['where']}): {_with_advice(event)}"
@@ -129,9 +164,15 @@ def describe_for_log(
         case "warning":
             return LogLevel.warn, f"warning: {_with_advice(event)}"
         case "stopping":
-            return info, f"stopping ({event['reason']})"
+            return info, describe_stopping(event)
+        case "draining":
+            return info, (
+                f"stopping: {_connections(event['open'])} still open, cut in "
+                f"{event['remaining_s']} s"
+            )
         case "closed":
-            return info, f"{subject} closed ({event['reason']}, mood {event['mood']})"
+            cut = f"; {_connections(event['cut'])} cut" if event.get("cut") else ""
+            return info, f"{subject} closed ({event['reason']}, mood {event['mood']}{cut})"
     return info, f"{kind}: " + ", ".join(
         f"{k}={v}" for k, v in event.items() if k not in ("kind", "ts", "seq")
     )
