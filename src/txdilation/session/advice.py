@@ -70,6 +70,14 @@ _ADVICE: Final[dict[str, tuple[str, str]]] = {
         "cannot listen on a --listen endpoint",
         "the port is probably in use: choose another one or stop what uses it",
     ),
+    "PairingFileError": (
+        "",
+        "fix the file as the message says, or 'txdilation pairing forget PATH' on both sides and "
+        "pair again with a new code",
+    ),
+    "PeerCannotPair": ("", "start the peer with --pairing too (it needs txdilation)"),
+    "PairingError": ("", "see docs/pairing.md"),
+    "StockMismatch": ("", "pairing needs magic-wormhole 0.24.x"),
     "WormholeClosedError": (
         "the wormhole closed",
         "see the messages before this one for the reason",
@@ -106,6 +114,8 @@ def explain(error: Failure | BaseException) -> Explanation:
         socket_error = getattr(exc, "socketError", None)
         detail = getattr(socket_error, "strerror", None) or str(socket_error or "")
         text = f"{interface}:{port}" + (f": {detail}" if detail else "")
+    if not prefix:  # the exception's own words are the message (pairing errors)
+        return Explanation(text or name, advice)
     return Explanation(f"{prefix}: {text}" if text else prefix, advice)
 
 

@@ -154,11 +154,17 @@ class SessionCore:
         self.startup.addErrback(self._startup_failed)
 
     async def _startup(self) -> None:
+        config = self.config
+        if config.pairing is not None:  # a PairedWormhole instead (txdilation.session.paired)
+            from txdilation.session.paired import startup
+
+            await startup(self)
+            return
+
         import wormhole
 
         import txdilation
 
-        config = self.config
         w = self.wormhole = wormhole.create(
             config.appid,
             config.mailbox,

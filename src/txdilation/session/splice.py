@@ -14,8 +14,10 @@ Invariants:
   side of the other (``loseWriteConnection``), after everything received before it was written;
   producers are unregistered before a write side is closed;
 - the local connection is closed once both of its directions are, or when the subchannel is
-  gone; the subchannel's write side is closed when the local connection is gone; bytes arriving
-  for a side that is gone are counted as dropped, never raised;
+  gone (reset, with ``reason`` ``peer-restarted``, when it is gone because the paired peer
+  restarted: the local application must not take that for a clean end); the subchannel's
+  write side is closed when the local connection is gone; bytes arriving for a side that is
+  gone are counted as dropped, never raised;
 - :attr:`Splice.ended` fires exactly once, when both ends are gone (or one end never came),
   with the splice itself; byte counts are final then; an end that connects later is closed.
 """
@@ -30,6 +32,8 @@ from twisted.internet.interfaces import IHalfCloseableProtocol, IReactorTime
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
 from zope.interface import implementer
+
+from txdilation.pairing.errors import PeerRestarted
 
 __all__ = ["ChannelEnd", "LocalEnd", "Splice"]
 
@@ -148,7 +152,12 @@ class Splice:
         self._maybe_end()
 
     def channel_gone(self, reason: Failure) -> None:
-        self.local.close()
+        if reason.check(PeerRestarted):  # type: ignore[no-untyped-call]
+            # not a clean end: the paired peer's process that had the other end is gone
+            self.reason = "peer-restarted"
+            self.local.abort()
+        else:
+            self.local.close()
         self._maybe_end()
 
 
@@ -221,6 +230,13 @@ class LocalEnd(_End):
             self.write_closed = True
             self.unregister_producer()
             self.transport.loseConnection()
+
+    def abort(self) -> None:
+        """Reset the connection: the local application sees an error, not an end of stream."""
+        if self.connected and not self.lost:
+            self.write_closed = True
+            self.unregister_producer()
+            self.transport.abortConnection()
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:
         self.lost = True
