@@ -29,7 +29,7 @@ _TRUE: Final = frozenset({"yes", "true", "1", "on"})
 _FALSE: Final = frozenset({"no", "false", "0", "off"})
 _COMMON: Final = frozenset(
     {"subprotocol", "mailbox", "appid", "code", "code-file", "relay", "no-listen"}
-    | {"ping-interval", "status"}
+    | {"ping-interval", "status", "pairing"}
 )
 
 
@@ -47,10 +47,14 @@ class EndpointSettings:
     ping_interval: float | None = None
     status: str | None = None
     timeout: float | None = DEFAULT_CLIENT_TIMEOUT
+    pairing: str | None = None
 
     @property
     def wormhole_key(self) -> tuple[str, str, str | None, str | None]:
-        """What names the wormhole: endpoints with equal keys share one."""
+        """What names the wormhole: endpoints with equal keys share one (with ``pairing``:
+        endpoints naming the same pairing file)."""
+        if self.pairing is not None:
+            return (self.mailbox, self.appid, None, f"pairing:{_absolute(self.pairing)}")
         code_file = None if self.code is not None else _absolute(self.code_file)
         return (self.mailbox, self.appid, self.code, code_file)
 
@@ -110,6 +114,9 @@ def parse_settings(
         raw = kwargs["timeout"].strip().lower()
         timeout = None if raw in ("0", "none", "") else _seconds("timeout", raw)
     ping = kwargs.get("ping-interval")
+    pairing = kwargs.get("pairing") or None
+    if pairing is not None:
+        _check_pairing(pairing)
     return EndpointSettings(
         subprotocol=subprotocol,
         mailbox=mailbox,
@@ -121,7 +128,27 @@ def parse_settings(
         ping_interval=_seconds("ping-interval", ping) if ping is not None else None,
         status=kwargs.get("status") or None,
         timeout=timeout,
+        pairing=pairing,
     )
+
+
+def _check_pairing(path: str) -> None:
+    """A pairing file that exists must be usable (nothing is sent otherwise); one that does
+    not is written once the first wormhole (with a code) is dilated.
+
+    :raises ValueError: in one line, naming the file.
+    """
+    from txdilation.pairing.errors import PairingFileError
+    from txdilation.pairing.store import PairingStore
+
+    store = PairingStore(path)
+    if store.exists():
+        try:
+            store.load()
+        except PairingFileError as e:
+            raise ValueError(f"dilation: {e}") from None
+    elif not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise ValueError(f"dilation: pairing file {path}: its directory does not exist")
 
 
 def _flag(key: str, value: str) -> bool:
