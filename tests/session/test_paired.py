@@ -173,7 +173,7 @@ class NothingSentTests(TestCase):
             path.write_bytes(data)
             os.chmod(path, 0o644 if name == "exposed" else 0o600)
             argv = ["-m", "txdilation.cli", "run", "--mailbox", mailbox, "--pairing", str(path)]
-            out, err, code = await getProcessOutputAndValue(
+            _, err, code = await getProcessOutputAndValue(
                 sys.executable, argv, env=dict(os.environ), path=str(REPO_ROOT), reactor=reactor
             )
             lines = err.decode().splitlines()
