@@ -1,6 +1,7 @@
 """PairedWormhole in-process, two sides through the real mailbox server and transit relay on
 127.0.0.1: the code meeting writes both files; a side that stops and starts again from its file
-meets the peer without a code; a peer that does not pair is refused."""
+meets the peer without a code; sides holding different generations meet on the newest they
+share, and never when they share none; an unreachable mailbox server is reported."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.protocol import Factory
+from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
+from tests.pairing.support import records
 from tests.session.test_service import Client, HalfCloseEcho
 from tests.support.harness import RealServersMixin
+from txdilation.pairing import ratchet
 from txdilation.pairing.options import PairingOptions
+from txdilation.pairing.record import PairingRecord
 from txdilation.pairing.store import PairingStore
 
 APPID = "txdilation.test/pairing"
@@ -64,6 +69,9 @@ class PairedTests(RealServersMixin, TestCase):
         return bytes(client.data)
 
     async def test_pair_then_meet_again(self) -> None:
+        """Pair with a code: both files hold the same generation, each names the other, mode
+        0600; one side closed and started again from its file meets the peer without a code
+        and the forward works."""
         a_path, b_path = self.path("a"), self.path("b")
         a = Side(self, a_path, code=CODE)
         b = Side(self, b_path, code=CODE)
@@ -84,3 +92,63 @@ class PairedTests(RealServersMixin, TestCase):
         a2.paired.start()
         await a2.paired.when_dilated()
         self.assertEqual(await self.exchange(a2, b, b"second"), b"second")
+
+    def files(self, a: PairingRecord, b: PairingRecord) -> tuple[Path, Path]:
+        paths = self.path("a"), self.path("b")
+        for path, record in zip(paths, (a, b), strict=True):
+            PairingStore(path).save(record)
+        return paths
+
+    async def test_one_generation_apart_meet_on_the_newer(self) -> None:
+        """A holds generation 0 and a pending 1, B holds only 1 (B committed, A crashed before
+        hearing it): they meet on 1, both commit it, then the next step takes both to 2."""
+        a0, b0 = records(self.mailbox.url)
+        a1 = ratchet.stage(a0, b"n" * 32)
+        assert a1.pending is not None
+        b1 = ratchet.commit(ratchet.stage(b0, b"n" * 32), a1.pending.fingerprint)
+        a_path, b_path = self.files(a1, b1)
+        a, b = Side(self, a_path), Side(self, b_path)
+        await a.paired.listener_for("echo").listen(Factory.forProtocol(HalfCloseEcho))
+        a.paired.start()
+        b.paired.start()
+        await a.paired.when_dilated()
+        self.assertEqual(await self.exchange(a, b, b"one apart"), b"one apart")
+        meetings = [f["generation"] for k, f in a.events if k == "meeting"]
+        self.assertEqual(set(meetings), {1})
+        while "ratchet" not in a.kinds() or "ratchet" not in b.kinds():
+            await deferLater(self.reactor, 0.05, lambda: None)
+        ra, rb = PairingStore(a_path).load(), PairingStore(b_path).load()
+        self.assertEqual((ra.current, rb.current), (rb.current, ra.current))
+        self.assertEqual(ra.current.number, 2)
+
+    async def test_no_generation_in_common_never_meets(self) -> None:
+        """A still at generation 0 (a file from before), B at 1 only: neither meets, nothing is
+        dilated, both files are left as they were."""
+        a0, b0 = records(self.mailbox.url)
+        staged = ratchet.stage(b0, b"n" * 32)
+        assert staged.pending is not None
+        b1 = ratchet.commit(staged, staged.pending.fingerprint)
+        a_path, b_path = self.files(a0, b1)
+        a, b = Side(self, a_path), Side(self, b_path)
+        a.paired.start()
+        b.paired.start()
+        await deferLater(self.reactor, 1.5, lambda: None)
+        for side in (a, b):
+            self.assertNotIn("reconnected", side.kinds())
+            self.assertEqual(side.failures, [])
+        self.assertEqual(PairingStore(a_path).load().current, a0.current)
+        self.assertEqual(PairingStore(b_path).load().current, b1.current)
+
+    async def test_unreachable_mailbox_is_reported(self) -> None:
+        """A pairing whose mailbox server cannot be reached: one warning saying so (it keeps
+        trying), no failure."""
+        a0, _ = records("ws://127.0.0.1:1/v1")
+        a_path = self.path("a")
+        PairingStore(a_path).save(a0)
+        a = Side(self, a_path)
+        a.paired.start()
+        while "warning" not in a.kinds():
+            await deferLater(self.reactor, 0.05, lambda: None)
+        warning = dict(a.events)["warning"]
+        self.assertIn("cannot reach the mailbox server", warning["message"])
+        self.assertEqual(a.failures, [])

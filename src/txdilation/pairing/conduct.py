@@ -200,10 +200,11 @@ class Conductor:
             )
 
     def _lobby_error(self, text: str) -> None:
-        advice = "a third party holds this pairing's secret" if "crowded" in text else ""
-        self._emit(
-            "warning", message=f"pairing lobby: the mailbox server said: {text}", advice=advice
-        )
+        if "crowded" in text:
+            advice = "a third party holds this pairing's secret: pair again with a new code"
+        else:
+            advice = "still trying; 'txdilation pairing show' names the mailbox server it uses"
+        self._emit("warning", message=f"pairing lobby: {text}", advice=advice)
 
     # --- planning ---
 

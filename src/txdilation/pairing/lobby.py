@@ -160,8 +160,16 @@ class Lobby:
         self._service = ClientService(_endpoint(reactor, url), factory, clock=reactor)
 
     def start(self) -> None:
-        """Connect (and keep reconnecting until :meth:`close`)."""
+        """Connect (and keep reconnecting until :meth:`close`); a first connection that fails
+        is reported once through ``on_error`` (the lobby keeps trying)."""
         self._service.startService()  # type: ignore[no-untyped-call]
+        first: Deferred[Any] = self._service.whenConnected(failAfterFailures=1)  # type: ignore[no-untyped-call]
+
+        def unreachable(failure: Any) -> None:
+            if not self._stopped:
+                self._on_error(f"cannot reach the mailbox server: {failure.getErrorMessage()}")
+
+        first.addErrback(unreachable)
 
     def post(self, body: str) -> None:
         """Post a hello (sealed, hex)."""
@@ -221,7 +229,7 @@ class Lobby:
             if waiter is not None and not waiter.called:
                 waiter.callback(None)
         elif kind == "error" and not self._stopped:
-            self._on_error(str(message.get("error", "unknown error")))
+            self._on_error(f"the mailbox server said: {message.get('error', 'unknown error')}")
         elif kind == "welcome":
             welcome = message.get("welcome")
             if isinstance(welcome, dict) and "error" in welcome and not self._stopped:
