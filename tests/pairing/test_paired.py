@@ -5,6 +5,8 @@ share, and never when they share none; an unreachable mailbox server is reported
 
 from __future__ import annotations
 
+import collections
+import gc
 import os
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ CODE = "7-pairing-test"
 class Side:
     """One PairedWormhole and what it reported."""
 
-    def __init__(self, test: Any, path: Path, **options: Any) -> None:
+    def __init__(self, test: Any, path: Path, *, cleanup: bool = True, **options: Any) -> None:
         from txdilation.pairing.paired import PairedWormhole
 
         self.events: list[tuple[str, dict[str, Any]]] = []
@@ -46,7 +48,8 @@ class Side:
             on_event=lambda kind, fields: self.events.append((kind, fields)),
             on_failed=self.failures.append,
         )
-        test.addCleanup(self.paired.close)
+        if cleanup:
+            test.addCleanup(self.paired.close)
 
     def kinds(self) -> list[str]:
         return [k for k, _ in self.events]
@@ -152,3 +155,34 @@ class PairedTests(RealServersMixin, TestCase):
         warning = dict(a.events)["warning"]
         self.assertIn("cannot reach the mailbox server", warning["message"])
         self.assertEqual(a.failures, [])
+
+    async def test_nothing_accumulates_over_restarts(self) -> None:
+        """One side closed and started again twelve times: the live meetings, wormholes,
+        Managers, conductors and lobbies of the process are as many after twelve as after
+        four (each ended meeting is let go)."""
+        a_path, b_path = self.path("a"), self.path("b")
+        a, b = Side(self, a_path, cleanup=False, code=CODE), Side(self, b_path, code=CODE)
+        current = [a]
+        self.addCleanup(lambda: current[0].paired.close())
+        await b.paired.listener_for("echo").listen(Factory.forProtocol(HalfCloseEcho))
+        a.paired.start()
+        b.paired.start()
+        await a.paired.when_dilated()
+        counts: dict[int, collections.Counter[str]] = {}
+        for number in range(1, 13):
+            await a.paired.close()
+            a = current[0] = Side(self, a_path, cleanup=False)
+            a.paired.start()
+            await a.paired.when_dilated()
+            self.assertEqual(await self.exchange(b, a, b"x"), b"x")
+            if number in (4, 12):
+                await deferLater(self.reactor, 1.0, lambda: None)  # closes finish
+                gc.collect()
+                counts[number] = collections.Counter(
+                    type(o).__name__ for o in gc.get_objects() if type(o).__name__ in _TRACKED
+                )
+        for name in _TRACKED:
+            self.assertLessEqual(counts[12][name], counts[4][name] + 2, (name, counts))
+
+
+_TRACKED = ("Meeting", "Boss", "Manager", "Conductor", "Lobby", "Multiplexer")
