@@ -41,6 +41,13 @@ class HelloTests(SynchronousTestCase):
         self.assertRaises(BadHello, unseal, body[:-2], KEY)
         self.assertRaises(BadHello, unseal, "not hex", KEY)
 
+    def test_malformed_fields_refused(self) -> None:
+        """Sealed with the right key but with a nonce or a fingerprint that is not 16 hex
+        digits (what only a key holder could send): BadHello, not a crash later."""
+        for nonce, holds in (("ü" * 16, ("0" * 16,)), (new_nonce(), ("not hex",))):
+            body = seal(Hello(b"s" * 16, 1, 1, nonce, holds), KEY)
+            self.assertRaises(BadHello, unseal, body, KEY)
+
     def test_order(self) -> None:
         """A later hello of one incarnation, or any of a later incarnation, orders after."""
         a = Hello(b"s" * 16, 3, 9, "n", ())

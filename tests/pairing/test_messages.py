@@ -29,6 +29,8 @@ class MessageTests(SynchronousTestCase):
             b'{"pairing": "introduce", "id": "00", "name": "x", "nonce": "n"}',
             b'{"pairing": "introduce", "id": "' + b"00" * 16 + b'", "name": "", "nonce": "n"}',
             b'{"pairing": "stored", "generation": -1, "fingerprint": "f"}',
+            b'{"pairing": "stored", "generation": 1, "fingerprint": "f"}',
+            b'{"pairing": "introduce", "id": "' + b"00" * 16 + b'", "name": "x", "nonce": "n"}',
         ):
             self.assertRaises(BadPairingMessage, parse, data)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -24,7 +25,16 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
 from txdilation.pairing.derive import ID_LENGTH
 
-__all__ = ["PHASE", "SEALED_SIZE", "BadHello", "Hello", "new_nonce", "seal", "unseal"]
+__all__ = [
+    "PHASE",
+    "SEALED_SIZE",
+    "BadHello",
+    "Hello",
+    "is_nonce",
+    "new_nonce",
+    "seal",
+    "unseal",
+]
 
 PHASE: Final = "hello"
 """The mailbox phase of every hello."""
@@ -35,6 +45,12 @@ SEALED_SIZE: Final = 12 + _PLAIN_SIZE + 16
 
 _AAD: Final = b"txdilation-pairing/v1/hello"
 _MAX_HOLDS: Final = 4
+_HEX16: Final = re.compile(r"[0-9a-f]{16}")
+
+
+def is_nonce(text: object) -> bool:
+    """Whether ``text`` has the form of a nonce or a fingerprint: 16 lowercase hex digits."""
+    return isinstance(text, str) and _HEX16.fullmatch(text) is not None
 
 
 class BadHello(ValueError):
@@ -111,8 +127,9 @@ def unseal(body: str, key: bytes) -> Hello:
     if (
         len(sender) != ID_LENGTH
         or not all(isinstance(n, int) and not isinstance(n, bool) for n in hello.order)
-        or not isinstance(hello.nonce, str)
-        or not all(isinstance(fp, str) for fp in hello.holds)
+        or not is_nonce(hello.nonce)
+        or len(hello.holds) > _MAX_HOLDS
+        or not all(is_nonce(fp) for fp in hello.holds)
     ):
         raise BadHello("malformed")
     return hello

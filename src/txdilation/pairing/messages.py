@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from txdilation.pairing.derive import ID_LENGTH
+from txdilation.pairing.hello import is_nonce
 
 __all__ = [
     "ANNOUNCEMENT",
@@ -105,13 +106,13 @@ def parse(data: bytes) -> PairingMessage:
                 or not isinstance(name, str)
                 or not name.isprintable()
                 or not 0 < len(name) <= _MAX_NAME
-                or not isinstance(nonce, str)
+                or not is_nonce(nonce)
             ):
                 raise ValueError(kind)
             return Introduce(raw, name, nonce)
         if kind == "stored":
             generation, fp = body["generation"], body["fingerprint"]
-            if not isinstance(generation, int) or generation < 0 or not isinstance(fp, str):
+            if not isinstance(generation, int) or generation < 0 or not is_nonce(fp):
                 raise ValueError(kind)
             return Stored(generation, fp)
     except (UnicodeDecodeError, ValueError, KeyError, TypeError):
