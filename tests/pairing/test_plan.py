@@ -65,13 +65,24 @@ class PlannerTests(SynchronousTestCase):
         self.assertEqual(a.heard(Hello(C, 9, 1, "x", (G0,))), Heard.STRANGER)
 
     def test_renewed_nonce_is_a_new_target(self) -> None:
-        """After renew_nonce the target is another meeting; the renewed nonce is not a copy."""
+        """After renew_nonce the target is another meeting; the renewed nonce is not a copy;
+        a peer that renewed keeps its incarnation, one that restarted has a later one."""
         a, b = pair()
         a.heard(b.hello([G0]))
         before = a.target([G0])
         a.renew_nonce()
         self.assertNotEqual(a.target([G0]), before)
         self.assertEqual(a.heard(a.hello([G0])), Heard.OLD)
+        b.renew_nonce()
+        a.heard(b.hello([G0]))
+        renewed = a.target([G0])
+        assert before is not None and renewed is not None
+        self.assertEqual(renewed.peer_counter, before.peer_counter)
+        restarted = Planner(B, A, b.counter + 1)
+        a.heard(restarted.hello([G0]))
+        target = a.target([G0])
+        assert target is not None
+        self.assertGreater(target.peer_counter, before.peer_counter)
 
     def test_spent_peer_nonce(self) -> None:
         """After the peer left, its nonce is not met again until it says something new."""
@@ -87,7 +98,7 @@ class PlannerTests(SynchronousTestCase):
         """The code meeting's introduction gives a target at once; the peer's first lobby hello
         (same nonce) is newer and keeps the same target."""
         a, b = pair()
-        a.introduced(b.nonce, [G0])
+        a.introduced(b.nonce, [G0], b.counter)
         target = a.target([G0])
         self.assertEqual(a.heard(b.hello([G0])), Heard.PEER)
         self.assertEqual(a.target([G0]), target)

@@ -223,13 +223,13 @@ class Conductor:
                 nonces = None if target is None else (target.my_nonce, target.peer_nonce)
                 if old is None or nonces is None or nonces == (old.my_nonce, old.peer_nonce):
                     return  # the meeting stands (only what is held changed)
-                if target is not None and target.peer_nonce != old.peer_nonce:
+                if target is not None and target.peer_counter > old.peer_counter:
                     self._emit("peer-restarted", peer=self.peer_name())
                     why = f"the paired peer {self.peer_name()} restarted"
                     lost = Failure(PeerRestarted(why))  # type: ignore[no-untyped-call]
                     self._end_meeting(current, why, lost, renew=False)
-                else:
-                    self._end_meeting(current, "this side renewed its nonce", None, renew=False)
+                else:  # a nonce renewed after a meeting ended: that meeting is over
+                    self._end_meeting(current, "a side left the meeting", None, renew=False)
             else:
                 self._end_meeting(current, "the meeting moved", None, renew=False)
         if target is not None and self.meeting is None:

@@ -50,12 +50,14 @@ class Target:
     """One meeting: the generation (by fingerprint) and the two nonces.
 
     :ivar nonces: the lower pairing id's nonce first (the order both sides derive with).
+    :ivar peer_counter: the peer's incarnation (a later one means the peer restarted).
     """
 
     fingerprint: str
     my_nonce: str
     peer_nonce: str
     nonces: tuple[str, str]
+    peer_counter: int = 0
 
 
 class Planner:
@@ -108,11 +110,12 @@ class Planner:
         self.peer_hello = hello
         return Heard.PEER
 
-    def introduced(self, nonce: str, holds: Sequence[str]) -> None:
-        """The peer introduced itself in the code meeting with ``nonce``, holding ``holds``
-        (older than any hello it posts later)."""
+    def introduced(self, nonce: str, holds: Sequence[str], counter: int = 1) -> None:
+        """The peer introduced itself in the code meeting with ``nonce``, holding ``holds``,
+        in its incarnation ``counter`` (the pairing's first: 1); older than any hello it posts
+        later."""
         if self.peer_hello is None:
-            self.peer_hello = Hello(self.peer, 0, 0, nonce, tuple(holds))
+            self.peer_hello = Hello(self.peer, counter, 0, nonce, tuple(holds))
 
     def target(self, holds: Sequence[str]) -> Target | None:
         """Where to meet now, or None (no hello from the peer yet, or no generation in common).
@@ -126,4 +129,4 @@ class Planner:
         if common is None:
             return None
         nonces = (self.nonce, peer.nonce) if self.me < self.peer else (peer.nonce, self.nonce)
-        return Target(common, self.nonce, peer.nonce, nonces)
+        return Target(common, self.nonce, peer.nonce, nonces, peer.counter)
