@@ -168,6 +168,23 @@ class ParseTests(SynchronousTestCase):
         running.running = True
         self.assertRaises(ValueError, serverFromString, running, "dilation:code=1-a")
 
+    def test_bad_pairing_file(self) -> None:
+        """``pairing=PATH`` naming a file others may read, or a damaged one, is refused when
+        the string is parsed (nothing starts), in one line naming the file."""
+        directory = Path(self.mktemp()).resolve()
+        directory.mkdir(parents=True)
+        path = directory / "peer.pairing"
+        path.write_text("{}")
+        os.chmod(path, 0o644)
+        reactor = MemoryReactor()
+        for mode, words in ((0o644, "mode 0644"), (0o600, "not a txdilation pairing file")):
+            os.chmod(path, mode)
+            description = f"dilation:subprotocol=x:pairing={escaped(str(path))}"
+            e = self.assertRaises(ValueError, serverFromString, reactor, description)
+            self.assertIn(words, str(e))
+            self.assertNotIn("\n", str(e))
+        self.assertNotIn(id(reactor), shared._registries)
+
 
 class EndpointsTests(RealServersMixin, TestCase):
     """Servers and clients in this process, through the real mailbox server."""
@@ -241,6 +258,35 @@ class EndpointsTests(RealServersMixin, TestCase):
         self.assertTrue(
             any(line.startswith("wormhole closed (stopped") for line in self.lines), self.lines
         )
+
+    async def test_paired_endpoints_meet_again(self) -> None:
+        """``pairing=PATH`` on both sides: the first time with a code (allocated, in the code
+        file); once the client's wormhole is closed, a new client endpoint naming its pairing
+        file (and no code) meets the server again, whose port from the first time serves it."""
+        directory = Path(self.mktemp()).resolve()
+        directory.mkdir(parents=True)
+        served, used = directory / "server.pairing", directory / "client.pairing"
+        code_file = str(directory / "code.txt")
+        server = serverFromString(
+            self.reactor,
+            self.string(subprotocol="echo", pairing=str(served), **{"code-file": code_file}),
+        )
+        port = await self.within(server.listen(Factory.forProtocol(HalfCloseEcho)))
+        self.addCleanup(port.stopListening)
+        code = Path(code_file).read_text().strip()
+        for attempt, keys in enumerate(({"code": code}, {})):
+            endpoint = clientFromString(
+                self.reactor, self.string(subprotocol="echo", pairing=str(used), **keys)
+            )
+            client = await self.within(connectProtocol(endpoint, Client()))
+            payload = f"attempt {attempt}".encode()
+            client.transport.write(payload)
+            client.transport.loseWriteConnection()
+            await self.within(client.eof)
+            self.assertEqual(bytes(client.data), payload)
+            await shared.acquire(self.reactor, endpoint.settings).close()
+        self.assertTrue(served.exists() and used.exists())
+        self.assertTrue(any("reconnected to paired peer" in line for line in self.lines))
 
     async def test_conflicting_settings_and_repeated_subprotocol(self) -> None:
         """An endpoint sharing a wormhole with other dilation settings, or listening again for

@@ -9,6 +9,10 @@ wormholes through them (txdilation on both sides), stream data over a subchannel
 the L2 link a few times, verify the SHA-256 at the receiver, and print a summary table. No
 internet is used; the command exits 0 only if every byte arrived once, in order.
 
+``txdilation pairing show PATH`` prints a pairing (the peer, the mailbox, the generation and its
+fingerprint: never the secret); ``txdilation pairing forget PATH`` removes it (docs/pairing.md).
+A pairing file that cannot be read is ONE line on stderr and exit status 1.
+
 Conventions (every command): ``-h``/``--help``; ``-V``/``--version`` prints the versions of
 txdilation, magic-wormhole, Twisted and Python; a usage error is ONE line on stderr ending with
 where to look
@@ -51,10 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="txdilation",
         description="One long-running dilated magic-wormhole forwarding named services (run), "
-        "or a demonstration on this machine (demo).",
+        "a demonstration on this machine (demo), or a pairing kept from one (pairing).",
     )
     parser.add_argument("-V", "--version", action=_Version)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,demo}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,demo,pairing}")
     sub.add_parser(
         "run",
         help="run one dilated session in the foreground (txdilation run --help)",
@@ -76,6 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--timeout", type=_seconds, default=120.0, help="give up after this many seconds (120)"
     )
+    pairing = sub.add_parser(
+        "pairing",
+        help="show or forget a pairing file (txdilation pairing --help)",
+        description="Pairing files (docs/pairing.md): 'show' prints one, never its secret; "
+        "'forget' removes it (the peer's side must be forgotten too).",
+    )
+    actions = pairing.add_subparsers(dest="action", required=True, metavar="{show,forget}")
+    for action, text in (("show", "print a pairing"), ("forget", "remove a pairing file")):
+        sub_action = actions.add_parser(action, help=text, description=text)
+        sub_action.add_argument("path", metavar="PATH", help="the pairing file")
     return parser
 
 
@@ -126,6 +140,11 @@ def _main(argv: Sequence[str] | None) -> int:
 
         return run(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.command == "pairing":
+        from txdilation.pairing.show import forget, show
+
+        command = show if args.action == "show" else forget
+        return command(args.path, sys.stdout, sys.stderr)
     if args.command == "demo":
         from txdilation.demo import run_demo
 

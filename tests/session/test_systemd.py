@@ -1,4 +1,5 @@
-"""docs/txdilation.service and docs/txdilation.socket, run as systemd would run them.
+"""docs/txdilation.service, docs/txdilation-paired.service and docs/txdilation.socket, run as
+systemd would run them.
 
 There is no systemd here, so the test does what systemd does with these units: it takes the
 unit's ``ExecStart=`` (the virtualenv's ``bin/twistd``: this environment's, whose first line
@@ -7,7 +8,9 @@ a listening socket as file descriptor 3 with ``LISTEN_PID``/``LISTEN_FDS`` set (
 activation, as ``txdilation.socket`` asks), and reads the journal from the process's stdout.
 A connection made to the socket before the session even dilated goes through it to the peer
 (an in-process session against the real mailbox server on 127.0.0.1) and back; SIGTERM then
-stops the unit with exit status 0."""
+stops the unit with exit status 0. The paired unit is restarted as ``systemctl restart`` and
+``Restart=on-failure`` would (SIGTERM then start; SIGKILL then start): each time the forward
+through the socket works again, without a code."""
 
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from txdilation.session.config import build_config
 from txdilation.session.status import EventLog, StatusWriter
 
 UNIT = REPO_ROOT / "docs" / "txdilation.service"
+PAIRED_UNIT = REPO_ROOT / "docs" / "txdilation-paired.service"
 SOCKET_UNIT = REPO_ROOT / "docs" / "txdilation.socket"
 VENV = "/opt/txdilation"
 CODE = "4-purple-sausage"
@@ -83,6 +87,17 @@ class UnitFileTests(SynchronousTestCase):
         self.assertEqual(service["ConfigurationDirectory"], ["txdilation"])
         self.assertEqual(service["Restart"], ["on-failure"])
 
+    def test_paired_unit(self) -> None:
+        """The paired unit runs the same twistd with --pairing in its state directory, and
+        comes back quickly after a crash."""
+        service = unit_settings(PAIRED_UNIT)["Service"]
+        argv = shlex.split(service["ExecStart"][0])
+        self.assertEqual(argv[0], f"{VENV}/bin/twistd")
+        self.assertEqual(argv[argv.index("--pairing") + 1], "%S/txdilation/peer.pairing")
+        self.assertEqual(service["StateDirectory"], ["txdilation"])
+        self.assertEqual(service["Restart"], ["on-failure"])
+        self.assertEqual(service["RestartSec"], ["1"])
+
     def test_socket_unit(self) -> None:
         """The socket unit starts the service and listens on loopback."""
         socket_section = unit_settings(SOCKET_UNIT)["Socket"]
@@ -90,70 +105,58 @@ class UnitFileTests(SynchronousTestCase):
         self.assertEqual(socket_section["ListenStream"], ["127.0.0.1:8080"])
 
 
-class SocketActivatedUnitTests(RealServersMixin, TestCase):
-    """The service unit, socket-activated, with a real peer."""
+class UnitMixin(RealServersMixin):
+    """Runs a unit's ExecStart= as systemd would, next to an in-process peer session."""
 
-    timeout = 60
+    reactor: Any
 
-    async def test_socket_activated_session(self) -> None:
-        """The first connection to the socket reaches the peer's service once the wormhole
-        is dilated (the bytes come back, then end of input); the journal lines carry syslog
-        priorities and say the code and 'dilated'; SIGTERM stops it with exit 0 and a final
-        'closed' event in the status file."""
-        twistd = Path(sys.prefix) / "bin" / "twistd"
-        if not twistd.exists():
-            raise SkipTest(f"no {twistd} (twistd is not installed as a script here)")
+    def directories(self, toml: str) -> Path:
+        """The unit's state directory (``%S``) and configuration directory (``%E``) under a
+        scratch root, with ``toml`` (mailbox, appid and the ``web`` listen added) as
+        ``session.toml``; returns the root (``var-lib`` and ``etc`` under it)."""
         root = Path(self.mktemp()).resolve()
-        state, etc = root / "var-lib", root / "etc"
-        (state / "txdilation").mkdir(parents=True)
-        (etc / "txdilation").mkdir(parents=True)
-        (etc / "txdilation" / "session.toml").write_text(
-            f'mailbox = "{self.mailbox.url}"\nappid = "txdilation.test/systemd"\n'
-            f'code = "{CODE}"\n[listen]\nweb = "systemd:domain=INET:index=0"\n'
+        (root / "var-lib" / "txdilation").mkdir(parents=True)
+        (root / "etc" / "txdilation").mkdir(parents=True)
+        (root / "etc" / "txdilation" / "session.toml").write_text(
+            f'mailbox = "{self.mailbox.url}"\nappid = "txdilation.test/systemd"\n{toml}'
+            '[listen]\nweb = "systemd:domain=INET:index=0"\n'
         )
-        exec_start = unit_settings(UNIT)["Service"]["ExecStart"][0]
-        exec_start = exec_start.replace("%S", str(state)).replace("%E", str(etc))
-        argv = shlex.split(exec_start)
-        argv[0] = str(twistd)
+        return root
 
+    def listening_socket(self) -> tuple[socket.socket, int]:
+        """The listening socket systemd would hold (txdilation.socket) and its port."""
         listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.addCleanup(listening.close)
         listening.bind((LOOPBACK, 0))
         listening.listen(8)
-        port = listening.getsockname()[1]
+        return listening, listening.getsockname()[1]
+
+    def unit(self, unit: Path, root: Path, listening: socket.socket) -> SessionProcess:
+        """Start the unit's ``ExecStart=`` as systemd would: ``%S``/``%E`` expanded, the
+        socket as file descriptor 3 (``LISTEN_FDS``), in the state directory."""
+        twistd = Path(sys.prefix) / "bin" / "twistd"
+        if not twistd.exists():
+            raise SkipTest(f"no {twistd} (twistd is not installed as a script here)")
+        state, etc = root / "var-lib", root / "etc"
+        exec_start = unit_settings(unit)["Service"]["ExecStart"][0]
+        exec_start = exec_start.replace("%S", str(state)).replace("%E", str(etc))
+        argv = shlex.split(exec_start)
+        argv[0] = str(twistd)
         process = SessionProcess("unit")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.reactor.spawnProcess(
             process,
             sys.executable,
             [sys.executable, "-c", ACTIVATE, *argv],
-            env=env,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
             path=str(state / "txdilation"),
             childFDs={0: "w", 1: "r", 2: "r", 3: listening.fileno()},
         )
         self.addCleanup(process.terminate, self.reactor, 10.0)
+        return process
 
-        # a client before anything is dilated: accepted by the session, held until dilation
-        client = await connectProtocol(TCP4ClientEndpoint(self.reactor, LOOPBACK, port), Client())
-        client.transport.write(b"hello through systemd")
-        client.transport.loseWriteConnection()
-        await self.peer()
-        await self.within(client.eof, "the echo", process)
-        self.assertEqual(bytes(client.data), b"hello through systemd")
-
-        self.assertEqual(await process.terminate(self.reactor, 10.0), 0, process.tail())
-        status = state / "txdilation" / "status.jsonl"
-        events = [json.loads(line) for line in status.read_text().splitlines()]
-        self.assertEqual(events[-1]["kind"], "closed")
-        self.assertEqual(events[-1]["reason"], "stopped")
-        journal = process.other_output
-        self.assertTrue(journal, process.tail())
-        self.assertTrue(all(re.match(r"<[2-7]>\[", line) for line in journal), journal)
-        self.assertIn(f"<6>[txdilation.session] wormhole code: {CODE}", journal)
-        self.assertTrue(any("] dilated: generation 1" in line for line in journal), journal)
-
-    async def peer(self) -> None:
-        """The other side: an in-process session forwarding 'web' to a local echo service."""
+    async def peer(self, pairing: Path | None = None) -> EventLog:
+        """The other side: an in-process session forwarding 'web' to a local echo service
+        (with a pairing file, when given); returns its events."""
         from txdilation.session.service import Session
 
         if not txdilation.is_installed():
@@ -172,9 +175,20 @@ class SocketActivatedUnitTests(RealServersMixin, TestCase):
             "code": CODE,
             "connect": {"web": f"tcp:{LOOPBACK}:{echo.getHost().port}"},
         }
+        if pairing is not None:
+            raw["pairing"] = str(pairing)
         session = Session(build_config(raw), self.reactor, writer)
         self.addCleanup(session.stop)
         session.start()
+        return log
+
+    async def echo(self, port: int, payload: bytes, process: SessionProcess) -> bytes:
+        """Send ``payload`` through the socket, half-close; what comes back."""
+        client = await connectProtocol(TCP4ClientEndpoint(self.reactor, LOOPBACK, port), Client())
+        client.transport.write(payload)
+        client.transport.loseWriteConnection()
+        await self.within(client.eof, f"the echo of {payload!r}", process)
+        return bytes(client.data)
 
     async def within(self, d: Deferred[Any], what: str, process: SessionProcess) -> Any:
         timer = self.reactor.callLater(30, d.cancel)
@@ -186,3 +200,74 @@ class SocketActivatedUnitTests(RealServersMixin, TestCase):
         finally:
             if timer.active():
                 timer.cancel()
+
+
+class SocketActivatedUnitTests(UnitMixin, TestCase):
+    """The service unit, socket-activated, with a real peer."""
+
+    timeout = 60
+
+    async def test_socket_activated_session(self) -> None:
+        """The first connection to the socket reaches the peer's service once the wormhole
+        is dilated (the bytes come back, then end of input); the journal lines carry syslog
+        priorities and say the code and 'dilated'; SIGTERM stops it with exit 0 and a final
+        'closed' event in the status file."""
+        state = self.directories(f'code = "{CODE}"\n')
+        listening, port = self.listening_socket()
+        process = self.unit(UNIT, state, listening)
+
+        # a client before anything is dilated: accepted by the session, held until dilation
+        client = await connectProtocol(TCP4ClientEndpoint(self.reactor, LOOPBACK, port), Client())
+        client.transport.write(b"hello through systemd")
+        client.transport.loseWriteConnection()
+        await self.peer()
+        await self.within(client.eof, "the echo", process)
+        self.assertEqual(bytes(client.data), b"hello through systemd")
+
+        self.assertEqual(await process.terminate(self.reactor, 10.0), 0, process.tail())
+        status = state / "var-lib" / "txdilation" / "status.jsonl"
+        events = [json.loads(line) for line in status.read_text().splitlines()]
+        self.assertEqual(events[-1]["kind"], "closed")
+        self.assertEqual(events[-1]["reason"], "stopped")
+        journal = process.other_output
+        self.assertTrue(journal, process.tail())
+        self.assertTrue(all(re.match(r"<[2-7]>\[", line) for line in journal), journal)
+        self.assertIn(f"<6>[txdilation.session] wormhole code: {CODE}", journal)
+        self.assertTrue(any("] dilated: generation 1" in line for line in journal), journal)
+
+
+class PairedUnitTests(UnitMixin, TestCase):
+    """The paired unit restarted as systemd restarts it."""
+
+    timeout = 120
+
+    async def test_restart_brings_the_forward_back(self) -> None:
+        """The paired unit pairs with the in-process peer using the code of its TOML file;
+        ``systemctl restart`` (SIGTERM, exit 0, start again) and a crash with
+        ``Restart=on-failure`` (SIGKILL, start again) each bring the forward through the
+        socket back without a code (the code in the file is not used: a warning says so), and
+        the journal says it reconnected to the paired peer."""
+        root = self.directories(f'code = "{CODE}"\n')
+        pairing = root / "var-lib" / "txdilation" / "peer.pairing"
+        listening, port = self.listening_socket()
+        process = self.unit(PAIRED_UNIT, root, listening)
+        peer = await self.peer(Path(self.mktemp() + ".pairing").resolve())
+        self.assertEqual(await self.echo(port, b"paired", process), b"paired")
+        await self.within(peer.next_event("paired"), "the peer paired", process)
+        self.assertTrue(pairing.exists())
+
+        for stop in ("TERM", "KILL"):
+            if stop == "TERM":
+                self.assertEqual(await process.terminate(self.reactor, 10.0), 0, process.tail())
+            else:
+                process.signal("KILL")
+                await process.ended
+            process = self.unit(PAIRED_UNIT, root, listening)
+            payload = f"after SIG{stop}".encode()
+            self.assertEqual(await self.echo(port, payload, process), payload)
+        journal = process.other_output
+        self.assertTrue(any("] reconnected to paired peer" in line for line in journal), journal)
+        self.assertTrue(
+            any("the code in the settings is not used" in line for line in journal), journal
+        )
+        self.assertEqual(await process.terminate(self.reactor, 10.0), 0, process.tail())

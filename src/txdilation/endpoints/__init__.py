@@ -13,7 +13,8 @@ peer opens (one ``IListeningPort`` per subprotocol); a :class:`DilationClientEnd
 one subchannel per ``connect()``. Settings (endpoint-string keys, see :func:`parse_settings`
 and docs/endpoints.md): ``subprotocol`` (required), ``mailbox``, ``appid``, ``code`` (else a
 code is allocated and reported in the log and, with ``code-file``, in that file), ``relay``,
-``no-listen``, ``ping-interval``, ``status`` (JSON-line status events, as a session's) and, for
+``no-listen``, ``ping-interval``, ``status`` (JSON-line status events, as a session's),
+``pairing`` (a pairing file: meet again without a code after restarts, :mod:`.paired`) and, for
 clients, ``timeout``.
 
 Invariants:

@@ -30,7 +30,7 @@ _TRUE: Final = frozenset({"yes", "true", "1", "on"})
 _FALSE: Final = frozenset({"no", "false", "0", "off"})
 _COMMON: Final = frozenset(
     {"subprotocol", "mailbox", "appid", "code", "code-file", "relay", "no-listen"}
-    | {"ping-interval", "status", "exit-on-failure"}
+    | {"ping-interval", "status", "exit-on-failure", "pairing"}
 )
 
 
@@ -50,10 +50,14 @@ class EndpointSettings:
     timeout: float | None = DEFAULT_CLIENT_TIMEOUT
     exit_on_failure: bool | None = None
     """End the process (exit status 1) when the wormhole fails; None: only in a twistd server."""
+    pairing: str | None = None
 
     @property
     def wormhole_key(self) -> tuple[str, str, str | None, str | None]:
-        """What names the wormhole: endpoints with equal keys share one."""
+        """What names the wormhole: endpoints with equal keys share one (with ``pairing``:
+        endpoints naming the same pairing file)."""
+        if self.pairing is not None:
+            return (self.mailbox, self.appid, None, f"pairing:{_absolute(self.pairing)}")
         code_file = None if self.code is not None else _absolute(self.code_file)
         return (self.mailbox, self.appid, self.code, code_file)
 
@@ -126,6 +130,9 @@ def parse_settings(
         raw = kwargs["timeout"].strip().lower()
         timeout = None if raw in ("0", "none", "") else _seconds("timeout", raw)
     ping = kwargs.get("ping-interval")
+    pairing = kwargs.get("pairing") or None
+    if pairing is not None:
+        _check_pairing(pairing)
     return EndpointSettings(
         subprotocol=subprotocol,
         mailbox=mailbox,
@@ -142,7 +149,27 @@ def parse_settings(
             if "exit-on-failure" in kwargs
             else None
         ),
+        pairing=pairing,
     )
+
+
+def _check_pairing(path: str) -> None:
+    """A pairing file that exists must be usable (nothing is sent otherwise); one that does
+    not is written once the first wormhole (with a code) is dilated.
+
+    :raises ValueError: in one line, naming the file.
+    """
+    from txdilation.pairing.errors import PairingFileError
+    from txdilation.pairing.store import PairingStore
+
+    store = PairingStore(path)
+    if store.exists():
+        try:
+            store.load()
+        except PairingFileError as e:
+            raise ValueError(f"dilation: {e}") from None
+    elif not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise ValueError(f"dilation: pairing file {path}: its directory does not exist")
 
 
 def _flag(key: str, value: str) -> bool:

@@ -56,7 +56,6 @@ class SharedWormhole:
         from txdilation.session.observe import LinkObserver
 
         txdilation.install()  # routes wormhole.create(dilation=True) through txdilation
-        import wormhole
 
         self.reactor = reactor
         self.settings = settings
@@ -83,10 +82,21 @@ class SharedWormhole:
             connect=[],
             pid=os.getpid(),
         )
+        self.code_known: Deferred[str] = self._open()
+        self.code_known.addErrback(self._failed_early)
+
+    def _open(self) -> Deferred[str]:
+        """Create the wormhole, dilate it, set or allocate the code; the Deferred fires with
+        the code (:mod:`.paired` opens a paired wormhole instead)."""
+        import wormhole
+
+        import txdilation
+
+        settings = self.settings
         self.wormhole = wormhole.create(
             settings.appid,
             settings.mailbox,
-            reactor,
+            self.reactor,
             dilation=True,
             on_status_update=self.observer.wormhole_status,
         )
@@ -102,8 +112,7 @@ class SharedWormhole:
             self.wormhole.set_code(settings.code)
         else:
             self.wormhole.allocate_code()
-        self.code_known: Deferred[str] = Deferred.fromCoroutine(self._follow())
-        self.code_known.addErrback(self._failed_early)
+        return Deferred.fromCoroutine(self._follow())
 
     def _rtt(self) -> float | None:
         rtt: float | None = self.dilated.last_rtt
@@ -315,7 +324,14 @@ def acquire(reactor: Any, settings: EndpointSettings) -> SharedWormhole:
         reactor.addSystemEventTrigger("before", "shutdown", _close_all, reactor)
     shared = registry.wormholes.get(settings.wormhole_key)
     if shared is None:
-        shared = registry.wormholes[settings.wormhole_key] = SharedWormhole(reactor, settings)
+        kind = SharedWormhole
+        if settings.pairing is not None:
+            from txdilation.endpoints.paired import SharedPairing
+
+            kind = SharedPairing
+        shared = kind(reactor, settings)
+        if not shared.ended:  # (a paired wormhole can fail at once: its file in use)
+            registry.wormholes[settings.wormhole_key] = shared
     elif shared.settings.dilation != settings.dilation:
         raise ValueError(
             "dilation: endpoints sharing a wormhole (same mailbox, appid and code or code-file) "

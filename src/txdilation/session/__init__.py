@@ -6,6 +6,8 @@ with txdilation installed). One concern per module:
 - :mod:`.config` / :mod:`.options` / :mod:`.endpoints`: settings from a TOML file and the
   command line, ``NAME=ENDPOINT`` forwarding specs;
 - :mod:`.service`: the :class:`~.service.Session` lifecycle and the twistd ``Service``;
+- :mod:`.paired`: ``--pairing``: the pairing file checked with the options, and a session that
+  meets its peer again without a code after restarts (``txdilation.pairing``);
 - :mod:`.forwarding` / :mod:`.splice`: local connections and subchannels joined both ways;
 - :mod:`.status` / :mod:`.observe`: JSON-line status events (docs/status-events.md);
 - :mod:`.process` / :mod:`.tap` / :mod:`.foreground`: process entry points (``twistd dilation``,

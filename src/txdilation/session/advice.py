@@ -71,6 +71,14 @@ _ADVICE: Final[dict[str, tuple[str, str]]] = {
         "cannot listen on a --listen endpoint",
         "the port is probably in use: choose another one or stop what uses it",
     ),
+    "PairingFileError": (
+        "",
+        "fix the file as the message says, or 'txdilation pairing forget PATH' on both sides and "
+        "pair again with a new code",
+    ),
+    "PeerCannotPair": ("", "start the peer with --pairing too (it needs txdilation)"),
+    "PairingError": ("", "see docs/pairing.md"),
+    "StockMismatch": ("", "pairing needs magic-wormhole 0.24.x"),
     "WormholeClosedError": (
         "the wormhole closed",
         "see the messages before this one for the reason",
@@ -121,6 +129,8 @@ def explain(error: Failure | BaseException, *, mailbox_setting: str = "--mailbox
         shown = os.fsdecode(path) if isinstance(path, str | bytes) else str(path)
         text = exc.strerror + (f": {shown}" if path else "")
     advice = advice.replace("--mailbox", mailbox_setting)
+    if not prefix:  # the exception's own words are the message (pairing errors)
+        return Explanation(text or name, advice)
     if text.startswith(prefix):  # explained before (an error given its words)
         return Explanation(text, advice)
     return Explanation(f"{prefix}: {text}" if text else prefix, advice)

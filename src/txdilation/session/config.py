@@ -4,8 +4,8 @@ Layer: configuration (pure: no I/O except reading the TOML file in :func:`load_t
 
 The same settings come from the command line (``twistd dilation``, ``txdilation run``) and from
 a TOML file (``--config FILE``). Keys are the long option names: ``mailbox``, ``appid``,
-``code``, ``allocate-code``, ``relay``, ``no-listen``, ``ping-interval``, ``status``, ``events``,
-``drain-timeout``, ``close-timeout``, ``log-level``, the Dilation settings of
+``code``, ``allocate-code``, ``pairing``, ``relay``, ``no-listen``, ``ping-interval``, ``status``,
+``events``, ``drain-timeout``, ``close-timeout``, ``log-level``, the Dilation settings of
 :data:`DILATION_SETTINGS` (``listen-interface``, ``max-unacked-bytes``, ...), and the tables
 ``[listen]`` / ``[connect]`` mapping a subprotocol name to a Twisted endpoint string.
 
@@ -19,14 +19,16 @@ entries are merged by name (the command line's endpoint wins for a name present 
 ``--code`` or ``--allocate-code`` on the command line replaces both code settings of the file.
 
 Invariants of a :class:`SessionConfig` (checked by :func:`build_config`): exactly one of
-``code``/``allocate_code``; subprotocol names non-empty, printable, without ``=``, unique per
-table; every endpoint string parses; each relay is a relay location
-(``tcp:HOST:PORT``, ``ws[s]://HOST[:PORT]/``, endpoints of one relay comma-separated; the TOML
-``relay`` may be one string or a list, one per relay); the ping interval and the
-close timeout are positive, the drain timeout is not negative; the mailbox is a ``ws://`` or
-``wss://`` URL with a host; the log level is a known one; the Dilation settings are valid for
-the library (the same checks as ``txdilation.settings``'s readers make; that module is not
-imported here, since it imports ``wormhole``, which must come after ``txdilation.install()``).
+``code``/``allocate_code``, or at most one with ``pairing`` (a pairing file that exists needs
+no code: whether it exists is checked where files are read, ``txdilation.session.options``);
+subprotocol names non-empty, printable, without ``=``, unique per table; every endpoint
+string parses; each relay is a relay location (``tcp:HOST:PORT``, ``ws[s]://HOST[:PORT]/``,
+endpoints of one relay comma-separated; the TOML ``relay`` may be one string or a list, one
+per relay); the ping interval and the close timeout are positive, the drain timeout is not
+negative; the mailbox is a ``ws://`` or ``wss://`` URL with a host; the log level is a known
+one; the Dilation settings are valid for the library (the same checks as
+``txdilation.settings``'s readers make; that module is not imported here, since it imports
+``wormhole``, which must come after ``txdilation.install()``).
 """
 
 from __future__ import annotations
@@ -180,6 +182,7 @@ _SCALARS: Final[dict[str, tuple[type, ...]]] = {
     "appid": (str,),
     "code": (str,),
     "allocate-code": (bool,),
+    "pairing": (str,),
     "relay": (str, list),
     "no-listen": (bool,),
     "ping-interval": (int, float),
@@ -203,6 +206,7 @@ class SessionConfig:
     :ivar events: telemetry JSON-lines file (sets ``TXDILATION_EVENTS``), ``None`` for none.
     :ivar drain_timeout: how long a stop waits for forwarded connections to end by themselves.
     :ivar close_timeout: how long a stop waits for the wormhole to close.
+    :ivar pairing: the pairing file (docs/pairing.md), or None for an unpaired session.
     """
 
     appid: str = DEFAULT_APPID
@@ -220,6 +224,7 @@ class SessionConfig:
     close_timeout: float = DEFAULT_CLOSE_TIMEOUT
     log_level: str | None = None
     dilation: tuple[tuple[str, str], ...] = ()
+    pairing: str | None = None
     """``(key, value)`` of the Dilation settings given, values as the variables take them."""
 
     def environment(self) -> dict[str, str]:
@@ -322,9 +327,10 @@ def build_config(raw: Mapping[str, Any]) -> SessionConfig:
     raw = check_raw(raw, where="settings")
     code = raw.get("code") or None
     allocate = bool(raw.get("allocate-code", False))
+    pairing = raw.get("pairing") or None
     if code is not None and allocate:
         raise ConfigError("give either a code or allocate-code, not both")
-    if code is None and not allocate:
+    if code is None and not allocate and pairing is None:
         raise ConfigError("give a wormhole code (--code) or ask for one (--allocate-code)")
     listen = tuple(
         validate_server(ForwardSpec.make(n, e)) for n, e in raw.get("listen", {}).items()
@@ -367,6 +373,7 @@ def build_config(raw: Mapping[str, Any]) -> SessionConfig:
         close_timeout=_seconds("close-timeout", raw.get("close-timeout", DEFAULT_CLOSE_TIMEOUT)),
         log_level=log_level,
         dilation=_dilation_settings(raw),
+        pairing=pairing,
     )
 
 

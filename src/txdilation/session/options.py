@@ -92,6 +92,13 @@ class SessionOptions(usage.Options):
         ["appid", None, None, f"Application id; both peers must agree [default: {DEFAULT_APPID}]."],
         ["code", None, None, "The wormhole code to use."],
         [
+            "pairing",
+            None,
+            None,
+            "Pairing file: once dilated with a code, keep a pairing there and meet the peer "
+            "again without a code after any restart (docs/pairing.md).",
+        ],
+        [
             "ping-interval",
             None,
             None,
@@ -171,6 +178,7 @@ class SessionOptions(usage.Options):
                 "mailbox",
                 "appid",
                 "code",
+                "pairing",
                 "ping-interval",
                 "status",
                 "events",
@@ -188,6 +196,10 @@ class SessionOptions(usage.Options):
             overrides["listen"] = self.listen
             overrides["connect"] = self.connect
             self.config = build_config(merge(file_settings, overrides))
+            if self.config.pairing is not None:
+                from txdilation.session.paired import check_pairing
+
+                check_pairing(self.config, code_given=bool(self["code"] or self["allocate-code"]))
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
         if self.config.log_level is None:

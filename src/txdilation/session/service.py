@@ -63,7 +63,6 @@ from twisted.logger import ILogObserver, Logger
 from twisted.python.failure import Failure
 from wormhole.errors import LonelyError, ServerError, WrongPasswordError
 
-from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.semantics import semantics_named
 from txdilation.session.advice import explain, unwrap
 from txdilation.session.config import SessionConfig
@@ -92,6 +91,21 @@ def library_settings(config: SessionConfig, environ: Mapping[str, str]) -> Setti
     own = {k: v for k, v in environ.items() if k != "TXDILATION_SEMANTICS"}  # the session's own
     settings = Settings.from_environ({**own, **config.environment()})
     return dataclasses.replace(settings, semantics=semantics_named(SEMANTICS))
+
+
+class Dilated(TypingProtocol):
+    """What the session uses of a dilated wormhole: a ``DilatedWormhole``, or with
+    ``--pairing`` a ``PairedWormhole`` (the current meeting's)."""
+
+    @property
+    def last_rtt(self) -> float | None: ...
+
+    @property
+    def connected(self) -> bool: ...
+
+    def abort_connection(self) -> None: ...
+
+    def when_dilated(self) -> Deferred[None]: ...
 
 
 class SessionInputs(TypingProtocol):
@@ -131,7 +145,7 @@ class SessionCore:
     settings: Settings | None = None
     observer: LinkObserver = field(init=False)
     wormhole: Any = None
-    dilated: DilatedWormhole | None = None
+    dilated: Dilated | None = None
     startup: Deferred[None] | None = None
     waiters: list[Deferred[None]] = field(default_factory=list)
     outcome: str = "stopped"
@@ -170,11 +184,17 @@ class SessionCore:
         self.startup.addErrback(self._startup_failed)
 
     async def _startup(self) -> None:
+        config = self.config
+        if config.pairing is not None:  # a PairedWormhole instead (txdilation.session.paired)
+            from txdilation.session.paired import startup
+
+            await startup(self)
+            return
+
         import wormhole
 
         import txdilation
 
-        config = self.config
         w = self.wormhole = wormhole.create(
             config.appid,
             config.mailbox,

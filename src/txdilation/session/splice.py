@@ -20,10 +20,12 @@ Invariants:
   the local connection (its application reads an error, not an end of input) and sends no
   CLOSE on the subchannel, which then ends with the wormhole (the peer's splice sees that);
   a subchannel that ends without the peer's CLOSE (the wormhole closed under it) cuts the
-  splice the same way, so neither side's application takes a truncated stream for a whole one;
+  splice the same way, and so does one gone because the paired peer restarted (``reason``
+  ``peer-restarted``), so neither side's application takes a truncated stream for a whole one;
 - :attr:`Splice.ended` fires exactly once, when both ends are gone (or one end never came), or
-  at a cut, with the splice itself; byte counts are final then (``reason`` ``cut`` and
-  :attr:`Splice.detail` say why); an end that connects later is closed.
+  at a cut, with the splice itself; byte counts are final then (``reason`` ``cut`` or
+  ``peer-restarted``, and :attr:`Splice.detail` say why); an end that connects later is
+  closed.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from twisted.internet.interfaces import IHalfCloseableProtocol, IReactorTime
 from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
 from zope.interface import implementer
+
+from txdilation.pairing.errors import PeerRestarted
 
 __all__ = ["ChannelEnd", "LocalEnd", "Splice"]
 
@@ -122,12 +126,13 @@ class Splice:
         else:
             self._maybe_end()
 
-    def cut(self, detail: str) -> None:
+    def cut(self, detail: str, reason: str = "cut") -> None:
         """End now, as a cut (see the module docstring): reset the local connection, send the
-        peer nothing more (no CLOSE), end the splice. Does nothing once it ended."""
+        peer nothing more (no CLOSE), end the splice with ``reason``. Does nothing once it
+        ended."""
         if self.ended.called:
             return
-        self.reason, self.detail = "cut", detail
+        self.reason, self.detail = reason, detail
         self.local.unregister_producer()
         self.channel.unregister_producer()
         self.local.abort()
@@ -173,6 +178,10 @@ class Splice:
         self._maybe_end()
 
     def channel_gone(self, reason: Failure) -> None:
+        if reason.check(PeerRestarted):  # type: ignore[no-untyped-call]
+            # not a clean end: the paired peer's process that had the other end is gone
+            self.cut("the paired peer restarted", reason="peer-restarted")
+            return
         if not (self.channel.read_closed or self.channel.closed_by_us):
             self.cut("the wormhole closed under it: the peer stopped or left")
             return
@@ -254,6 +263,7 @@ class LocalEnd(_End):
         """Reset the connection (what is buffered is dropped: the other end reads an error)."""
         if self.connected and not self.lost:
             self.write_closed = True
+            self.unregister_producer()
             self.transport.abortConnection()
 
     def connectionLost(self, reason: Failure = connectionDone) -> None:

@@ -43,6 +43,12 @@ KINDS: Final = frozenset(
         # detail (a cut's cause in words)
         "error",  # message, where, fatal, advice
         "warning",  # message, advice: a setting that looks wrong (nothing stops)
+        "paired",  # peer, path, generation: the code meeting wrote the pairing file
+        "waiting",  # peer, generation, reason (started|peer-left): waiting for the paired peer
+        "meeting",  # peer, generation: meeting the paired peer (a derived wormhole)
+        "peer-restarted",  # peer: the paired peer came back as a new process
+        "reconnected",  # peer, generation, restarted (peer|self), down_s | since_start_s
+        "ratchet",  # peer, generation: the pairing's secret moved forward
         "stopping",  # reason (signal name, "stop", "shutdown" or "peer-closed"), open, grace_s
         "draining",  # open, remaining_s: the grace period's countdown
         "closed",  # reason (stopped|failed|peer-closed), mood, cut

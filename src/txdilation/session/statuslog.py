@@ -163,6 +163,45 @@ def describe_for_log(
             return LogLevel.warn, f"error ({event['where']}): {_with_advice(event)}"
         case "warning":
             return LogLevel.warn, f"warning: {_with_advice(event)}"
+        case "paired":
+            return info, (
+                f"paired with {event['peer']}: pairing written to {event['path']} (a restart "
+                "of either side now meets again without a code)"
+            )
+        case "waiting":
+            if event.get("reason") == "peer-left":
+                return info, (
+                    f"paired peer {event['peer']} left; waiting for it to come back (generation "
+                    f"{event['generation']})"
+                )
+            return info, (
+                f"waiting for paired peer {event['peer']} (generation {event['generation']}, "
+                "no code needed)"
+            )
+        case "meeting":
+            return LogLevel.debug, (
+                f"meeting paired peer {event['peer']} (generation {event['generation']})"
+            )
+        case "peer-restarted":
+            return info, (
+                f"paired peer {event['peer']} restarted: what was open with its previous "
+                "process is closed"
+            )
+        case "reconnected":
+            if event.get("restarted") == "self":
+                return info, (
+                    f"reconnected to paired peer {event['peer']} after a restart of this side "
+                    f"({event.get('since_start_s', '?')} s after it started)"
+                )
+            down = event.get("down_s")
+            return info, (
+                f"reconnected to paired peer {event['peer']} after a restart"
+                + (f" (down {down} s)" if down is not None else "")
+            )
+        case "ratchet":
+            return LogLevel.debug, (
+                f"pairing with {event['peer']}: secret moved to generation {event['generation']}"
+            )
         case "stopping":
             return info, describe_stopping(event)
         case "draining":

@@ -360,15 +360,22 @@ class Multiplexer:
         """OPEN/DATA/CLOSE records queued or sent but not yet acknowledged by the peer."""
         return self._outbound.queued_records
 
-    def stop(self, reason: str) -> None:
-        """The wormhole is closing (idempotent): see the module docstring."""
+    def stop(self, reason: str, lost: Failure | None = None) -> None:
+        """The wormhole is closing (idempotent): see the module docstring.
+
+        :param lost: what open subchannels' protocols get in ``connectionLost`` (with the
+            semantics that deliver it); None: ``ConnectionDone("wormhole closed: REASON")``.
+            An application built on top (e.g. pairing, when the peer restarted) passes its own
+            reason, so that its protocols can tell an ending from a clean close.
+        """
         if self._stopped:
             return
         self._stopped = True
         waiters = self._lifecycle.stop()
         live = self._inbound.stop()
         self._outbound.stop()
-        lost = Failure(ConnectionDone(f"wormhole closed: {reason}"))  # type: ignore[no-untyped-call]
+        if lost is None:
+            lost = Failure(ConnectionDone(f"wormhole closed: {reason}"))  # type: ignore[no-untyped-call]
         for subchannel in live:
             subchannel.abandon(lost)
         for port in list(self._ports):

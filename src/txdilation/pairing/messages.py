@@ -1,0 +1,120 @@
+"""The pairing's own wormhole messages, and how a side announces that it pairs (no I/O).
+
+Layer: pairing core (pure codec). A side that pairs says so in its wormhole's app versions
+(``{"txdilation-pairing": {"v": 1}}``: :data:`ANNOUNCEMENT`); that is all a peer that does
+not pair ever receives. Between two sides that both announced it, the wormhole's application
+messages (phases ``0``, ``1``, ..., encrypted with the wormhole's key) carry:
+
+- :class:`Introduce` (code meetings only): this side's pairing id, name and nonce;
+- :class:`Stored`: "I stored generation N (fingerprint F)": the pairing after a code meeting
+  (N = 0), or the pending generation of a ratchet step.
+
+:func:`parse` raises :class:`BadPairingMessage` for anything else; ``parse(build(m)) == m``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+from txdilation.pairing.derive import ID_LENGTH
+from txdilation.pairing.hello import is_nonce
+
+__all__ = [
+    "ANNOUNCEMENT",
+    "KEY",
+    "BadPairingMessage",
+    "Introduce",
+    "PairingMessage",
+    "Stored",
+    "announced",
+    "build",
+    "parse",
+]
+
+KEY: Final = "txdilation-pairing"
+ANNOUNCEMENT: Final[dict[str, Any]] = {KEY: {"v": 1}}
+"""The app versions of a wormhole that pairs."""
+
+_MAX_NAME: Final = 200
+
+
+class BadPairingMessage(ValueError):
+    """An application message that is not a pairing message."""
+
+
+@dataclass(frozen=True, slots=True)
+class Introduce:
+    """A side's pairing identity and the nonce of its code meeting."""
+
+    id: bytes
+    name: str
+    nonce: str
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """A side stored ``generation`` (whose secret has ``fingerprint``)."""
+
+    generation: int
+    fingerprint: str
+
+
+PairingMessage = Introduce | Stored
+
+
+def announced(app_versions: object) -> bool:
+    """Whether the peer's app versions announce pairing (version 1)."""
+    if not isinstance(app_versions, dict):
+        return False
+    entry = app_versions.get(KEY)
+    return isinstance(entry, dict) and entry.get("v") == 1
+
+
+def build(message: PairingMessage) -> bytes:
+    """The message's bytes (for ``w.send_message``)."""
+    if isinstance(message, Introduce):
+        body: dict[str, Any] = {
+            "pairing": "introduce",
+            "id": message.id.hex(),
+            "name": message.name,
+            "nonce": message.nonce,
+        }
+    else:
+        body = {
+            "pairing": "stored",
+            "generation": message.generation,
+            "fingerprint": message.fingerprint,
+        }
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+
+def parse(data: bytes) -> PairingMessage:
+    """One received application message.
+
+    :raises BadPairingMessage: for anything that is not a pairing message.
+    """
+    try:
+        body = json.loads(data.decode("utf-8"))
+        kind = body["pairing"]
+        if kind == "introduce":
+            raw = bytes.fromhex(body["id"])
+            name, nonce = body["name"], body["nonce"]
+            if (
+                len(raw) != ID_LENGTH
+                or not isinstance(name, str)
+                or not name.isprintable()
+                or not 0 < len(name) <= _MAX_NAME
+                or not is_nonce(nonce)
+            ):
+                raise ValueError(kind)
+            return Introduce(raw, name, nonce)
+        if kind == "stored":
+            generation, fp = body["generation"], body["fingerprint"]
+            if not isinstance(generation, int) or generation < 0 or not is_nonce(fp):
+                raise ValueError(kind)
+            return Stored(generation, fp)
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError):
+        pass
+    raise BadPairingMessage(f"not a pairing message: {data[:60]!r}")

@@ -1,0 +1,302 @@
+"""``PairedWormhole``: a dilated wormhole that outlives both processes (the library API).
+
+Layer: pairing facade (application-facing; txdilation must be installed). Made with a pairing
+file's path: the first time (no file) it needs a wormhole code and writes the file once
+dilated; afterwards it meets the peer without a code after any restart of either side, as
+often as needed, and its endpoints serve each meeting (docs/pairing.md)::
+
+    paired = PairedWormhole(reactor, PairingOptions(path="peer.pairing", appid=APPID,
+                                                    mailbox=URL, code=code_or_None))
+    paired.start()
+    port = await paired.listener_for("web").listen(factory)   # every meeting
+    await paired.when_dilated()
+    protocol = await paired.connector_for("web").connect(other_factory)
+
+Lifecycle (module-level Automat machine ``paired_machine``)::
+
+    idle -start_pairing-> pairing -paired-> connected
+    idle -start_paired-> waiting -meeting_dilated-> connected -meeting_lost-> waiting
+    pairing|waiting|connected -failed-> closing    (a fatal error: refused file or peer, ...)
+    pairing|waiting|connected -close-> closing -stopped-> closed
+
+Invariants: ``when_dilated()`` fires when a meeting is dilated (at once while one is), and
+fails with the fatal error or once closed; a fatal error is reported once (``on_failed``);
+``close()`` may be called any number of times and each Deferred fires once everything is
+closed; a meeting that ends because the peer restarted ends its open subchannels with
+:class:`~txdilation.pairing.errors.PeerRestarted`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from typing import Protocol as TypingProtocol
+
+from automat import TypeMachine, TypeMachineBuilder
+from twisted.internet.defer import Deferred, fail, succeed
+from twisted.python.failure import Failure
+
+from txdilation.pairing.conduct import Conductor
+from txdilation.pairing.endpoints import PairedConnectorEndpoint, PairedListenerEndpoint
+from txdilation.pairing.errors import PairingError
+from txdilation.pairing.keeper import RecordKeeper
+from txdilation.pairing.meeting import StatusCallbacks
+from txdilation.pairing.options import PairingOptions
+from txdilation.pairing.record import PairingRecord
+from txdilation.pairing.store import PairingStore
+from txdilation.wire.machines import complete
+
+__all__ = ["PairedWormhole", "paired_machine"]
+
+
+class PairedInputs(TypingProtocol):
+    """Inputs of the paired wormhole's lifecycle machine."""
+
+    def start_pairing(self) -> None:
+        "No pairing file: run the code meeting."
+
+    def start_paired(self) -> None:
+        "A pairing file: meet the peer without a code."
+
+    def paired(self) -> None:
+        "The code meeting wrote the pairing (and is dilated)."
+
+    def meeting_dilated(self) -> None:
+        "A derived meeting is dilated."
+
+    def meeting_lost(self) -> None:
+        "The current meeting ended."
+
+    def failed(self, failure: Failure) -> None:
+        "A fatal error: the paired wormhole cannot go on."
+
+    def close(self) -> None:
+        "Close everything (the facade registered a waiter)."
+
+    def stopped(self) -> None:
+        "Everything is closed."
+
+
+@dataclass
+class PairedCore:
+    """What the machine's behaviours work on."""
+
+    conductor: Conductor
+    on_failed: Callable[[Failure], object] | None
+    dilated_waiters: list[Deferred[None]] = field(default_factory=list)
+    close_waiters: list[Deferred[None]] = field(default_factory=list)
+    failure: Failure | None = None
+
+    def release_dilated(self) -> None:
+        waiters, self.dilated_waiters = self.dilated_waiters, []
+        for d in waiters:
+            d.callback(None)
+
+    def fail_dilated(self, failure: Failure) -> None:
+        waiters, self.dilated_waiters = self.dilated_waiters, []
+        for d in waiters:
+            d.errback(failure)
+
+    def release_closed(self) -> None:
+        waiters, self.close_waiters = self.close_waiters, []
+        for d in waiters:
+            d.callback(None)
+
+
+def _build_paired_machine() -> TypeMachine[PairedInputs, PairedCore]:
+    b = TypeMachineBuilder(PairedInputs, PairedCore)
+    idle = b.state("idle")
+    pairing = b.state("pairing")
+    waiting = b.state("waiting")
+    connected = b.state("connected")
+    closing = b.state("closing")
+    closed = b.state("closed")
+    I = PairedInputs  # noqa: E741 (a short alias keeps the table readable)
+
+    @idle.upon(I.start_pairing).to(pairing)
+    def run_code_meeting(inputs: PairedInputs, core: PairedCore) -> None:
+        core.conductor.inputs = inputs
+        core.conductor.start_pairing()
+
+    @idle.upon(I.start_paired).to(waiting)
+    def meet(inputs: PairedInputs, core: PairedCore) -> None:
+        core.conductor.inputs = inputs
+        core.conductor.start_paired()
+
+    @pairing.upon(I.paired).to(connected)
+    @waiting.upon(I.meeting_dilated).to(connected)
+    @connected.upon(I.meeting_dilated).loop()
+    def dilated(inputs: PairedInputs, core: PairedCore) -> None:
+        core.release_dilated()
+
+    @connected.upon(I.meeting_lost).to(waiting)
+    def lost(inputs: PairedInputs, core: PairedCore) -> None:
+        pass  # when_dilated() waits for the next meeting from now on
+
+    def stop(inputs: PairedInputs, core: PairedCore) -> None:
+        core.conductor.stop().addBoth(lambda _: inputs.stopped())
+
+    @pairing.upon(I.failed).to(closing)
+    @waiting.upon(I.failed).to(closing)
+    @connected.upon(I.failed).to(closing)
+    def failed(inputs: PairedInputs, core: PairedCore, failure: Failure) -> None:
+        core.failure = failure
+        core.fail_dilated(failure)
+        if core.on_failed is not None:
+            core.on_failed(failure)
+        stop(inputs, core)
+
+    @pairing.upon(I.close).to(closing)
+    @waiting.upon(I.close).to(closing)
+    @connected.upon(I.close).to(closing)
+    def close(inputs: PairedInputs, core: PairedCore) -> None:
+        core.fail_dilated(_closed())
+        stop(inputs, core)
+
+    @idle.upon(I.close).to(closed)
+    @closed.upon(I.close).loop()
+    def already_closed(inputs: PairedInputs, core: PairedCore) -> None:
+        core.fail_dilated(_closed())
+        core.release_closed()
+
+    @closing.upon(I.stopped).to(closed)
+    def finished(inputs: PairedInputs, core: PairedCore) -> None:
+        core.release_closed()
+
+    every = [idle, pairing, waiting, connected, closing, closed]
+    names = (
+        "start_pairing",
+        "start_paired",
+        "paired",
+        "meeting_dilated",
+        "meeting_lost",
+        "failed",
+        "close",
+        "stopped",
+    )
+    complete(b, every, [getattr(I, n) for n in names])
+    return b.build()
+
+
+def _closed() -> Failure:
+    return Failure(PairingError("the paired wormhole was closed"))  # type: ignore[no-untyped-call]
+
+
+paired_machine = _build_paired_machine()
+
+
+class PairedWormhole:
+    """See the module docstring.
+
+    :param reactor: the reactor.
+    :param options: the pairing file, mailbox, code (first time) and dilation settings.
+    :param on_event: called with ``(kind, fields)`` for what happens: ``code``,
+        ``peer-connected``, ``paired``, ``waiting``, ``meeting``, ``peer-restarted``,
+        ``reconnected``, ``ratchet``, ``warning`` (docs/status-events.md has the fields).
+    :param status: called once per meeting; returns that meeting's ``(wormhole status,
+        dilation status)`` callbacks (or None).
+    :param on_failed: called once with a fatal error's failure.
+    """
+
+    def __init__(
+        self,
+        reactor: Any,
+        options: PairingOptions,
+        *,
+        on_event: Callable[[str, dict[str, Any]], object] | None = None,
+        status: Callable[[], StatusCallbacks | None] | None = None,
+        on_failed: Callable[[Failure], object] | None = None,
+    ) -> None:
+        import txdilation
+
+        txdilation.install()  # every meeting's wormhole dilates through txdilation
+        self.store = PairingStore(options.path)
+        self._conductor = Conductor(
+            reactor,
+            RecordKeeper(self.store, reactor, options.fault),
+            options,
+            on_event if on_event is not None else lambda kind, fields: None,
+            status if status is not None else lambda: None,
+        )
+        self._core = PairedCore(self._conductor, on_failed)
+        self._machine: PairedInputs = paired_machine(self._core)
+
+    @property
+    def record(self) -> PairingRecord | None:
+        """The pairing as last written (None before the code meeting wrote it)."""
+        return self._conductor.record
+
+    @property
+    def peer(self) -> str:
+        """The paired peer's name (``?`` until known)."""
+        return self._conductor.peer_name()
+
+    @property
+    def _manager(self) -> Any:
+        """The current meeting's Manager, or None (the session's debug aids read it, as they
+        read a ``DilatedWormhole``'s)."""
+        meeting = self._conductor.meeting
+        return meeting.manager if meeting is not None else None
+
+    @property
+    def last_rtt(self) -> float | None:
+        """The current meeting's last round-trip time (None between meetings or before the
+        first PONG), as a ``DilatedWormhole``'s."""
+        manager = self._manager
+        return manager.last_rtt if manager is not None else None  # type: ignore[no-any-return]
+
+    @property
+    def connected(self) -> bool:
+        """Whether the current meeting has a connection selected now."""
+        manager = self._manager
+        return manager is not None and manager.connection is not None
+
+    def abort_connection(self) -> None:
+        """Abort the current meeting's selected connection, if any (a test and debugging aid,
+        as a ``DilatedWormhole``'s: Dilation then reconnects)."""
+        manager = self._manager
+        connection = manager.connection if manager is not None else None
+        if connection is not None:
+            connection.abort()
+
+    def start(self) -> None:
+        """Start: the code meeting when the file does not exist, else meet the peer."""
+        if self.store.exists():
+            self._machine.start_paired()
+        else:
+            self._machine.start_pairing()
+
+    def when_dilated(self) -> Deferred[None]:
+        """Fires once a meeting is dilated (at once while one is); fails with the fatal error,
+        or once closed."""
+        core = self._core
+        if core.failure is not None:
+            return fail(core.failure)
+        meeting = self._conductor.meeting
+        if meeting is not None and meeting.is_dilated and self.record is not None:
+            return succeed(None)
+        d: Deferred[None] = Deferred(lambda d: core.dilated_waiters.remove(d))
+        core.dilated_waiters.append(d)
+        return d
+
+    def listener_for(self, subprotocol: str) -> PairedListenerEndpoint:
+        """An endpoint whose ``listen(factory)`` serves subchannels ``subprotocol`` in every
+        meeting (see :mod:`.endpoints`)."""
+        return PairedListenerEndpoint(self._conductor.board, subprotocol, self.peer)
+
+    def connector_for(self, subprotocol: str) -> PairedConnectorEndpoint:
+        """An endpoint whose ``connect(factory)`` opens a subchannel in the current meeting
+        (or the next).
+
+        :raises ValueError: for an empty name.
+        """
+        return PairedConnectorEndpoint(self._conductor.board, subprotocol)
+
+    def close(self) -> Deferred[None]:
+        """Close the meetings and leave the lobbies (without closing them: the next process
+        of this side comes back to them); fires once done."""
+        d: Deferred[None] = Deferred()
+        self._core.close_waiters.append(d)
+        self._machine.close()
+        return d

@@ -1,0 +1,142 @@
+"""A session with a pairing file (``--pairing PATH``, TOML ``pairing = "PATH"``).
+
+Layer: session (the application on top of :mod:`txdilation.pairing`). :func:`check_pairing`
+refuses, while the options are parsed and before anything is sent, a pairing file that cannot be
+used (one line each: permissions, owner, another version, corrupted or edited) and settings that
+contradict it (a code on the command line when the pairing exists; no code when it does not).
+:func:`startup` is the session's start with a pairing: a
+:class:`~txdilation.pairing.paired.PairedWormhole` stands in for the wormhole and its dilation
+(the Forwarder's ``--listen``/``--connect`` forwards are served in every meeting, so they come
+back by themselves after a restart of either side), its events become status events, and each
+meeting's status callbacks feed a fresh :class:`~txdilation.session.observe.LinkObserver` (the
+live status line follows the current meeting).
+
+``TXDILATION_PAIRING_FAULT`` (a test aid, read here at the session's edge) names a point of the
+ratchet where the process kills itself (``txdilation.pairing.keeper.FAULTS``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from twisted.python.failure import Failure
+
+from txdilation.pairing.errors import PairingFileError
+from txdilation.pairing.options import PairingOptions
+from txdilation.pairing.store import PairingStore
+from txdilation.session.config import SessionConfig
+from txdilation.session.errors import ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover (.service imports wormhole)
+    from txdilation.session.service import SessionCore
+
+__all__ = ["FAULT_VARIABLE", "check_pairing", "startup"]
+
+FAULT_VARIABLE: Final = "TXDILATION_PAIRING_FAULT"
+
+_EVENTS: Final = frozenset(
+    {
+        "code",
+        "peer-connected",
+        "paired",
+        "waiting",
+        "meeting",
+        "peer-restarted",
+        "reconnected",
+        "ratchet",
+        "warning",
+    }
+)
+
+
+def check_pairing(config: SessionConfig, *, code_given: bool) -> None:
+    """Check the pairing file of ``config`` against the settings.
+
+    :param code_given: a code (or ``--allocate-code``) was given on the command line.
+    :raises ConfigError: in one line, naming the file (see the module docstring).
+    """
+    assert config.pairing is not None
+    path = config.pairing
+    store = PairingStore(path)
+    if store.exists():
+        try:
+            store.load()
+        except PairingFileError as e:
+            raise ConfigError(str(e)) from None
+        if code_given:
+            raise ConfigError(
+                f"pairing file {path} exists: no code is needed or accepted (to pair again, "
+                f"'txdilation pairing forget {path}' first)"
+            )
+        return
+    if config.code is None and not config.allocate_code:
+        raise ConfigError(
+            f"pairing file {path} does not exist yet: the first meeting needs a wormhole code "
+            "(--code or --allocate-code); the file is written once dilated"
+        )
+    directory = Path(path).resolve().parent
+    if not directory.is_dir():
+        raise ConfigError(f"pairing file {path}: directory {directory} does not exist")
+
+
+async def startup(core: SessionCore) -> None:
+    """The session's start with a pairing (see the module docstring)."""
+    from txdilation.pairing.paired import PairedWormhole
+    from txdilation.session.observe import LinkObserver
+    from txdilation.session.service import SEMANTICS, library_settings
+
+    config = core.config
+    assert config.pairing is not None
+    writer = core.writer
+    if PairingStore(config.pairing).exists() and (config.code or config.allocate_code):
+        writer.emit(
+            "warning",
+            message=f"pairing file {config.pairing} exists: the code in the settings is not used",
+            advice="the peer is met without a code; remove the code from the settings at will",
+        )
+    options = PairingOptions(
+        path=config.pairing,
+        appid=config.appid,
+        mailbox=config.mailbox,
+        code=config.code,
+        allocate_code=config.allocate_code,
+        relay=config.relay,
+        no_listen=config.no_listen,
+        ping_interval=config.ping_interval,
+        expected_subprotocols=config.connect_names,
+        semantics=SEMANTICS,
+        settings=core.settings or library_settings(config, os.environ),
+        fault=os.environ.get(FAULT_VARIABLE) or None,
+    )
+
+    def event(kind: str, fields: dict[str, Any]) -> None:
+        if kind in _EVENTS:
+            writer.emit(kind, **fields)
+
+    def status() -> tuple[Any, Any]:
+        observer = LinkObserver(writer, core.rtt)
+        core.observer = observer
+        return (observer.wormhole_status, observer.dilation_status)
+
+    def failed(f: Failure) -> None:
+        core._fail(f, "pairing")
+
+    paired = PairedWormhole(core.reactor, options, on_event=event, status=status, on_failed=failed)
+    core.wormhole = core.dilated = paired
+    attached = core.forwarder.attach(paired)
+    attached.addErrback(core._startup_failed, "wormhole")
+    try:
+        await core.forwarder.start_listening()
+    except Exception as e:
+        core._startup_failed(Failure(e), "listen")  # type: ignore[no-untyped-call]
+        return
+    paired.start()
+    try:
+        await paired.when_dilated()
+    except Exception:
+        return  # a fatal error (``failed`` reported it) or a stop
+    link = core.observer.state
+    selected = {"generation": link.generation, "path": link.path, "hint": link.hint}
+    writer.emit("dilated", **(selected if link.hint is not None else {}))

@@ -1,0 +1,188 @@
+"""PairedWormhole in-process, two sides through the real mailbox server and transit relay on
+127.0.0.1: the code meeting writes both files; a side that stops and starts again from its file
+meets the peer without a code; sides holding different generations meet on the newest they
+share, and never when they share none; an unreachable mailbox server is reported."""
+
+from __future__ import annotations
+
+import collections
+import gc
+import os
+from pathlib import Path
+from typing import Any
+
+from twisted.internet.protocol import Factory
+from twisted.internet.task import deferLater
+from twisted.trial.unittest import TestCase
+
+from tests.pairing.support import records
+from tests.session.test_service import Client, HalfCloseEcho
+from tests.support.harness import RealServersMixin
+from txdilation.pairing import ratchet
+from txdilation.pairing.options import PairingOptions
+from txdilation.pairing.record import PairingRecord
+from txdilation.pairing.store import PairingStore
+
+APPID = "txdilation.test/pairing"
+CODE = "7-pairing-test"
+
+
+class Side:
+    """One PairedWormhole and what it reported."""
+
+    def __init__(self, test: Any, path: Path, *, cleanup: bool = True, **options: Any) -> None:
+        from txdilation.pairing.paired import PairedWormhole
+
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self.failures: list[Any] = []
+        opts = PairingOptions(
+            path=str(path),
+            appid=APPID,
+            mailbox=test.mailbox.url,
+            relay=(test.transit_relay.hint,),
+            **options,
+        )
+        self.paired = PairedWormhole(
+            test.reactor,
+            opts,
+            on_event=lambda kind, fields: self.events.append((kind, fields)),
+            on_failed=self.failures.append,
+        )
+        if cleanup:
+            test.addCleanup(self.paired.close)
+
+    def kinds(self) -> list[str]:
+        return [k for k, _ in self.events]
+
+
+class PairedTests(RealServersMixin, TestCase):
+    timeout = 60
+
+    def path(self, name: str) -> Path:
+        directory = Path(self.mktemp()).resolve()
+        directory.mkdir(parents=True)
+        return directory / f"{name}.pairing"
+
+    async def exchange(self, listening: Side, connecting: Side, payload: bytes) -> bytes:
+        client = Client()
+        await connecting.paired.connector_for("echo").connect(Factory.forProtocol(lambda: client))
+        client.transport.write(payload)
+        client.transport.loseWriteConnection()
+        await client.eof
+        return bytes(client.data)
+
+    async def test_pair_then_meet_again(self) -> None:
+        """Pair with a code: both files hold the same generation, each names the other, mode
+        0600; one side closed and started again from its file meets the peer without a code
+        and the forward works."""
+        a_path, b_path = self.path("a"), self.path("b")
+        a = Side(self, a_path, code=CODE)
+        b = Side(self, b_path, code=CODE)
+        await a.paired.listener_for("echo").listen(Factory.forProtocol(HalfCloseEcho))
+        a.paired.start()
+        b.paired.start()
+        await a.paired.when_dilated()
+        await b.paired.when_dilated()
+        self.assertEqual(await self.exchange(a, b, b"first"), b"first")
+        ra, rb = PairingStore(a_path).load(), PairingStore(b_path).load()
+        self.assertEqual(ra.current, rb.current)
+        self.assertEqual(ra.peer.id, rb.me.id)
+        self.assertEqual(os.stat(a_path).st_mode & 0o777, 0o600)
+
+        await a.paired.close()
+        a2 = Side(self, a_path)
+        await a2.paired.listener_for("echo").listen(Factory.forProtocol(HalfCloseEcho))
+        a2.paired.start()
+        await a2.paired.when_dilated()
+        self.assertEqual(await self.exchange(a2, b, b"second"), b"second")
+
+    def files(self, a: PairingRecord, b: PairingRecord) -> tuple[Path, Path]:
+        paths = self.path("a"), self.path("b")
+        for path, record in zip(paths, (a, b), strict=True):
+            PairingStore(path).save(record)
+        return paths
+
+    async def test_one_generation_apart_meet_on_the_newer(self) -> None:
+        """A holds generation 0 and a pending 1, B holds only 1 (B committed, A crashed before
+        hearing it): they meet on 1, both commit it, then the next step takes both to 2."""
+        a0, b0 = records(self.mailbox.url)
+        a1 = ratchet.stage(a0, b"n" * 32)
+        assert a1.pending is not None
+        b1 = ratchet.commit(ratchet.stage(b0, b"n" * 32), a1.pending.fingerprint)
+        a_path, b_path = self.files(a1, b1)
+        a, b = Side(self, a_path), Side(self, b_path)
+        await a.paired.listener_for("echo").listen(Factory.forProtocol(HalfCloseEcho))
+        a.paired.start()
+        b.paired.start()
+        await a.paired.when_dilated()
+        self.assertEqual(await self.exchange(a, b, b"one apart"), b"one apart")
+        meetings = [f["generation"] for k, f in a.events if k == "meeting"]
+        self.assertEqual(set(meetings), {1})
+        while "ratchet" not in a.kinds() or "ratchet" not in b.kinds():
+            await deferLater(self.reactor, 0.05, lambda: None)
+        ra, rb = PairingStore(a_path).load(), PairingStore(b_path).load()
+        self.assertEqual((ra.current, rb.current), (rb.current, ra.current))
+        self.assertEqual(ra.current.number, 2)
+
+    async def test_no_generation_in_common_never_meets(self) -> None:
+        """A still at generation 0 (a file from before), B at 1 only: neither meets, nothing is
+        dilated, both files are left as they were."""
+        a0, b0 = records(self.mailbox.url)
+        staged = ratchet.stage(b0, b"n" * 32)
+        assert staged.pending is not None
+        b1 = ratchet.commit(staged, staged.pending.fingerprint)
+        a_path, b_path = self.files(a0, b1)
+        a, b = Side(self, a_path), Side(self, b_path)
+        a.paired.start()
+        b.paired.start()
+        await deferLater(self.reactor, 1.5, lambda: None)
+        for side in (a, b):
+            self.assertNotIn("reconnected", side.kinds())
+            self.assertEqual(side.failures, [])
+        self.assertEqual(PairingStore(a_path).load().current, a0.current)
+        self.assertEqual(PairingStore(b_path).load().current, b1.current)
+
+    async def test_unreachable_mailbox_is_reported(self) -> None:
+        """A pairing whose mailbox server cannot be reached: one warning saying so (it keeps
+        trying), no failure."""
+        a0, _ = records("ws://127.0.0.1:1/v1")
+        a_path = self.path("a")
+        PairingStore(a_path).save(a0)
+        a = Side(self, a_path)
+        a.paired.start()
+        while "warning" not in a.kinds():
+            await deferLater(self.reactor, 0.05, lambda: None)
+        warning = dict(a.events)["warning"]
+        self.assertIn("cannot reach the mailbox server", warning["message"])
+        self.assertEqual(a.failures, [])
+
+    async def test_nothing_accumulates_over_restarts(self) -> None:
+        """One side closed and started again twelve times: the live meetings, wormholes,
+        Managers, conductors and lobbies of the process are as many after twelve as after
+        four (each ended meeting is let go)."""
+        a_path, b_path = self.path("a"), self.path("b")
+        a, b = Side(self, a_path, cleanup=False, code=CODE), Side(self, b_path, code=CODE)
+        current = [a]
+        self.addCleanup(lambda: current[0].paired.close())
+        await b.paired.listener_for("echo").listen(Factory.forProtocol(HalfCloseEcho))
+        a.paired.start()
+        b.paired.start()
+        await a.paired.when_dilated()
+        counts: dict[int, collections.Counter[str]] = {}
+        for number in range(1, 13):
+            await a.paired.close()
+            a = current[0] = Side(self, a_path, cleanup=False)
+            a.paired.start()
+            await a.paired.when_dilated()
+            self.assertEqual(await self.exchange(b, a, b"x"), b"x")
+            if number in (4, 12):
+                await deferLater(self.reactor, 1.0, lambda: None)  # closes finish
+                gc.collect()
+                counts[number] = collections.Counter(
+                    type(o).__name__ for o in gc.get_objects() if type(o).__name__ in _TRACKED
+                )
+        for name in _TRACKED:
+            self.assertLessEqual(counts[12][name], counts[4][name] + 2, (name, counts))
+
+
+_TRACKED = ("Meeting", "Boss", "Manager", "Conductor", "Lobby", "Multiplexer")
