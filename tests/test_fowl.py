@@ -283,6 +283,10 @@ class FowldForwardingTests(RealServersMixin, TestCase):
             b.send(kind="remote", name="svc")
             listening = await a.next_message("listening")
             near_port = int(listening["listening_port"])
+            # b takes connections for "svc" only once it has read its command: a connection
+            # that gets there first is refused ("against local policy"), and a loaded machine
+            # can read b's stdin later than the link delivers a's first subchannel
+            await b.next_message("awaiting-connect")
 
             # first connection: 64 MiB each way, the link cut once on the way
             near = Endpoint(near_out, TOTAL, close_when_done=False)
