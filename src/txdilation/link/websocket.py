@@ -50,6 +50,8 @@ from twisted.internet.ssl import optionsForClientTLS
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from txdilation.wire.waiting import fire_unless_called
+
 __all__ = ["WebSocketClientEndpoint", "WebSocketHandshakeError"]
 
 
@@ -116,8 +118,7 @@ class WebSocketClientEndpoint:
             ws = proto
 
         def failed(f: Failure) -> None:
-            if not opened.called:
-                opened.errback(f)
+            fire_unless_called(opened, f)
 
         connecting = tcp.connect(factory)
         connecting.addCallbacks(connected, failed)

@@ -26,6 +26,8 @@ from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import Factory, ServerFactory
 from twisted.protocols.policies import WrappingFactory
 
+from txdilation.wire.waiting import Waiters
+
 LOOPBACK = "127.0.0.1"
 
 __all__ = [
@@ -42,21 +44,18 @@ class _TrackingFactory(WrappingFactory):
 
     def __init__(self, wrapped: Factory) -> None:
         super().__init__(wrapped)  # type: ignore[no-untyped-call]
-        self._drained: list[Deferred[None]] = []
+        self._drained: Waiters[None] = Waiters()
 
     def unregisterProtocol(self, p: Any) -> None:
         super().unregisterProtocol(p)  # type: ignore[no-untyped-call]
         if not self.protocols:
-            waiters, self._drained = self._drained, []
-            for d in waiters:
-                d.callback(None)
+            self._drained.fire(None)
 
     def abort_all(self) -> Deferred[None]:
         """Abort every live connection; the Deferred fires when none is left."""
         if not self.protocols:
             return succeed(None)
-        d: Deferred[None] = Deferred()
-        self._drained.append(d)
+        d = self._drained.wait()
         for wrapper in list(self.protocols):
             wrapper.transport.abortConnection()
         return d
