@@ -26,7 +26,6 @@ from zope.interface.verify import verifyObject
 
 from tests.subchannels.test_subchannel import HalfProtocol, RecordingProtocol
 from txdilation.durable.inbound import ACK_DELAY
-from txdilation.durable.outbound import RECORD_OVERHEAD
 from txdilation.semantics import STOCK, TWISTED, Semantics
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.subchannels.subchannel import SubchannelAddress
@@ -34,6 +33,7 @@ from txdilation.telemetry import Telemetry, TrafficStats
 from txdilation.testing.fakes import FakePushProducer, RecordLink, dispatch_by_type
 from txdilation.wire.contracts import IMultiplexer
 from txdilation.wire.errors import AlreadyClosedError, OldPeerCannotDilateError, WormholeClosedError
+from txdilation.wire.limits import RECORD_OVERHEAD
 from txdilation.wire.records import Ack, Close, Data, Open
 from txdilation.wire.roles import FOLLOWER, LEADER
 

@@ -52,13 +52,8 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from txdilation.durable.inbound import (
-    ACK_THRESHOLD_BYTES,
-    DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
-    DEFAULT_MAX_PENDING_OPEN_BYTES,
-    Inbound,
-)
-from txdilation.durable.outbound import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD, Outbound
+from txdilation.durable.inbound import ACK_THRESHOLD_BYTES, Inbound
+from txdilation.durable.outbound import Outbound
 from txdilation.semantics import STOCK, Semantics
 from txdilation.subchannels.endpoints import (
     SubchannelConnectorEndpoint,
@@ -69,7 +64,13 @@ from txdilation.subchannels.subchannel import SubChannel, SubchannelAddress, _Wo
 from txdilation.telemetry import Telemetry, TrafficStats
 from txdilation.wire.contracts import IDilatedConnection, IMultiplexer
 from txdilation.wire.errors import WormholeClosedError
-from txdilation.wire.limits import DEFAULT_MAX_RECORD_SIZE
+from txdilation.wire.limits import (
+    DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
+    DEFAULT_MAX_PENDING_OPEN_BYTES,
+    DEFAULT_MAX_RECORD_SIZE,
+    DEFAULT_MAX_UNACKED_BYTES,
+    RECORD_OVERHEAD,
+)
 from txdilation.wire.records import Record
 from txdilation.wire.roles import LEADER, Role
 from txdilation.wire.waiting import OneShot

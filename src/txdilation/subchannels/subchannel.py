@@ -62,7 +62,6 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from txdilation.durable.outbound import RECORD_OVERHEAD
 from txdilation.semantics import STOCK, Semantics
 from txdilation.subchannels.subchannel_lifecycle import (
     OPEN,
@@ -85,7 +84,7 @@ from txdilation.wire.errors import (
     NormalCloseUsedOnHalfCloseable,
     UnexpectedSubprotocol,
 )
-from txdilation.wire.limits import DEFAULT_MAX_RECORD_SIZE
+from txdilation.wire.limits import DEFAULT_MAX_RECORD_SIZE, RECORD_OVERHEAD
 
 #: The largest ``write()`` by default: its DATA record (9 bytes more) must not exceed the largest
 #: record a txdilation peer accepts by default (``TXDILATION_MAX_RECORD_SIZE``).
