@@ -64,6 +64,7 @@ from txdilation.selection.selected import SelectedLink
 from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.telemetry import Telemetry
+from txdilation.wire.contracts import IDilationReactor
 from txdilation.wire.errors import OldPeerCannotDilateError
 from txdilation.wire.reasons import LinkLoss
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
@@ -88,7 +89,7 @@ class Manager:
         sender: ISend,
         my_side: str,
         transit_relay_location: RelayLocation,
-        reactor: Any,
+        reactor: IDilationReactor,
         eventual_queue: Any,
         cooperator: Cooperator | None,
         acceptable_versions: Iterable[str],

@@ -72,7 +72,7 @@ from txdilation.selection.race import (
     Holding,
 )
 from txdilation.telemetry import Telemetry
-from txdilation.wire.contracts import ICandidateOwner
+from txdilation.wire.contracts import ICandidateOwner, IDilationReactor
 from txdilation.wire.machines import complete
 from txdilation.wire.reasons import LinkLoss
 from txdilation.wire.roles import Role
@@ -101,7 +101,7 @@ class Connector:
         settings: ConnectorSettings,
         *,
         owner: IConnectorOwner,
-        reactor: Any,
+        reactor: IDilationReactor,
         telemetry: Telemetry | None = None,
         eventually: Callable[..., object] | None = None,
     ) -> None:

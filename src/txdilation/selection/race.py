@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 from typing import Protocol as TypingProtocol
 
 from twisted.internet.interfaces import IDelayedCall
@@ -35,7 +34,7 @@ from txdilation.selection.hints import Hint, RelayEndpoint, hint_url
 from txdilation.selection.probe import ReachabilityProber
 from txdilation.selection.relays import RelayUsed, relay_index, relay_transport
 from txdilation.selection.upgrade import RetrySchedule
-from txdilation.wire.contracts import ICandidateOwner
+from txdilation.wire.contracts import ICandidateOwner, IDilationReactor
 from txdilation.wire.roles import LEADER
 
 _log = Logger(namespace="txdilation.selection.connector")
@@ -119,7 +118,7 @@ class ConnectorCore:
 
     settings: ConnectorSettings
     owner: IConnectorOwner
-    reactor: Any
+    reactor: IDilationReactor
     eventually: Callable[..., object]
     attempt_log: AttemptLog | None
     advertiser: Advertiser = field(init=False)

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.interfaces import IListeningPort
+from twisted.internet.interfaces import IListeningPort, IReactorTCP
 from twisted.internet.protocol import Factory, ServerFactory
 from twisted.protocols.policies import WrappingFactory
 
+from txdilation.wire.contracts import IDilationReactor
 from txdilation.wire.waiting import Waiters
 
 LOOPBACK = "127.0.0.1"
@@ -62,7 +63,10 @@ class _TrackingFactory(WrappingFactory):
 
 
 async def _serve_loopback(
-    reactor: Any, port: int, factory: Factory, databases: Sequence[sqlite3.Connection | None]
+    reactor: IReactorTCP,
+    port: int,
+    factory: Factory,
+    databases: Sequence[sqlite3.Connection | None],
 ) -> dict[str, Any]:
     """Listen on 127.0.0.1:``port``; returns the ``_LoopbackServer`` fields, ``port`` first."""
     from twisted.internet.endpoints import TCP4ServerEndpoint
@@ -130,7 +134,7 @@ class MailboxServer(_LoopbackServer):
 
 
 async def start_mailbox_server(
-    reactor: Any,
+    reactor: IReactorTCP,
     *,
     channel_db: str | None = None,
     usage_db: str | None = None,
@@ -185,7 +189,7 @@ class TransitRelay(_LoopbackServer):
 
 
 async def start_transit_relay(
-    reactor: Any,
+    reactor: IDilationReactor,
     *,
     log_fd_file: IO[str] | None = None,
     usage_db: str | None = None,
