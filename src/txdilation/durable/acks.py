@@ -43,7 +43,9 @@ class DelayedAck:
     def data(self, size: int) -> None:
         """A DATA record of ``size`` payload bytes is to be acknowledged."""
         self._unacked += size
-        self._schedule(self._unacked >= self._threshold)
+        soon = self._unacked >= self._threshold
+        if self._call is None or (soon and not self._soon):  # (else: as scheduled, per record)
+            self._schedule(soon)
 
     def soon(self) -> None:
         """An OPEN or CLOSE is to be acknowledged: by the end of this turn."""

@@ -46,7 +46,7 @@ from twisted.logger import Logger
 
 from txdilation.durable.acks import DelayedAck
 from txdilation.durable.inbound_lifecycle import InboundCore, inbound_machine
-from txdilation.durable.routes import Delivery, Holdings, Route, RouteState
+from txdilation.durable.routes import ATTACHED, DISCARDING, PENDING, Delivery, Holdings, Route
 from txdilation.wire.contracts import IDilatedConnection
 from txdilation.wire.errors import (
     CloseForMissingSubchannelError,
@@ -211,11 +211,11 @@ class Inbound:
                 self._warn(DataForMissingSubchannelError(f"DATA for unknown subchannel {scid}"))
             return
         state = route.state
-        if state is RouteState.ATTACHED and not route.holding:
+        if state is ATTACHED and not route.held:
             route.delivery.remote_data(data)  # type: ignore[union-attr]  # (attached)
-        elif state is RouteState.DISCARDING:
+        elif state is DISCARDING:
             pass
-        elif state is RouteState.PENDING:
+        elif state is PENDING:
             route.hold(data)
             self._enforce_pending_bound()
         else:  # paused, or still delivering what it held: behind that
@@ -276,7 +276,7 @@ class Inbound:
 
     def _newest_pending(self) -> Route | None:
         for route in reversed(self._routes.values()):
-            if route.state is RouteState.PENDING:
+            if route.state is PENDING:
                 return route
         return None
 
@@ -316,9 +316,7 @@ class Inbound:
         self._listeners[subprotocol] = factory
         before = self._holdings.buffered
         waiting = [
-            r
-            for r in self._routes.values()
-            if r.state is RouteState.PENDING and r.subprotocol == subprotocol
+            r for r in self._routes.values() if r.state is PENDING and r.subprotocol == subprotocol
         ]
         for route in waiting:
             self._connect(route, factory)
@@ -372,7 +370,7 @@ class Inbound:
     def _attached(self, scid: int) -> Route | None:
         """The route of subchannel ``scid`` (None for unknown scids and held OPENs)."""
         route = self._routes.get(scid)
-        return route if route is not None and route.state is not RouteState.PENDING else None
+        return route if route is not None and route.state is not PENDING else None
 
     def _schedule_drain(self, route: Route) -> None:
         if route.holding and route.drain_call is None:

@@ -33,7 +33,17 @@ from typing import Protocol as TypingProtocol
 from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
-__all__ = ["Delivery", "Holdings", "Route", "RouteState"]
+__all__ = [
+    "ATTACHED",
+    "DISCARDING",
+    "FORGOTTEN",
+    "PAUSED",
+    "PENDING",
+    "Delivery",
+    "Holdings",
+    "Route",
+    "RouteState",
+]
 
 
 class Delivery(TypingProtocol):
@@ -62,6 +72,11 @@ class RouteState(Enum):
     FORGOTTEN = "forgotten"  # gone
 
 
+# Module-level names for the states: the per-record path compares with these (an Enum's class
+# attribute lookup costs several times a global's).
+PENDING, ATTACHED, PAUSED, DISCARDING, FORGOTTEN = RouteState
+
+
 @dataclass(slots=True)
 class Holdings:
     """What every route holds back together, in bytes (see the module docstring)."""
@@ -75,9 +90,9 @@ class Route:
 
     __slots__ = (
         "_holdings",
-        "_items",
         "delivery",
         "drain_call",
+        "held",
         "held_bytes",
         "scid",
         "state",
@@ -92,10 +107,11 @@ class Route:
         self._holdings = holdings
         #: what it delivers to (None while PENDING)
         self.delivery = delivery
-        self.state = RouteState.PENDING if delivery is None else RouteState.ATTACHED
+        self.state = PENDING if delivery is None else ATTACHED
         #: what waits for delivery (None marks the peer's CLOSE); made on first use, because
-        #: an empty deque costs ~600 bytes and most subchannels never hold anything
-        self._items: deque[bytes | None] | None = None
+        #: an empty deque costs ~600 bytes and most subchannels never hold anything (read it,
+        #: change it only through the methods below)
+        self.held: deque[bytes | None] | None = None
         self.held_bytes = 0
         self.drain_call: IDelayedCall | None = None
         if delivery is None:
@@ -112,31 +128,31 @@ class Route:
     @property
     def holds_all(self) -> bool:
         """Everything that comes is held (PENDING or PAUSED), not delivered."""
-        return self.state is RouteState.PENDING or self.state is RouteState.PAUSED
+        return self.state is PENDING or self.state is PAUSED
 
     @property
     def delivers(self) -> bool:
         """What it holds is delivered (ATTACHED, or DISCARDING: the peer's CLOSE)."""
-        return self.state is RouteState.ATTACHED or self.state is RouteState.DISCARDING
+        return self.state is ATTACHED or self.state is DISCARDING
 
     @property
     def holding(self) -> bool:
         """Something waits for delivery (data, or the peer's CLOSE)."""
-        return bool(self._items)
+        return bool(self.held)
 
     @property
     def holds_close(self) -> bool:
         """The last item it holds is the peer's CLOSE."""
-        return bool(self._items) and self._items[-1] is None  # type: ignore[index]
+        return bool(self.held) and self.held[-1] is None  # type: ignore[index]
 
     def hold(self, item: bytes | None) -> None:
         """Hold ``item`` (DATA's payload, or None for the peer's CLOSE) behind what it holds."""
-        if self._items is None:
-            self._items = deque()
-        self._items.append(item)
+        if self.held is None:
+            self.held = deque()
+        self.held.append(item)
         if item is not None:
             self.held_bytes += len(item)
-            if self.state is RouteState.PENDING:
+            if self.state is PENDING:
                 self._holdings.pending += len(item)
             else:
                 self._holdings.buffered += len(item)
@@ -146,43 +162,43 @@ class Route:
         self._holdings.pending -= self.pending_cost
         self._holdings.buffered += self.held_bytes
         self.delivery = delivery
-        self.state = RouteState.ATTACHED
+        self.state = ATTACHED
 
     def pause(self) -> None:
         """Hold everything from now on (not once it discards)."""
-        if self.state is RouteState.ATTACHED:
-            self.state = RouteState.PAUSED
+        if self.state is ATTACHED:
+            self.state = PAUSED
 
     def resume(self) -> None:
         """Deliver again (what it holds, on its drain)."""
-        if self.state is RouteState.PAUSED:
-            self.state = RouteState.ATTACHED
+        if self.state is PAUSED:
+            self.state = ATTACHED
 
     def discard(self) -> None:
         """Drop what it holds and any later DATA; the peer's CLOSE, held or not, still goes."""
         closed = self.holds_close
         self._holdings.buffered -= self.held_bytes
         self.held_bytes = 0
-        self._items = deque([None]) if closed else None
-        self.state = RouteState.DISCARDING
+        self.held = deque([None]) if closed else None
+        self.state = DISCARDING
 
     def forget(self) -> None:
         """Gone: nothing it holds is delivered or counted any more."""
-        if self.state is RouteState.PENDING:
+        if self.state is PENDING:
             self._holdings.pending -= self.pending_cost
-        elif self.state is not RouteState.FORGOTTEN:
+        elif self.state is not FORGOTTEN:
             self._holdings.buffered -= self.held_bytes
-        self._items = None
+        self.held = None
         self.held_bytes = 0
-        self.state = RouteState.FORGOTTEN
+        self.state = FORGOTTEN
         if self.drain_call is not None:
             self.drain_call.cancel()
             self.drain_call = None
 
     def take(self) -> bytes | None:
         """The next item to deliver (it leaves the holdings); only while :attr:`holding`."""
-        assert self._items is not None
-        item = self._items.popleft()
+        assert self.held is not None
+        item = self.held.popleft()
         if item is not None:
             self.held_bytes -= len(item)
             self._holdings.buffered -= len(item)
