@@ -27,7 +27,7 @@ Targets and what they pin:
   parity checks and bounds.
 - ``outbound`` (outbound_machine): producers that honour pauses, ACKs, transport pauses, lost
   links: the unacked queue stays under its bound.
-- ``subchannels`` (subchannel_machine, multiplexer_machine, both L4 halves): two multiplexers,
+- ``subchannels`` (subchannel_machine, the dilation waiters, both L4 halves): two multiplexers,
   application calls on subchannels, lossy links, injected hostile records.
 """
 

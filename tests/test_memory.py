@@ -40,10 +40,13 @@ from tests.support.hostile import (
     use_environment,
 )
 from tests.test_stock_interop_harness import FOLLOWER, LEADER
-from txdilation.durable.inbound import DEFAULT_MAX_PENDING_OPEN_BYTES
-from txdilation.durable.outbound import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
 from txdilation.link import connection as l2
 from txdilation.settings import Limits
+from txdilation.wire.limits import (
+    DEFAULT_MAX_PENDING_OPEN_BYTES,
+    DEFAULT_MAX_UNACKED_BYTES,
+    RECORD_OVERHEAD,
+)
 from txdilation.wire.records import Ack, Close, Data, Open
 
 MiB = 2**20

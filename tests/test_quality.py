@@ -1,6 +1,6 @@
 """
-Code-quality gates as tests: ruff lint, ruff format, mypy (strict) and import-linter's layers
-contract (configs in pyproject.toml), and the README's test command being the one CI runs.
+Code-quality gates as tests: ruff lint, ruff format, mypy (strict) and import-linter's
+contracts (configs in pyproject.toml), and the README's test command being the one CI runs.
 
 Layer: repository checks. Each tool runs from the repository root in a subprocess of this
 Python (``python -m TOOL``), so CI needs nothing but the test command. A test is skipped only
@@ -66,9 +66,13 @@ class QualityTests(unittest.SynchronousTestCase):
         _run_tool(self, "mypy")
 
     def test_import_layers(self) -> None:
-        """``lint-imports``: no module imports from a layer above its own (the ``layers``
-        contract in pyproject.toml: applications, test helpers, the stock-facing edge,
-        mailbox, subchannels|selection, durable|link, telemetry, settings, semantics, wire)."""
+        """``lint-imports``: every contract in pyproject.toml holds: no module imports from a
+        layer above its own (``layers``: applications, test helpers, the stock-facing edge,
+        mailbox, subchannels|selection, durable|link, telemetry, settings, semantics, wire), no
+        import cycle among the modules of any package (``acyclic_siblings``), and the parts
+        that must not know each other never import each other, even indirectly
+        (``independence``: L4's two halves, the connector's listener and dialing sides, framing
+        and Noise, the Manager's helpers)."""
         run = "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"
         _run_tool(self, "importlinter", command=[sys.executable, "-c", run])
 

@@ -9,7 +9,8 @@ from twisted.internet.task import Clock
 from twisted.logger import Logger, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
 
-from txdilation.durable.inbound import ACK_DELAY, ACK_THRESHOLD_BYTES, Inbound, inbound_machine
+from txdilation.durable.inbound import ACK_DELAY, ACK_THRESHOLD_BYTES, Inbound
+from txdilation.durable.inbound_lifecycle import inbound_machine
 from txdilation.testing import missing_transitions
 from txdilation.testing.fakes import FakeDilatedConnection
 from txdilation.wire.records import Ack, Close, Data, Open

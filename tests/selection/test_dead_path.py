@@ -3,8 +3,6 @@ kernel's word (tcp_info, on a real loopback socket)."""
 
 from __future__ import annotations
 
-import socket
-
 from twisted.internet.task import Clock
 from twisted.trial import unittest
 
@@ -15,7 +13,6 @@ from txdilation.selection.dead_path import (
     DeadPathDetector,
     RttEstimator,
 )
-from txdilation.selection.tcp_info import peer_tcp_alive, read_tcp_info
 from txdilation.wire.reasons import Cause, LinkLoss
 
 
@@ -169,32 +166,6 @@ class DeadPathTests(unittest.SynchronousTestCase):
         h2.d.stop()
         h2.run(10.0)
         self.assertEqual((h2.probes, h2.dead, h2.clock.getDelayedCalls()), ([], [], []))
-
-
-class TcpInfoTests(unittest.SynchronousTestCase):
-    """The kernel's word on a real loopback connection (None where TCP_INFO is missing)."""
-
-    def test_loopback_peer_is_alive(self) -> None:
-        server = socket.socket()
-        self.addCleanup(server.close)
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        client = socket.create_connection(server.getsockname())
-        self.addCleanup(client.close)
-        accepted, _ = server.accept()
-        self.addCleanup(accepted.close)
-        info = read_tcp_info(client)
-        if info is None:
-            raise unittest.SkipTest("no TCP_INFO on this platform")
-        self.assertEqual(info.unacked, 0)
-
-        class Transport:
-            def getHandle(self) -> socket.socket:
-                return client
-
-        self.assertIs(peer_tcp_alive(Transport(), 1.0), True)
-        self.assertIsNone(peer_tcp_alive(object(), 1.0))
-        self.assertIsNone(read_tcp_info(None))
 
 
 class LossReasonTests(unittest.SynchronousTestCase):

@@ -22,12 +22,8 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from txdilation.semantics import STOCK, TWISTED, Semantics
-from txdilation.subchannels.subchannel import (
-    SubChannel,
-    SubchannelAddress,
-    _WormholeAddress,
-    subchannel_machine,
-)
+from txdilation.subchannels.subchannel import SubChannel, SubchannelAddress, _WormholeAddress
+from txdilation.subchannels.subchannel_lifecycle import subchannel_machine
 from txdilation.testing import missing_transitions
 from txdilation.testing.fakes import FakePushProducer
 from txdilation.wire.errors import (

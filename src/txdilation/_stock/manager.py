@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from wormhole._status import DilationStatus, WormholeStatus
 
@@ -107,7 +108,7 @@ class Manager(_core_manager.Manager):
         self._reactor.callLater(0.05, _retry_now, getattr(rc, "_connector", None), self._reactor)
 
 
-def _retry_now(service: Any, reactor: Any) -> None:
+def _retry_now(service: Any, reactor: IReactorTime) -> None:
     """Make ``service``'s (a ClientService's) pending retry happen now."""
     machine = getattr(service, "_machine", None)
     for call in getattr(reactor, "getDelayedCalls", list)():

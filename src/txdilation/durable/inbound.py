@@ -27,24 +27,26 @@ Invariants:
   whole connection's reading paused, until they are back under half of it. ACK processing is
   never affected by a paused subchannel.
 
-The read-pausing lifecycle (``idle``, ``idle_throttled``, ``reading``, ``throttled``,
-``stopped``) is the module-level Automat machine ``inbound_machine``; the per-record path is
-plain code.
+Each subchannel's route is one :class:`~txdilation.durable.routes.Route` (its life: pending,
+attached, paused, discarding, forgotten; what it holds), and what they hold together is their
+:class:`~txdilation.durable.routes.Holdings`. The read-pausing lifecycle is
+the machine of ``txdilation.durable.inbound_lifecycle``: it alone knows whether reading is
+paused (told when what paused subchannels hold crosses the bound, or half of it, on the way
+down); the per-record path is plain code, gated by the connection and the stop the machine's
+transitions set.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
-from typing import Protocol as TypingProtocol
 
-from automat import TypeMachine, TypeMachineBuilder
-from twisted.internet.interfaces import IDelayedCall, IProtocolFactory, IReactorTime
+from twisted.internet.interfaces import IProtocolFactory, IReactorTime
 from twisted.logger import Logger
-from twisted.python.failure import Failure
 
+from txdilation.durable.acks import DelayedAck
+from txdilation.durable.inbound_lifecycle import InboundCore, inbound_machine
+from txdilation.durable.routes import ATTACHED, DISCARDING, PENDING, Delivery, Holdings, Route
 from txdilation.wire.contracts import IDilatedConnection
 from txdilation.wire.errors import (
     CloseForMissingSubchannelError,
@@ -68,129 +70,8 @@ ACK_THRESHOLD_BYTES = 2**20
 _log = Logger(namespace="txdilation.durable.inbound")
 
 
-class Delivery(TypingProtocol):
-    """What a route delivers to: a subchannel, seen from below."""
-
-    def start(self) -> None:
-        "Connect the protocol (makeConnection); may pause, close or fail reentrantly."
-
-    def remote_data(self, data: bytes) -> None:
-        "One DATA record's payload."
-
-    def remote_close(self) -> None:
-        "The peer's CLOSE."
-
-    def abandon(self, reason: Failure) -> None:
-        "The wormhole closed (Inbound only hands these back from stop())."
-
-
 #: Builds the subchannel for an incoming OPEN (not started yet); None when the factory refused.
 BuildSubchannel = Callable[[int, str, IProtocolFactory], "Delivery | None"]
-
-
-@dataclass(eq=False, slots=True)
-class _Route:
-    scid: int
-    subprotocol: str
-    delivery: Delivery | None = None  # None while waiting for a listener
-    #: what waits for delivery (None marks the peer's CLOSE); made on first use, because an
-    #: empty deque costs ~600 bytes and most subchannels never hold anything
-    held: deque[bytes | None] | None = None
-    held_bytes: int = 0
-    paused: bool = False
-    discarding: bool = False
-    drain_call: IDelayedCall | None = None
-
-    @property
-    def pending_cost(self) -> int:
-        return 9 + len(self.subprotocol.encode("utf-8")) + self.held_bytes
-
-
-class _InboundInputs(TypingProtocol):
-    """Lifecycle inputs of :class:`Inbound` (connection and read throttling)."""
-
-    def connection_made(self, connection: IDilatedConnection) -> None:
-        "A connection was selected."
-
-    def connection_lost(self) -> None:
-        "The connection is gone."
-
-    def buffer_full(self) -> None:
-        "Paused subchannels hold more than the bound: stop reading the connection."
-
-    def buffer_drained(self) -> None:
-        "They are back under half of the bound: read again."
-
-    def stop(self) -> None:
-        "The wormhole is closing."
-
-
-@dataclass
-class _InboundCore:
-    connection: IDilatedConnection | None = None
-    stopped: bool = False
-
-
-def _build_inbound_machine() -> TypeMachine[_InboundInputs, _InboundCore]:
-    b = TypeMachineBuilder(_InboundInputs, _InboundCore)
-    idle = b.state("idle")
-    idle_throttled = b.state("idle_throttled")
-    reading = b.state("reading")
-    throttled = b.state("throttled")
-    stopped = b.state("stopped")
-    I = _InboundInputs  # noqa: E741 (a short alias keeps the transition table readable)
-
-    @idle.upon(I.connection_made).to(reading)
-    @reading.upon(I.connection_made).to(reading)
-    def read_from(m: _InboundInputs, c: _InboundCore, connection: IDilatedConnection) -> None:
-        c.connection = connection
-
-    @idle_throttled.upon(I.connection_made).to(throttled)
-    @throttled.upon(I.connection_made).to(throttled)
-    def hold_reading(m: _InboundInputs, c: _InboundCore, connection: IDilatedConnection) -> None:
-        c.connection = connection
-        connection.pause_reading()
-
-    @reading.upon(I.buffer_full).to(throttled)
-    def pause_reading(m: _InboundInputs, c: _InboundCore) -> None:
-        assert c.connection is not None
-        c.connection.pause_reading()
-
-    @throttled.upon(I.buffer_drained).to(reading)
-    def resume_reading(m: _InboundInputs, c: _InboundCore) -> None:
-        assert c.connection is not None
-        c.connection.resume_reading()
-
-    @reading.upon(I.connection_lost).to(idle)
-    @throttled.upon(I.connection_lost).to(idle_throttled)
-    def forget_connection(m: _InboundInputs, c: _InboundCore) -> None:
-        c.connection = None
-
-    idle.upon(I.buffer_full).to(idle_throttled).returns(None)
-    idle_throttled.upon(I.buffer_drained).to(idle).returns(None)
-
-    for state in (idle, idle_throttled, reading, throttled):
-
-        @state.upon(I.stop).to(stopped)
-        def finish(m: _InboundInputs, c: _InboundCore) -> None:
-            c.connection = None
-            c.stopped = True
-
-    # Harmless repeats (the facade only reports threshold crossings, but a lost connection can
-    # be reported twice), and everything after stop (documented as ignored).
-    for state in (idle, idle_throttled):
-        state.upon(I.connection_lost).loop().returns(None)
-    for state in (idle_throttled, throttled):
-        state.upon(I.buffer_full).loop().returns(None)
-    for state in (idle, reading):
-        state.upon(I.buffer_drained).loop().returns(None)
-    stopped.upon(I.connection_made).loop().returns(None)
-    for event in (I.connection_lost, I.buffer_full, I.buffer_drained, I.stop):
-        stopped.upon(event).loop().returns(None)
-    return b.build()
-
-
-inbound_machine = _build_inbound_machine()
 
 
 class Inbound:
@@ -225,25 +106,29 @@ class Inbound:
         self._max_pending = max_pending_open_bytes
         self._max_buffered = max_buffered_inbound_bytes
         self._log = log if log is not None else _log
-        self._core = _InboundCore()
+        self._core = InboundCore()
         self._machine = inbound_machine(self._core)
         self._peer_parity: int | None = None
         #: highest seqnum processed so far
         self.watermark = -1
         #: DATA payload bytes processed (each record once; replayed duplicates not counted)
         self.bytes_received = 0
-        self._ack_delay = ack_delay
-        self._ack_threshold = ack_threshold_bytes
-        self._ack_call: IDelayedCall | None = None
-        self._ack_soon = False  # the pending ACK goes out at the end of this turn
-        self._unacked_bytes = 0  # DATA bytes received since the last ACK went out
-        self._routes: dict[int, _Route] = {}
-        self._pending: dict[int, _Route] = {}  # routes waiting for a listener, oldest first
+        self._acks = DelayedAck(reactor, self._send_ack, ack_delay, ack_threshold_bytes)
+        #: one route per subchannel, in the order they came (pending ones among them)
+        self._routes: dict[int, Route] = {}
+        self._holdings = Holdings()
         self._listeners: dict[str, IProtocolFactory] = {}
         self._answered: set[int] = set()  # scids we sent CLOSE for without a subchannel
-        self.pending_bytes = 0
-        self.buffered_bytes = 0
-        self._over = False
+
+    @property
+    def pending_bytes(self) -> int:
+        """What is held for subchannels nobody listens on yet (their OPENs included)."""
+        return self._holdings.pending
+
+    @property
+    def buffered_bytes(self) -> int:
+        """What is held for subchannels that paused (or still deliver what they held)."""
+        return self._holdings.buffered
 
     def set_role(self, role: Role) -> None:
         """Our role is known: the peer opens odd scids if we are Follower, even if Leader."""
@@ -258,22 +143,17 @@ class Inbound:
     def connection_lost(self) -> None:
         """No connection: no ACKs until the next one (a pending one is dropped)."""
         self._machine.connection_lost()
-        self._cancel_ack()
+        self._acks.cancel()
 
     def stop(self) -> list[Delivery]:
         """Forget every route and listener; return the subchannels still open. Idempotent."""
         self._machine.stop()
-        self._cancel_ack()
-        live = []
+        self._acks.cancel()
+        live = [r.delivery for r in self._routes.values() if r.delivery is not None]
         for route in self._routes.values():
-            if route.drain_call is not None:
-                route.drain_call.cancel()
-            if route.delivery is not None:
-                live.append(route.delivery)
+            route.forget()
         self._routes.clear()
-        self._pending.clear()
         self._listeners.clear()
-        self.pending_bytes = self.buffered_bytes = 0
         return live
 
     # --- the record path (plain code) ---
@@ -293,8 +173,7 @@ class Inbound:
             return
         size = len(record.data)
         if self._core.connection is not None:
-            self._unacked_bytes += size
-            self._schedule_ack(self._unacked_bytes >= self._ack_threshold)
+            self._acks.data(size)
         if record.seqnum > self.watermark:
             self.watermark = record.seqnum
             self.bytes_received += size
@@ -314,51 +193,35 @@ class Inbound:
         if self._core.stopped:
             return False
         if self._core.connection is not None:
-            self._schedule_ack(True)
+            self._acks.soon()
         if record.seqnum <= self.watermark:
             return False
         self.watermark = record.seqnum
         return True
 
-    def _schedule_ack(self, soon: bool) -> None:
-        call = self._ack_call
-        if call is None:
-            self._ack_soon = soon
-            self._ack_call = self._reactor.callLater(0 if soon else self._ack_delay, self._send_ack)
-        elif soon and not self._ack_soon:
-            self._ack_soon = True
-            call.reset(0)
-
     def _send_ack(self) -> None:
-        self._ack_call = None
-        self._unacked_bytes = 0
         connection = self._core.connection
         if connection is not None:
             connection.send_record(Ack(self.watermark))
-
-    def _cancel_ack(self) -> None:
-        if self._ack_call is not None:
-            self._ack_call.cancel()
-            self._ack_call = None
-        self._unacked_bytes = 0
 
     def _on_data(self, scid: int, data: bytes) -> None:
         route = self._routes.get(scid)
         if route is None:
             if scid not in self._answered:
                 self._warn(DataForMissingSubchannelError(f"DATA for unknown subchannel {scid}"))
-        elif route.discarding:
+            return
+        state = route.state
+        if state is ATTACHED and not route.held:
+            route.delivery.remote_data(data)  # type: ignore[union-attr]  # (attached)
+        elif state is DISCARDING:
             pass
-        elif route.delivery is None:
-            self._hold(route, data)
-            self.pending_bytes += len(data)
+        elif state is PENDING:
+            route.hold(data)
             self._enforce_pending_bound()
-        elif route.paused or route.held:
-            self._hold(route, data)
-            self.buffered_bytes += len(data)
-            self._check_buffered()
-        else:
-            route.delivery.remote_data(data)
+        else:  # paused, or still delivering what it held: behind that
+            before = self._holdings.buffered
+            route.hold(data)
+            self._buffered_changed(before)
 
     def _on_close(self, scid: int) -> None:
         route = self._routes.get(scid)
@@ -367,12 +230,10 @@ class Inbound:
                 self._answered.discard(scid)
             else:
                 self._warn(CloseForMissingSubchannelError(f"CLOSE for unknown subchannel {scid}"))
-        elif route.delivery is None or route.paused or route.held:
-            if route.held is None:
-                route.held = deque()
-            route.held.append(None)
+        elif route.holds_all or route.holding:
+            route.hold(None)
         else:
-            route.delivery.remote_close()
+            route.delivery.remote_close()  # type: ignore[union-attr]  # (attached)
 
     def _on_open(self, scid: int, subprotocol: str) -> None:
         if scid in self._routes or scid in self._answered:
@@ -392,30 +253,25 @@ class Inbound:
             )
             self._answer_close(scid)
             return
-        route = self._routes[scid] = _Route(scid, subprotocol)
+        route = self._routes[scid] = Route(scid, subprotocol, self._holdings)
         factory = self._listeners.get(subprotocol)
         if factory is not None:
             self._connect(route, factory)
             return
-        self._pending[scid] = route
-        self.pending_bytes += route.pending_cost
         self._enforce_pending_bound()
-
-    def _hold(self, route: _Route, data: bytes) -> None:
-        if route.held is None:
-            route.held = deque()
-        route.held.append(data)
-        route.held_bytes += len(data)
 
     def _answer_close(self, scid: int) -> None:
         self._answered.add(scid)
         self._send_close(scid)
 
     def _enforce_pending_bound(self) -> None:
-        while self.pending_bytes > self._max_pending and self._pending:
-            scid, route = self._pending.popitem()  # the newest
+        while self._holdings.pending > self._max_pending:
+            route = self._newest_pending()
+            if route is None:
+                return
+            scid = route.scid
             del self._routes[scid]
-            self.pending_bytes -= route.pending_cost
+            route.forget()
             self._log.warn(
                 "too much held for subchannels nobody listens on: refusing subchannel {scid} "
                 "({subprotocol!r})",
@@ -424,29 +280,37 @@ class Inbound:
             )
             self._answer_close(scid)
 
+    def _newest_pending(self) -> Route | None:
+        for route in reversed(self._routes.values()):
+            if route.state is PENDING:
+                return route
+        return None
+
     def _warn(self, error: Exception) -> None:
         self._log.warn("{error}", error=str(error), error_type=type(error).__name__)
 
     # --- subchannels: creation, listeners ---
 
-    def _connect(self, route: _Route, factory: IProtocolFactory) -> None:
+    def _connect(self, route: Route, factory: IProtocolFactory) -> None:
+        """Build the subchannel for pending ``route`` and deliver what it held."""
         try:
             delivery = self._build(route.scid, route.subprotocol, factory)
         except Exception:
             self._log.failure("building a protocol for {name!r} failed", name=route.subprotocol)
             delivery = None
         if delivery is None:
-            self._forget(route)
+            del self._routes[route.scid]
+            route.forget()
             self._answer_close(route.scid)
             return
-        route.delivery = delivery
+        route.attach(delivery)
         delivery.start()
         self._drain(route)
 
     def add_local(self, scid: int, delivery: Delivery) -> None:
         """Route records for ``scid`` (a subchannel we opened) to ``delivery``."""
         self._answered.discard(scid)
-        self._routes[scid] = _Route(scid, "", delivery)
+        self._routes[scid] = Route(scid, "", self._holdings, delivery)
 
     def listen(self, subprotocol: str, factory: IProtocolFactory) -> None:
         """Build a protocol with ``factory`` for each OPEN of ``subprotocol``, held ones first.
@@ -456,13 +320,13 @@ class Inbound:
         if subprotocol in self._listeners:
             raise ValueError(f"already listening for subprotocol {subprotocol!r}")
         self._listeners[subprotocol] = factory
-        waiting = [r for r in self._pending.values() if r.subprotocol == subprotocol]
+        before = self._holdings.buffered
+        waiting = [
+            r for r in self._routes.values() if r.state is PENDING and r.subprotocol == subprotocol
+        ]
         for route in waiting:
-            del self._pending[route.scid]
-            self.pending_bytes -= route.pending_cost
-            self.buffered_bytes += route.held_bytes
             self._connect(route, factory)
-        self._check_buffered()
+        self._buffered_changed(before)
 
     def is_listening(self, subprotocol: str) -> bool:
         """True when a factory is registered for ``subprotocol``."""
@@ -477,14 +341,14 @@ class Inbound:
     def pause_subchannel(self, scid: int) -> None:
         """Deliver nothing more to ``scid`` until :meth:`resume_subchannel`."""
         route = self._attached(scid)
-        if route is not None and not route.discarding:
-            route.paused = True
+        if route is not None:
+            route.pause()
 
     def resume_subchannel(self, scid: int) -> None:
         """Deliver to ``scid`` again; what it held goes out on a later reactor turn, in order."""
         route = self._attached(scid)
         if route is not None:
-            route.paused = False
+            route.resume()
             self._schedule_drain(route)
 
     def discard_subchannel(self, scid: int) -> None:
@@ -492,73 +356,62 @@ class Inbound:
         route = self._attached(scid)
         if route is None:
             return
-        closed = bool(route.held and route.held[-1] is None)
-        self.buffered_bytes -= route.held_bytes
-        route.held_bytes = 0
-        route.held = deque([None]) if closed else None
-        route.paused = False
-        route.discarding = True
+        before = self._holdings.buffered
+        route.discard()
         self._schedule_drain(route)
-        self._check_buffered()
+        self._buffered_changed(before)
 
     def subchannel_closed(self, scid: int, *, expect_close: bool) -> None:
         """``scid`` is closed: forget it. ``expect_close``: the peer's CLOSE is still to come."""
         route = self._attached(scid)
         if route is None:
             return
-        self._forget(route)
-        self._check_buffered()
+        before = self._holdings.buffered
+        del self._routes[scid]
+        route.forget()
+        self._buffered_changed(before)
         if expect_close:
             self._answered.add(scid)
 
-    def _attached(self, scid: int) -> _Route | None:
+    def _attached(self, scid: int) -> Route | None:
         """The route of subchannel ``scid`` (None for unknown scids and held OPENs)."""
         route = self._routes.get(scid)
-        return route if route is not None and route.delivery is not None else None
+        return route if route is not None and route.state is not PENDING else None
 
-    def _forget(self, route: _Route) -> None:
-        del self._routes[route.scid]
-        self.buffered_bytes -= route.held_bytes
-        route.held = None
-        route.held_bytes = 0
-        if route.drain_call is not None:
-            route.drain_call.cancel()
-            route.drain_call = None
-
-    def _schedule_drain(self, route: _Route) -> None:
-        if route.held and route.drain_call is None:
+    def _schedule_drain(self, route: Route) -> None:
+        if route.holding and route.drain_call is None:
             route.drain_call = self._reactor.callLater(0, self._drain_later, route)
 
-    def _drain_later(self, route: _Route) -> None:
+    def _drain_later(self, route: Route) -> None:
         route.drain_call = None
+        before = self._holdings.buffered
         self._drain(route)
-        self._check_buffered()
+        self._buffered_changed(before)
 
-    def _drain(self, route: _Route) -> None:
-        while route.held and not route.paused and self._routes.get(route.scid) is route:
+    def _drain(self, route: Route) -> None:
+        """Deliver what ``route`` holds, in order, until it pauses or is forgotten."""
+        while route.holding and route.delivers:
             assert route.delivery is not None
-            item = route.held.popleft()
+            item = route.take()
             if item is None:
                 route.delivery.remote_close()
             else:
-                route.held_bytes -= len(item)
-                self.buffered_bytes -= len(item)
                 route.delivery.remote_data(item)
 
-    def _check_buffered(self) -> None:
-        if not self._over and self.buffered_bytes > self._max_buffered:
-            self._over = True
+    def _buffered_changed(self, before: int) -> None:
+        """What paused subchannels hold went from ``before`` to now: past the bound, or back
+        under half of it, the machine hears so (it keeps whether reading is paused; a
+        crossing it already follows is a no-op there)."""
+        now = self._holdings.buffered
+        if before <= self._max_buffered < now:
             self._machine.buffer_full()
-        elif self._over and self.buffered_bytes <= self._max_buffered // 2:
-            self._over = False
+        elif now <= self._max_buffered // 2 < before:
             self._machine.buffer_drained()
 
 
 __all__ = [
     "ACK_DELAY",
     "ACK_THRESHOLD_BYTES",
-    "DEFAULT_MAX_BUFFERED_INBOUND_BYTES",
-    "DEFAULT_MAX_PENDING_OPEN_BYTES",
     "BuildSubchannel",
     "Delivery",
     "Inbound",

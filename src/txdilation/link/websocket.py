@@ -50,6 +50,9 @@ from twisted.internet.ssl import optionsForClientTLS
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from txdilation.wire.contracts import IDilationReactor
+from txdilation.wire.waiting import fire_unless_called
+
 __all__ = ["WebSocketClientEndpoint", "WebSocketHandshakeError"]
 
 
@@ -57,7 +60,9 @@ class WebSocketHandshakeError(ConnectError):
     """The WebSocket opening handshake failed or timed out."""
 
 
-def _tcp_endpoint(reactor: Any, host: str, port: int, timeout: float) -> IStreamClientEndpoint:
+def _tcp_endpoint(
+    reactor: IDilationReactor, host: str, port: int, timeout: float
+) -> IStreamClientEndpoint:
     try:
         version = ipaddress.ip_address(host).version
     except ValueError:
@@ -80,7 +85,7 @@ class WebSocketClientEndpoint:
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: IDilationReactor,
         host: str,
         port: int,
         path: str = "/",
@@ -116,8 +121,7 @@ class WebSocketClientEndpoint:
             ws = proto
 
         def failed(f: Failure) -> None:
-            if not opened.called:
-                opened.errback(f)
+            fire_unless_called(opened, f)
 
         connecting = tcp.connect(factory)
         connecting.addCallbacks(connected, failed)

@@ -39,6 +39,7 @@ from txdilation.selection.liveness import normalize_ping_interval
 from txdilation.selection.punch import public_addresses
 from txdilation.selection.relays import RelayLocation
 from txdilation.settings import Settings
+from txdilation.wire.contracts import IDilationReactor
 from txdilation.wire.errors import CanOnlyDilateOnceError
 from txdilation.wire.keys import derive_dilation_key
 
@@ -59,7 +60,7 @@ class Dilator:
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: IDilationReactor,
         eventual_queue: Any,
         cooperator: Cooperator | None,
         acceptable_versions: Iterable[str] | None = None,

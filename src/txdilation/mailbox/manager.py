@@ -43,7 +43,8 @@ from wormhole._status import DilationHint, DilationStatus, WormholeStatus
 from txdilation.mailbox.absence import PeerAbsence
 from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.mailbox.losses import LossRecorder
-from txdilation.mailbox.manager_lifecycle import ManagerCore, ManagerEvents, manager_machine
+from txdilation.mailbox.manager_core import ManagerCore, ManagerEvents
+from txdilation.mailbox.manager_lifecycle import manager_machine
 from txdilation.mailbox.messages import (
     CLOSING,
     PATH_UPGRADE,
@@ -63,6 +64,7 @@ from txdilation.selection.selected import SelectedLink
 from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.telemetry import Telemetry
+from txdilation.wire.contracts import IDilationReactor
 from txdilation.wire.errors import OldPeerCannotDilateError
 from txdilation.wire.reasons import LinkLoss
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
@@ -87,7 +89,7 @@ class Manager:
         sender: ISend,
         my_side: str,
         transit_relay_location: RelayLocation,
-        reactor: Any,
+        reactor: IDilationReactor,
         eventual_queue: Any,
         cooperator: Cooperator | None,
         acceptable_versions: Iterable[str],
@@ -129,7 +131,8 @@ class Manager:
         status = StatusReporter(status_update, initial_mailbox_status, reactor, ping_interval)
         self._pings = PingTracker(reactor)
         self._core = ManagerCore(
-            owner=self,
+            new_connector=self._new_connector,
+            launch_connector=self._launch_connector,
             reactor=reactor,
             my_side=my_side,
             settings=settings,
@@ -270,7 +273,7 @@ class Manager:
         """Our application is closing the wormhole (before our mailbox closes): tell a peer
         that understands it, so it stops reconnecting. Once at most."""
         c = self._core
-        if self._started and not c.stopped and not self._closing_announced:
+        if self._started and not c.stopped.fired and not self._closing_announced:
             self._closing_announced = CLOSING in c.peer_extensions
             if self._closing_announced:
                 c.outbox.send(type="closing")
@@ -280,12 +283,8 @@ class Manager:
         self.events.stop()
 
     def when_stopped(self) -> Deferred[None]:
-        d: Deferred[None] = Deferred()
-        if self._core.stopped:
-            d.callback(None)
-        else:
-            self._core.stopped_waiters.append(d)
-        return d
+        """Fires once the machine stopped (at once if it did)."""
+        return self._core.stopped.when_fired()
 
     def send_ping(self, ping_id: bytes, on_pong: Callable[[float], object] | None = None) -> None:
         """Stock's API (fowl's ``ping``): send a PING with ``ping_id`` on the current link, if

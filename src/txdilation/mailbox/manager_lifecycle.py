@@ -1,6 +1,8 @@
 """L1: the Manager's lifecycle: roles, generations, and the DILATE-n rules of stock.
 
-The module-level Automat machine ``manager_machine`` over :class:`ManagerCore`; the facade
+The module-level Automat machine ``manager_machine`` over a
+:class:`~txdilation.mailbox.manager_core.ManagerCore` (its inputs, core and the ``connecting``
+state's data are in ``txdilation.mailbox.manager_core``); the facade
 (``txdilation.mailbox.manager.Manager``) feeds it inputs::
 
     waiting -start-> wanting -please-> connecting -connection_made-> connected
@@ -17,11 +19,19 @@ The module-level Automat machine ``manager_machine`` over :class:`ManagerCore`; 
     connected|abandoning|peer_leaving -stop-> stopping -connection_lost-> stopped
     waiting|wanting|connecting|disconnected -stop-> stopped;  peer_gone -stop-> stopped
 
-``connecting`` carries its :class:`Generation` (the number and the Connector), ``stopping`` its
+``connecting`` carries its ``Generation`` (the number and the Connector), ``stopping`` its
 deadline; the selected link lives in the core, because it outlives ``connected`` (it is aborted
 in ``abandoning``, drained in ``stopping``, watched in ``peer_leaving``). The states and
 transitions are drawn in ``state-diagrams/manager_lifecycle.svg``; ``txdilation.mailbox.manager``
 states the invariants.
+
+Ordering follows the package's one Automat pattern (docs/architecture.md, "state first, then
+events"): a state's factory only builds its data (``connecting``'s Generation, ``stopping``'s
+deadline); where the machine moves on by itself, the behaviour makes that follow-up input
+first, and Automat runs it once the transition is done (before anything the behaviour's callees
+ask of the machine meanwhile). So each transition into ``connecting`` begins with ``launch``,
+which starts the new generation's connector after what the transition sent (a Follower's
+'reconnecting' goes out before the new hints).
 
 Every (state, input) pair is a transition or a documented no-op (``wire.machines.complete``):
 inputs the peer could send at the wrong time are logged, a link selected outside a generation's
@@ -31,45 +41,44 @@ connecting phase is aborted, anything else is ignored.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
-from typing import Protocol as TypingProtocol
+from typing import Any
 
 from automat import TypeMachineBuilder
-from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 
-from txdilation.mailbox.absence import PeerAbsence
-from txdilation.mailbox.messages import LINK_LOST, Outbox, build_please
-from txdilation.mailbox.status import StatusReporter
-from txdilation.selection.connector import Connector, ConnectorSettings
+from txdilation.mailbox.manager_core import (
+    GENERATION_RETRY,
+    GENERATION_RETRY_MAX,
+    GENERATION_RETRY_WITH_PEER,
+    Generation,
+    ManagerCore,
+    ManagerEvents,
+)
+from txdilation.mailbox.messages import LINK_LOST, build_please
 from txdilation.selection.hints import Hint
 from txdilation.selection.liveness import SILENCE
 from txdilation.selection.selected import SelectedLink
-from txdilation.settings import Settings
-from txdilation.subchannels.multiplexer import Multiplexer
-from txdilation.telemetry import Telemetry
 from txdilation.wire.machines import complete
 from txdilation.wire.reasons import Cause, LinkLoss
-from txdilation.wire.roles import FOLLOWER, LEADER, Role
+from txdilation.wire.roles import FOLLOWER, LEADER
 
-if TYPE_CHECKING:  # pragma: no cover
-    from txdilation.mailbox.manager import Manager
-
-__all__ = ["Generation", "ManagerCore", "ManagerEvents", "manager_machine"]
+__all__ = [
+    "ABORT_AFTER_DISCONNECT",
+    "CLOSE_TIMEOUT",
+    "FOLLOWER_REPORT",
+    "LEADER_REPORT",
+    "LEAVE_TIMEOUT",
+    "LEFT_FOR_DIRECT",
+    "MAX_EARLY_HINTS",
+    "manager_machine",
+]
 
 CLOSE_TIMEOUT = 5.0
 #: seconds a Leader that asked a stock peer for a new generation (to use a direct path) waits
 #: for it to drop the relayed link before dropping it itself
 LEAVE_TIMEOUT = 10.0
 ABORT_AFTER_DISCONNECT = 1.0
-GENERATION_RETRY = 1.0
-GENERATION_RETRY_MAX = 60.0
-GENERATION_RETRY_WITH_PEER = 10.0
-"""The longest wait before a new generation when the last one heard the peer's hints: the
-peer takes part, and its connections were lost (cut) rather than never made. Backing off to
-GENERATION_RETRY_MAX there left no connection attempt for a minute at a time in fault runs."""
 MAX_EARLY_HINTS = 64  # hints kept from a peer whose please came before we could start
 
 #: why we drop the selected link when the peer says it is dead
@@ -85,235 +94,14 @@ LEFT_FOR_DIRECT = LinkLoss(
 _log = Logger(namespace="txdilation.mailbox.manager_lifecycle")
 
 
-class ManagerEvents(TypingProtocol):
-    """Inputs of the Manager's lifecycle machine."""
-
-    def start(self) -> None:
-        "dilate() was called and the key and a shared version are known."
-
-    def rx_please(self, side: str) -> None:
-        "The peer's ``please``."
-
-    def rx_hints(self, hints: list[Hint]) -> None:
-        "The peer's ``connection-hints``."
-
-    def rx_reconnect(self) -> None:
-        "(Follower) the Leader asks for a new generation."
-
-    def rx_reconnecting(self) -> None:
-        "(Leader) the Follower is ready for a new generation."
-
-    def rx_closing(self) -> None:
-        "The peer's application is closing its wormhole."
-
-    def rx_link_lost(self, generation: int) -> None:
-        "(Leader) the Follower lost that link."
-
-    def launch(self) -> None:
-        "(connecting) start this generation's connector."
-
-    def check_generation(self) -> None:
-        "(Leader) has this generation stalled?"
-
-    def generation_stalled(self) -> None:
-        "(Leader) nothing in flight could still connect."
-
-    def connection_made(self, link: SelectedLink) -> None:
-        "The connector selected a link."
-
-    def connection_lost(self) -> None:
-        "The selected link is gone."
-
-    def path_upgraded(self, link: SelectedLink) -> None:
-        "The generation's connector moved the link to this direct connection (path upgrade)."
-
-    def direct_proven(self) -> None:
-        "(Leader) a direct connection worked after a relay was selected (a stock peer)."
-
-    def leave_timeout(self) -> None:
-        "(leaving) the peer did not answer 'reconnect' in time: drop the link ourselves."
-
-    def link_silent(self) -> None:
-        "The selected link was silent for 1.5 ping intervals."
-
-    def peer_absent(self) -> None:
-        "The peer gave no sign of life for the peer timeout."
-
-    def stop(self) -> None:
-        "The wormhole is closing."
-
-    def drained(self) -> None:
-        "(stopping) the peer acknowledged every record."
-
-    def drain_timeout(self) -> None:
-        "(stopping) the deadline passed."
-
-
-@dataclass
-class Generation:
-    """The ``connecting`` state's data: the generation's number and its connector."""
-
-    number: int
-    connector: Connector | None = None
-    heard_peer: bool = False
-    """The peer's hints for this generation came (it takes part)."""
-
-
-@dataclass
-class ManagerCore:
-    """What every state shares (the machine's core)."""
-
-    owner: Manager
-    reactor: Any
-    my_side: str
-    settings: Settings
-    connector_settings: Callable[[Role, bytes], ConnectorSettings]
-    outbox: Outbox
-    status: StatusReporter
-    telemetry: Telemetry
-    mux: Multiplexer
-    absence: PeerAbsence
-    version: str | None = None
-    dilation_key: bytes | None = None
-    role: Role | None = None
-    generation: int = 0
-    link: SelectedLink | None = None
-    current: Generation | None = None  # the latest connecting state's data (introspection)
-    peer_extensions: frozenset[str] = frozenset()
-    reconnectings: int = 0  # 'reconnecting' messages sent (Follower) or received (Leader)
-    stall_timer: IDelayedCall | None = None
-    stall_delay: float = GENERATION_RETRY
-    #: the generation's connector while it keeps trying direct paths for a relayed link
-    upgrader: Connector | None = None
-    #: when the current link was selected (or the link last moved to another path)
-    selected_at: float | None = None
-    #: (Leader) when a direct path last proved to work while a stock peer's link was relayed:
-    #: the next generation prefers a direct connection (see ``prefer_direct``)
-    direct_proven_at: float | None = None
-    prefer_direct: bool = False
-    leave_timer: IDelayedCall | None = None
-    #: links the wormhole moved away from, still open for what is in flight on them
-    retired: set[SelectedLink] = field(default_factory=set)
-    early_please: str | None = None
-    early_hints: list[Hint] = field(default_factory=list)
-    dilated: bool = False
-    stopped: bool = False
-    stopped_waiters: list[Deferred[None]] = field(default_factory=list)
-
-    def send_reconnect(self) -> None:
-        self.telemetry.reconnect()
-        self.outbox.send(type="reconnect")
-
-    def send_reconnecting(self) -> None:
-        self.reconnectings += 1
-        self.telemetry.reconnecting()
-        self.outbox.send(type="reconnecting")
-
-    def launch(self, generation: Generation) -> None:
-        assert self.role is not None and self.dilation_key is not None
-        self.telemetry.set_role(self.role)
-        self.telemetry.set_generation(generation.number)
-        settings = self.connector_settings(self.role, self.dilation_key)
-        if self.prefer_direct:  # once: the generation after a direct path proved to work
-            self.prefer_direct = False
-            settings = replace(settings, prefer_direct=True)
-        connector = generation.connector = self.owner._new_connector(settings)
-        if self.role is LEADER:
-            self.watch_generation()
-        self.owner._launch_connector(connector)
-
-    def stop_connector(self, generation: Generation) -> None:
-        self.cancel_stall_timer()
-        if generation.connector is not None:
-            generation.connector.events.stop()
-            generation.connector = None
-
-    def stop_upgrader(self) -> None:
-        """The link is going (or gone): no more attempts at a better path for it."""
-        upgrader, self.upgrader = self.upgrader, None
-        if upgrader is not None:
-            upgrader.events.stop()
-
-    def switch_path(self, link: SelectedLink) -> None:
-        """Move the wormhole to ``link`` (same generation): L4 replays what is unacknowledged
-        on it, the old link is retired (what is in flight on it still arrives)."""
-        old = self.link
-        now = self.reactor.seconds()
-        since = self.selected_at
-        self.link, self.selected_at = link, now
-        self.mux.connection_made(link)
-        if old is not None:
-            old.retire()
-            self.retired.add(old)
-            _log.info(
-                "moved from {old} to {new} (path upgrade)",
-                old=old.description,
-                new=link.description,
-            )
-        self.status.connected(self.generation, link.description)
-        self.telemetry.path_changed(
-            _path(old), _path(link), None if since is None else now - since, "upgrade"
-        )
-        if link.is_direct:
-            self.stop_upgrader()
-
-    def drop_retired(self) -> None:
-        """The wormhole is done: close the links it moved away from now."""
-        retired, self.retired = self.retired, set()
-        for link in retired:
-            link.abort()
-
-    def cancel_leave_timer(self) -> None:
-        if self.leave_timer is not None and self.leave_timer.active():
-            self.leave_timer.cancel()
-        self.leave_timer = None
-
-    def watch_generation(self) -> None:
-        self.cancel_stall_timer()
-        self.stall_timer = self.reactor.callLater(
-            self.stall_delay, self.owner.events.check_generation
-        )
-
-    def cancel_stall_timer(self) -> None:
-        if self.stall_timer is not None and self.stall_timer.active():
-            self.stall_timer.cancel()
-        self.stall_timer = None
-
-    def peer_left(self) -> None:
-        self.cancel_stall_timer()
-        self.cancel_leave_timer()
-        self.stop_upgrader()
-        self.drop_retired()
-        self.absence.stop()
-        if self.link is not None:
-            self.link.abort()
-        self.status.stopped()
-        self.mux.stop("the peer closed the wormhole")
-
-    def finish(self) -> None:
-        self.stop_upgrader()
-        self.drop_retired()
-        self.telemetry.session_ended("closed")
-        self.absence.stop()
-        self.stopped = True
-        self.status.stopped()
-        waiters, self.stopped_waiters = self.stopped_waiters, []
-        for d in waiters:
-            d.callback(None)
-
-
-def _path(link: SelectedLink | None) -> str:
-    """The telemetry path of a link: ``direct`` or ``relay``."""
-    return "direct" if link is not None and link.is_direct else "relay"
-
-
 def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     b = TypeMachineBuilder(ManagerEvents, ManagerCore)
     E = ManagerEvents
 
     def new_generation(events: ManagerEvents, c: ManagerCore, *args: object) -> Generation:
+        """``connecting``'s data (built before the transition's behaviour runs, which makes
+        the ``launch`` follow-up)."""
         c.generation += 1
-        events.launch()  # runs once this transition (its 'reconnecting', say) is done
         c.current = Generation(c.generation)
         return c.current
 
@@ -352,6 +140,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
 
     @wanting.upon(E.rx_please).to(connecting)  # type: ignore[arg-type]  # (side) -> *args
     def choose_role(events: ManagerEvents, c: ManagerCore, side: str) -> None:
+        events.launch()
         c.role = LEADER if c.my_side > side else FOLLOWER
         c.mux.set_role(c.role)
         c.absence.waiting_for_peer(True)
@@ -359,7 +148,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
 
     @connecting.upon(E.launch).loop()
     def launch(events: ManagerEvents, c: ManagerCore, g: Generation) -> None:
-        c.launch(g)
+        c.launch(events, g)
 
     @connecting.upon(E.rx_hints).loop()
     def use_hints(events: ManagerEvents, c: ManagerCore, g: Generation, hints: list[Hint]) -> None:
@@ -377,9 +166,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         c.link, c.selected_at = link, c.reactor.seconds()
         c.status.connected(g.number, link.description)
         c.mux.connection_made(link)  # L4 writes through the link (dead-path detection)
-        if not c.dilated:
-            c.dilated = True
-            c.mux.dilated()
+        c.mux.dilated()  # (once: later generations change nothing there)
         c.absence.waiting_for_peer(False)
         c.cancel_stall_timer()
         c.stall_delay = GENERATION_RETRY
@@ -388,7 +175,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     def check_generation(events: ManagerEvents, c: ManagerCore, g: Generation) -> None:
         c.stall_timer = None
         if g.connector is not None and g.connector.busy:
-            c.watch_generation()
+            c.watch_generation(events)
             return
         _log.info("generation {g} has nothing left in flight: starting another", g=g.number)
         longest = GENERATION_RETRY_WITH_PEER if g.heard_peer else GENERATION_RETRY_MAX
@@ -406,7 +193,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         c.send_reconnecting()
         c.generation += 1
         g.number = c.generation
-        c.launch(g)
+        c.launch(events, g)
 
     @connected.upon(E.path_upgraded).loop()
     def move_link(events: ManagerEvents, c: ManagerCore, link: SelectedLink) -> None:
@@ -444,6 +231,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     @leaving.upon(E.rx_reconnecting).to(connecting)
     def left_early(events: ManagerEvents, c: ManagerCore) -> None:
         """The peer answered before we saw the link end: it dropped it (stock does)."""
+        events.launch()
         c.cancel_leave_timer()
         if c.link is not None:
             c.link.abort()
@@ -485,15 +273,18 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
 
     @disconnected.upon(E.rx_reconnecting).to(connecting)
     def leader_reconnects(events: ManagerEvents, c: ManagerCore) -> None:
+        events.launch()
         c.status.connecting(c.generation)
 
     @disconnected.upon(E.rx_reconnect).to(connecting)
     def follower_reconnects(events: ManagerEvents, c: ManagerCore) -> None:
+        events.launch()
         c.send_reconnecting()
         c.status.connecting(c.generation)
 
     @abandoning.upon(E.connection_lost).to(connecting)
     def follower_reconnects_after_abandon(events: ManagerEvents, c: ManagerCore) -> None:
+        events.launch()
         c.status.reconnecting(c.generation)
         c.send_reconnecting()
         c.status.connecting(c.generation)

@@ -42,6 +42,7 @@ from txdilation.selection.addresses import ipv6_addresses
 from txdilation.selection.attempts import Attempt, AttemptLog
 from txdilation.selection.hints import DirectTCPV1Hint, Hint, describe_inbound
 from txdilation.selection.listener import LISTEN_BACKLOG, OldestFirstCap, listen
+from txdilation.wire.contracts import IDilationReactor
 
 if TYPE_CHECKING:
     from txdilation.selection.connector_settings import ConnectorSettings
@@ -61,7 +62,7 @@ class Advertiser:
     def __init__(
         self,
         settings: ConnectorSettings,
-        reactor: Any,
+        reactor: IDilationReactor,
         *,
         attempt_log: AttemptLog | None,
         accept: Callable[[str, Attempt | None], DilatedConnectionProtocol],

@@ -72,7 +72,7 @@ from txdilation.selection.race import (
     Holding,
 )
 from txdilation.telemetry import Telemetry
-from txdilation.wire.contracts import ICandidateOwner
+from txdilation.wire.contracts import ICandidateOwner, IDilationReactor
 from txdilation.wire.machines import complete
 from txdilation.wire.reasons import LinkLoss
 from txdilation.wire.roles import Role
@@ -101,7 +101,7 @@ class Connector:
         settings: ConnectorSettings,
         *,
         owner: IConnectorOwner,
-        reactor: Any,
+        reactor: IDilationReactor,
         telemetry: Telemetry | None = None,
         eventually: Callable[..., object] | None = None,
     ) -> None:
@@ -241,6 +241,15 @@ def _start_holding(events: ConnectorEvents, c: ConnectorCore, candidate: Candida
     return Holding([candidate], since, timer)
 
 
+def _take(events: ConnectorEvents, c: ConnectorCore, candidate: Candidate) -> None:
+    """Select ``candidate``. A relayed start with a peer that moves links goes on to
+    ``upgrading``: the behaviour makes that ``keep_looking`` follow-up first, and Automat runs
+    it once this transition is done (docs/architecture.md, "state first, then events")."""
+    if c.upgrades(candidate):
+        events.keep_looking()
+    c.select(candidate)
+
+
 def _build_connector_machine() -> Callable[[ConnectorCore], ConnectorEvents]:
     b = TypeMachineBuilder(ConnectorEvents, ConnectorCore)
     connecting = b.state("connecting")
@@ -282,7 +291,7 @@ def _build_connector_machine() -> Callable[[ConnectorCore], ConnectorEvents]:
     @connecting.upon(E.decisive_candidate).to(connected)
     @connecting.upon(E.relay_candidate).to(connected)
     def select(events: ConnectorEvents, c: ConnectorCore, candidate: Candidate) -> None:
-        c.select(events, candidate)
+        _take(events, c, candidate)
 
     @holding.upon(E.decisive_candidate).to(connected)
     @holding.upon(E.relay_candidate).to(connected)
@@ -290,7 +299,7 @@ def _build_connector_machine() -> Callable[[ConnectorCore], ConnectorEvents]:
         events: ConnectorEvents, c: ConnectorCore, holding: Holding, candidate: Candidate
     ) -> None:
         holding.stop_timer()
-        c.select(events, candidate)
+        _take(events, c, candidate)
 
     @connecting.upon(E.tentative_candidate).to(holding)
     def hold(events: ConnectorEvents, c: ConnectorCore, candidate: Candidate) -> None:
@@ -309,11 +318,11 @@ def _build_connector_machine() -> Callable[[ConnectorCore], ConnectorEvents]:
         if candidate in holding.held:
             holding.held.remove(candidate)
             if not holding.held:
-                events.tentative_gone()  # runs once this transition is done
+                events.tentative_gone()  # (a follow-up: runs once this transition is done)
 
     @holding.upon(E.grace_expired).to(connected)
     def select_held(events: ConnectorEvents, c: ConnectorCore, holding: Holding) -> None:
-        c.select(events, holding.held[0])
+        _take(events, c, holding.held[0])
 
     @connected.upon(E.keep_looking).to(upgrading)
     def look_for_direct(events: ConnectorEvents, c: ConnectorCore) -> None:

@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar
 
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ServerEndpoint, TCP6ServerEndpoint
-from twisted.internet.interfaces import IListeningPort
+from twisted.internet.interfaces import IListeningPort, IReactorTCP
 from twisted.internet.protocol import ServerFactory
 
 __all__ = ["LISTEN_BACKLOG", "OldestFirstCap", "listen"]
@@ -46,7 +46,11 @@ T = TypeVar("T", bound=Hashable)
 
 
 def listen(
-    reactor: Any, port: int, interface: str, factory: ServerFactory, backlog: int = LISTEN_BACKLOG
+    reactor: IReactorTCP,
+    port: int,
+    interface: str,
+    factory: ServerFactory,
+    backlog: int = LISTEN_BACKLOG,
 ) -> Deferred[IListeningPort]:
     """Listen on TCP ``interface``:``port`` (IPv6 when the interface has a ``:``) with
     ``backlog``; fires with the listening port."""

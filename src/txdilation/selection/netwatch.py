@@ -33,6 +33,8 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from txdilation.wire.contracts import IDilationReactor
+
 __all__ = [
     "POLL_INTERVAL",
     "SETTLE",
@@ -160,7 +162,7 @@ class NetworkWatcher:
     """Calls ``on_change()`` after the host's addresses or routes changed (see the module
     docstring). ``start()``/``stop()`` are idempotent."""
 
-    def __init__(self, reactor: Any, on_change: Callable[[], None]) -> None:
+    def __init__(self, reactor: IDilationReactor, on_change: Callable[[], None]) -> None:
         self._reactor = reactor
         self._on_change = on_change
         self._reader: _NetlinkReader | None = None
@@ -173,8 +175,7 @@ class NetworkWatcher:
         if self.running:
             return
         self.running = True
-        reactor: Any = self._reactor  # (no narrowing: it is also an IReactorTime)
-        if not IReactorFDSet.providedBy(reactor):
+        if not IReactorFDSet.providedBy(self._reactor):
             return  # a test's Clock: nothing to watch
         sock = _open_netlink()
         if sock is not None:
@@ -243,7 +244,7 @@ class _Shared:
 _watchers: dict[Any, _Shared] = {}
 
 
-def subscribe(reactor: Any, callback: Callable[[], None]) -> Callable[[], None]:
+def subscribe(reactor: IDilationReactor, callback: Callable[[], None]) -> Callable[[], None]:
     """Call ``callback()`` on every network change from now on; returns the unsubscribe
     function (idempotent). A reactor's shared watcher starts with its first subscriber and
     stops when the last one leaves."""

@@ -36,6 +36,7 @@ from twisted.python.failure import Failure
 
 from txdilation.selection.hints import DirectTCPV1Hint, Hint
 from txdilation.selection.upgrade import BACKGROUND_CONNECT_TIMEOUT, RetrySchedule
+from txdilation.wire.contracts import IDilationReactor
 
 __all__ = ["ReachabilityProber", "proves_reachable"]
 
@@ -71,7 +72,7 @@ class ReachabilityProber:
 
     def __init__(
         self,
-        reactor: Any,
+        reactor: IDilationReactor,
         hints: Iterable[Hint],
         schedule: RetrySchedule,
         on_proof: Callable[[str], object],

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 from typing import Protocol as TypingProtocol
 
 from twisted.internet.interfaces import IDelayedCall
@@ -35,7 +34,7 @@ from txdilation.selection.hints import Hint, RelayEndpoint, hint_url
 from txdilation.selection.probe import ReachabilityProber
 from txdilation.selection.relays import RelayUsed, relay_index, relay_transport
 from txdilation.selection.upgrade import RetrySchedule
-from txdilation.wire.contracts import ICandidateOwner
+from txdilation.wire.contracts import ICandidateOwner, IDilationReactor
 from txdilation.wire.roles import LEADER
 
 _log = Logger(namespace="txdilation.selection.connector")
@@ -119,7 +118,7 @@ class ConnectorCore:
 
     settings: ConnectorSettings
     owner: IConnectorOwner
-    reactor: Any
+    reactor: IDilationReactor
     eventually: Callable[..., object]
     attempt_log: AttemptLog | None
     advertiser: Advertiser = field(init=False)
@@ -234,7 +233,16 @@ class ConnectorCore:
                 c.connection.abort()
         self.dialer.go_on_in_background(RetrySchedule(self.reactor.seconds()))
 
-    def select(self, events: ConnectorEvents, candidate: Candidate) -> None:
+    def upgrades(self, candidate: Candidate) -> bool:
+        """Whether selecting ``candidate`` is only a start: a relayed link with a peer that
+        speaks path upgrades (not over Tor); the machine then goes on to ``upgrading``."""
+        s = self.settings
+        return not candidate.connection.is_direct and s.tor is None and s.path_upgrade
+
+    def select(self, candidate: Candidate) -> None:
+        """``candidate`` is the link: it goes to the owner (``connector_connection_made``);
+        everything else closes, but for the listener and direct dials when it
+        :meth:`upgrades`, or stays for the probes of a stock peer's direct hints."""
         connection = candidate.connection
         self.selected = connection
         self.candidates.pop(connection, None)  # the owner's link now: never closed from here
@@ -242,10 +250,9 @@ class ConnectorCore:
             self.attempt_log.selected(candidate.attempt)
         s = self.settings
         relayed = not connection.is_direct and s.tor is None
-        if relayed and s.path_upgrade:
+        if self.upgrades(candidate):
             self.looking = True
             self.close_relays()
-            events.keep_looking()  # runs once this transition is done
         else:
             self.close_others(keep=connection)
             if relayed and s.role is LEADER:  # a stock peer's: probe its direct hints

@@ -2,7 +2,8 @@
 
 ``connector_for(name)`` (``IStreamClientEndpoint``), ``listener_for(name)``
 (``IStreamServerEndpoint``) and the ``IListeningPort`` a ``listen()`` gives; each waits for
-dilation through the :class:`~txdilation.subchannels.multiplexer.Multiplexer` that made it.
+dilation through the :class:`~txdilation.subchannels.multiplexer.Multiplexer` that made it,
+which they see as a :class:`SubchannelSource` (so this module does not import it).
 
 Invariants: a connector endpoint's name is a non-empty str; ``connect()`` and ``listen()``
 answer on a later turn (the Multiplexer's ``when_dilated``) and can be cancelled while they
@@ -11,10 +12,11 @@ wait; ``stopListening()`` is idempotent.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol as TypingProtocol
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import (
+    IAddress,
     IListeningPort,
     IProtocol,
     IProtocolFactory,
@@ -23,10 +25,25 @@ from twisted.internet.interfaces import (
 )
 from zope.interface import implementer
 
-from txdilation.subchannels.subchannel import _WormholeAddress
 
-if TYPE_CHECKING:  # pragma: no cover
-    from txdilation.subchannels.multiplexer import Multiplexer
+class SubchannelSource(TypingProtocol):
+    """What the endpoints need from the Multiplexer that made them."""
+
+    @property
+    def host_address(self) -> IAddress:
+        "``getHost()`` of every subchannel of the wormhole."
+
+    def when_dilated(self) -> Deferred[None]:
+        "Fires (on a later turn) when dilated; errbacks if dilation fails or the wormhole closes."
+
+    def open_subchannel(self, name: str, factory: IProtocolFactory) -> IProtocol:
+        "Send OPEN for a new subchannel named ``name``; its protocol, built by ``factory``."
+
+    def listen_subchannel(self, name: str, factory: IProtocolFactory) -> SubchannelListeningPort:
+        "Build a protocol with ``factory`` for each OPEN named ``name`` (held ones first)."
+
+    def unlisten(self, port: SubchannelListeningPort) -> None:
+        "``port`` stopped listening."
 
 
 @implementer(IStreamClientEndpoint)
@@ -36,7 +53,7 @@ class SubchannelConnectorEndpoint:
     :raises ValueError: (constructor) when ``name`` is empty.
     """
 
-    def __init__(self, mux: Multiplexer, name: str) -> None:
+    def __init__(self, mux: SubchannelSource, name: str) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("subprotocol must be a non-empty str")
         self._mux = mux
@@ -51,14 +68,14 @@ class SubchannelConnectorEndpoint:
         while waiting.
         """
         d = self._mux.when_dilated()
-        return d.addCallback(lambda _: self._mux._open(self.subprotocol, protocolFactory))
+        return d.addCallback(lambda _: self._mux.open_subchannel(self.subprotocol, protocolFactory))
 
 
 @implementer(IStreamServerEndpoint)
 class SubchannelListenerEndpoint:
     """``listener_for(name)``: ``listen()`` builds a protocol for each OPEN named ``name``."""
 
-    def __init__(self, mux: Multiplexer, name: str) -> None:
+    def __init__(self, mux: SubchannelSource, name: str) -> None:
         self._mux = mux
         self.subprotocol_name = name
 
@@ -69,7 +86,9 @@ class SubchannelListenerEndpoint:
         failure or ``WormholeClosedError`` when dilation fails or the wormhole closes first.
         """
         d = self._mux.when_dilated()
-        return d.addCallback(lambda _: self._mux._listen(self.subprotocol_name, protocolFactory))
+        return d.addCallback(
+            lambda _: self._mux.listen_subchannel(self.subprotocol_name, protocolFactory)
+        )
 
 
 @implementer(IListeningPort)
@@ -84,7 +103,7 @@ class SubchannelListeningPort:
 
     def __init__(
         self,
-        mux: Multiplexer,
+        mux: SubchannelSource,
         subprotocol: str,
         factory: IProtocolFactory,
         *,
@@ -106,11 +125,11 @@ class SubchannelListeningPort:
         ``unlisten``). Idempotent."""
         if self._listening and self._unlisten:
             self._listening = False
-            self._mux._unlisten(self)
+            self._mux.unlisten(self)
             if self._stop_factory:
                 self.factory.doStop()
 
-    def getHost(self) -> _WormholeAddress:
+    def getHost(self) -> IAddress:
         """The wormhole's address."""
         return self._mux.host_address
 
@@ -119,4 +138,5 @@ __all__ = [
     "SubchannelConnectorEndpoint",
     "SubchannelListenerEndpoint",
     "SubchannelListeningPort",
+    "SubchannelSource",
 ]

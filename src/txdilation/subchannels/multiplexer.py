@@ -22,27 +22,25 @@ Invariants:
   subchannels' protocols and errbacks every pending ``when_dilated``/``connect``/``listen``
   (stock does neither; those Deferreds then never fire). It is idempotent and every later
   input is ignored (``connect``/``listen`` called afterwards fail with ``WormholeClosedError``);
-- no application callback runs inside an Automat input (Deferreds fire after the machine
-  moved), so an application may call back into us from any callback;
+- no application callback runs inside an Automat input (Deferreds fire after the machines
+  below moved), so an application may call back into us from any callback;
 - given the session's :class:`~txdilation.telemetry.Telemetry`, every subchannel (ours and the
   peer's) is reported opened when its protocol is built and closed (payload bytes in/out) once
   its ``connectionLost`` ran; :meth:`Multiplexer.traffic_stats` samples the L4 counters (OPEN,
   DATA and CLOSE records, DATA payload bytes; received ones counted once, duplicates of a
   replay not at all), at the cost of an int add or two per record.
 
-The dilation lifecycle (``waiting``, ``dilated``, ``failed``, ``stopped``) is the module-level
-Automat machine ``multiplexer_machine``.
+Dilation happens once (or fails, or never does): a :class:`~txdilation.wire.waiting.OneShot`
+tells everyone who asked, the first outcome standing; ``stop()`` (with the semantics that fail
+waiters) gives the ones still waiting ``WormholeClosedError``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from typing import Protocol as TypingProtocol
 
-from automat import TypeMachine, TypeMachineBuilder
-from twisted.internet.defer import Deferred, fail, succeed
+from twisted.internet.defer import Deferred, fail
 from twisted.internet.error import ConnectionDone, NoProtocol
 from twisted.internet.interfaces import (
     IProtocol,
@@ -54,13 +52,8 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from txdilation.durable.inbound import (
-    ACK_THRESHOLD_BYTES,
-    DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
-    DEFAULT_MAX_PENDING_OPEN_BYTES,
-    Inbound,
-)
-from txdilation.durable.outbound import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD, Outbound
+from txdilation.durable.inbound import ACK_THRESHOLD_BYTES, Inbound
+from txdilation.durable.outbound import Outbound
 from txdilation.semantics import STOCK, Semantics
 from txdilation.subchannels.endpoints import (
     SubchannelConnectorEndpoint,
@@ -71,9 +64,16 @@ from txdilation.subchannels.subchannel import SubChannel, SubchannelAddress, _Wo
 from txdilation.telemetry import Telemetry, TrafficStats
 from txdilation.wire.contracts import IDilatedConnection, IMultiplexer
 from txdilation.wire.errors import WormholeClosedError
-from txdilation.wire.limits import DEFAULT_MAX_RECORD_SIZE
+from txdilation.wire.limits import (
+    DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
+    DEFAULT_MAX_PENDING_OPEN_BYTES,
+    DEFAULT_MAX_RECORD_SIZE,
+    DEFAULT_MAX_UNACKED_BYTES,
+    RECORD_OVERHEAD,
+)
 from txdilation.wire.records import Record
 from txdilation.wire.roles import LEADER, Role
+from txdilation.wire.waiting import OneShot
 
 _log = Logger(namespace="txdilation.subchannels.multiplexer")
 
@@ -82,105 +82,6 @@ T = TypeVar("T")
 #: Delay between steps of the default cooperator (Twisted's own default): a positive delay, so
 #: that a Clock's ``advance(0)`` in tests never spins on it.
 _COOPERATOR_DELAY = 0.00000001
-
-
-class _DilationInputs(TypingProtocol):
-    """Lifecycle inputs of the multiplexer. Those returning Deferreds hand them to the facade,
-    which fires them after the transition (never inside it)."""
-
-    def wait(self) -> Deferred[None]:
-        "A Deferred that fires when dilated (at once if already)."
-
-    def dilated(self) -> list[Deferred[None]]:
-        "The first connection was selected: return the waiters to fire."
-
-    def fail(self, failure: Failure) -> list[Deferred[None]]:
-        "Dilation cannot happen: return the waiters to errback with ``failure``."
-
-    def stop(self) -> list[Deferred[None]]:
-        "The wormhole is closing: return the waiters to errback with WormholeClosedError."
-
-
-@dataclass
-class _DilationCore:
-    waiters: list[Deferred[None]] = field(default_factory=list)
-
-    def take_waiters(self) -> list[Deferred[None]]:
-        waiters, self.waiters = self.waiters, []
-        return waiters
-
-
-def _nothing(m: _DilationInputs, c: _DilationCore) -> list[Deferred[None]]:
-    return []
-
-
-def _nothing_failed(m: _DilationInputs, c: _DilationCore, failure: Failure) -> list[Deferred[None]]:
-    return []
-
-
-def _nothing_failed_twice(
-    m: _DilationInputs, c: _DilationCore, first: Failure, failure: Failure
-) -> list[Deferred[None]]:
-    return []
-
-
-def _build_multiplexer_machine() -> TypeMachine[_DilationInputs, _DilationCore]:
-    b = TypeMachineBuilder(_DilationInputs, _DilationCore)
-    waiting = b.state("waiting")
-    dilated = b.state("dilated")
-    failed = b.state("failed", lambda m, c, failure: failure)
-    stopped = b.state("stopped")
-    I = _DilationInputs  # noqa: E741 (a short alias keeps the transition table readable)
-
-    @waiting.upon(I.wait).loop()
-    def new_waiter(m: _DilationInputs, c: _DilationCore) -> Deferred[None]:
-        def cancel(d: Deferred[None]) -> None:
-            if d in c.waiters:
-                c.waiters.remove(d)
-
-        d: Deferred[None] = Deferred(cancel)
-        c.waiters.append(d)
-        return d
-
-    @waiting.upon(I.dilated).to(dilated)
-    @waiting.upon(I.stop).to(stopped)
-    def release_waiters(m: _DilationInputs, c: _DilationCore) -> list[Deferred[None]]:
-        return c.take_waiters()
-
-    @waiting.upon(I.fail).to(failed)
-    def fail_waiters(
-        m: _DilationInputs, c: _DilationCore, failure: Failure
-    ) -> list[Deferred[None]]:
-        return c.take_waiters()
-
-    @dilated.upon(I.wait).loop()
-    def already_dilated(m: _DilationInputs, c: _DilationCore) -> Deferred[None]:
-        return succeed(None)
-
-    @failed.upon(I.wait).loop()
-    def already_failed(m: _DilationInputs, c: _DilationCore, failure: Failure) -> Deferred[None]:
-        return fail(failure)
-
-    @stopped.upon(I.wait).loop()
-    def already_stopped(m: _DilationInputs, c: _DilationCore) -> Deferred[None]:
-        return fail(WormholeClosedError("the wormhole is closed"))
-
-    # Documented no-ops: a repeated or late dilated()/fail() (the first outcome stands), stop()
-    # after dilation or failure (no waiters left), anything after stop.
-    dilated.upon(I.dilated).loop()(_nothing)
-    dilated.upon(I.fail).loop()(_nothing_failed)
-    dilated.upon(I.stop).to(stopped)(_nothing)
-    # (Automat passes a data state's data to behaviours leaving it even with nodata=True.)
-    failed.upon(I.dilated).loop()(_nothing_failed)
-    failed.upon(I.fail).loop()(_nothing_failed_twice)
-    failed.upon(I.stop).to(stopped)(_nothing_failed)
-    stopped.upon(I.dilated).loop()(_nothing)
-    stopped.upon(I.fail).loop()(_nothing_failed)
-    stopped.upon(I.stop).loop()(_nothing)
-    return b.build()
-
-
-multiplexer_machine = _build_multiplexer_machine()
 
 
 @implementer(IMultiplexer)
@@ -251,7 +152,7 @@ class Multiplexer:
             ack_threshold_bytes=min(ACK_THRESHOLD_BYTES, max(1, max_unacked_bytes // 4)),
             log=self._log,
         )
-        self._lifecycle = multiplexer_machine(_DilationCore())
+        self._dilation: OneShot[None] = OneShot()
         self._role: Role | None = None
         self._next_scid = 0
         self._ports: list[SubchannelListeningPort] = []
@@ -303,9 +204,10 @@ class Multiplexer:
         return self._outbound.when_acknowledged()
 
     def dilated(self) -> None:
-        """The first connection was selected: waiting connect()/listen() go on."""
-        for d in self._lifecycle.dilated():
-            d.callback(None)
+        """The first connection was selected: waiting connect()/listen() go on (the first
+        outcome stands: later calls, and calls after ``stop``, change nothing)."""
+        if not self._stopped:
+            self._dilation.fire(None)
 
     def _later(self, d: Deferred[T]) -> Deferred[T]:
         """``d``'s outcome, delivered through ``eventually`` (a later turn); cancelling the
@@ -329,12 +231,15 @@ class Multiplexer:
     def when_dilated(self) -> Deferred[None]:
         """Fires (on a later turn) when dilated; errbacks on ``fail_dilation`` or ``stop``
         before that."""
-        return self._later(self._lifecycle.wait())
+        if self._stopped:
+            return self._later(fail(WormholeClosedError("the wormhole is closed")))
+        return self._later(self._dilation.when_fired())
 
     def fail_dilation(self, f: Failure) -> None:
-        """Dilation cannot happen (e.g. OldPeerCannotDilateError): errback every waiter."""
-        for d in self._lifecycle.fail(f):
-            d.errback(f)
+        """Dilation cannot happen (e.g. OldPeerCannotDilateError): errback every waiter (unless
+        dilated or stopped already)."""
+        if not self._stopped:
+            self._dilation.fire(f)
 
     def traffic_stats(self) -> TrafficStats:
         """The session's cumulative traffic counters, all connections together (telemetry).
@@ -371,7 +276,6 @@ class Multiplexer:
         if self._stopped:
             return
         self._stopped = True
-        waiters = self._lifecycle.stop()
         live = self._inbound.stop()
         self._outbound.stop()
         if lost is None:
@@ -380,9 +284,8 @@ class Multiplexer:
             subchannel.abandon(lost)
         for port in list(self._ports):
             port.stopListening()
-        if self._semantics.close_fails_waiters:
-            for d in waiters:
-                d.errback(WormholeClosedError(reason))
+        if self._semantics.close_fails_waiters:  # (otherwise they never fire, as stock's)
+            self._dilation.fire(Failure(WormholeClosedError(reason)))  # type: ignore[no-untyped-call]
 
     def listener_for(self, name: str) -> SubchannelListenerEndpoint:
         """IStreamServerEndpoint for incoming subchannels named ``name``."""
@@ -395,9 +298,14 @@ class Multiplexer:
         """
         return SubchannelConnectorEndpoint(self, name)
 
-    # --- used by the endpoints ---
+    # --- used by the endpoints (SubchannelSource) ---
 
-    def _open(self, name: str, factory: IProtocolFactory) -> IProtocol:
+    def open_subchannel(self, name: str, factory: IProtocolFactory) -> IProtocol:
+        """Send OPEN for a new subchannel and connect the protocol ``factory`` builds for it.
+
+        :raises WormholeClosedError: once stopped.
+        :raises NoProtocol: when the factory returns None.
+        """
         if self._stopped:
             raise WormholeClosedError("the wormhole is closed")
         protocol = factory.buildProtocol(SubchannelAddress(name))
@@ -411,7 +319,12 @@ class Multiplexer:
         subchannel.start()
         return protocol
 
-    def _listen(self, name: str, factory: IProtocolFactory) -> SubchannelListeningPort:
+    def listen_subchannel(self, name: str, factory: IProtocolFactory) -> SubchannelListeningPort:
+        """Accept the peer's subchannels named ``name`` with ``factory`` (held OPENs first).
+
+        :raises WormholeClosedError: once stopped.
+        :raises ValueError: when someone already listens on ``name``.
+        """
         if self._stopped:
             raise WormholeClosedError("the wormhole is closed")
         if self._inbound.is_listening(name):
@@ -430,7 +343,8 @@ class Multiplexer:
         self._inbound.listen(name, factory)
         return port
 
-    def _unlisten(self, port: SubchannelListeningPort) -> None:
+    def unlisten(self, port: SubchannelListeningPort) -> None:
+        """``port`` stopped listening: later OPENs for its name are held again."""
         self._ports.remove(port)
         self._inbound.unlisten(port.subprotocol)
 

@@ -32,22 +32,22 @@ Invariants:
   from it (one int add per record); ``on_closed(scid, bytes_in, bytes_out)``, when given, is
   called exactly once, right after ``connectionLost``.
 
-The lifecycle is the module-level Automat machine ``subchannel_machine`` (states ``open``,
-``closing``, ``open_half``, ``read_closed``, ``write_closed``, ``closed``). Writes and
-deliveries are plain code guarded by flags the machine's behaviours maintain; refusals are
-raised by the facade before any input reaches the machine, so that an input the machine runs
-later (Automat postpones reentrant inputs) never raises into an unrelated caller.
+The lifecycle is the module-level Automat machine
+:data:`~txdilation.subchannels.subchannel_lifecycle.subchannel_machine` (states ``open``,
+``closing``, ``open_half``, ``read_closed``, ``write_closed``, ``closed``). Each of its inputs
+returns the steps that follow (CLOSE to send, the protocol's callbacks, the close to finish, a
+refusal to raise), which this facade performs once the machine is in its new state: so an
+application that calls back from a callback finds the machine at rest, and a refusal is the
+machine's answer, raised here. Writes and deliveries are plain code guarded by the two gates
+the machine's transitions set (``readable``, ``writable``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
 from typing import Protocol as TypingProtocol
 
 import attrs
-from automat import TypeMachine, TypeMachineBuilder
-from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import (
     IAddress,
     IConsumer,
@@ -62,16 +62,29 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from txdilation.durable.outbound import RECORD_OVERHEAD
 from txdilation.semantics import STOCK, Semantics
+from txdilation.subchannels.subchannel_lifecycle import (
+    OPEN,
+    OPEN_HALF,
+    Finished,
+    ReadLost,
+    Refused,
+    RegisterProducer,
+    SendClose,
+    Steps,
+    StopProducer,
+    SubchannelCore,
+    SubchannelEvents,
+    WriteLost,
+    subchannel_machine,
+)
 from txdilation.wire.errors import (
     AlreadyClosedError,
     HalfCloseUsedOnNonHalfCloseable,
     NormalCloseUsedOnHalfCloseable,
     UnexpectedSubprotocol,
 )
-from txdilation.wire.limits import DEFAULT_MAX_RECORD_SIZE
-from txdilation.wire.machines import TypedState
+from txdilation.wire.limits import DEFAULT_MAX_RECORD_SIZE, RECORD_OVERHEAD
 
 #: The largest ``write()`` by default: its DATA record (9 bytes more) must not exceed the largest
 #: record a txdilation peer accepts by default (``TXDILATION_MAX_RECORD_SIZE``).
@@ -122,188 +135,6 @@ class Receiver(TypingProtocol):
     def subchannel_closed(self, scid: int, *, expect_close: bool) -> None: ...
 
 
-class _SubchannelInputs(TypingProtocol):
-    """Lifecycle inputs of one subchannel."""
-
-    def remote_close(self) -> None:
-        "The peer's CLOSE."
-
-    def close(self) -> None:
-        "The application's loseConnection()."
-
-    def close_write(self) -> None:
-        "The application's loseWriteConnection()."
-
-    def abandon(self, reason: Failure) -> None:
-        "The wormhole is closing: connectionLost(reason), nothing sent."
-
-    def fail(self, reason: Failure) -> None:
-        "The protocol raised: close this subchannel with that failure."
-
-
-@dataclass(slots=True)
-class _SubchannelCore:
-    scid: int
-    protocol: IProtocol
-    sender: Sender
-    receiver: Receiver
-    log: Logger
-    semantics: Semantics = STOCK
-    readable: bool = True
-    writable: bool = True
-    closed: bool = False
-    bytes_in: int = 0
-    bytes_out: int = 0
-    on_closed: Callable[[int, int, int], object] | None = None
-
-    def send_close(self) -> None:
-        self.writable = False
-        self.sender.send_close(self.scid)
-
-    def call_protocol(self, m: _SubchannelInputs, method: Callable[[], object]) -> None:
-        try:
-            method()
-        except Exception:
-            failure = Failure()  # type: ignore[no-untyped-call]
-            self.log.failure("subchannel {scid} protocol raised", failure, scid=self.scid)
-            m.fail(failure)
-
-    def done(self) -> Failure:
-        """A clean close (``ConnectionDone()``, as stock's has no message)."""
-        return Failure(ConnectionDone())  # type: ignore[no-untyped-call]
-
-    def finish(self, reason: Failure, *, expect_close: bool, deliver: bool = True) -> None:
-        """Closed: forget the producer and the route, then ``connectionLost`` (when
-        ``deliver``; the reason a Failure or its bare exception, per the semantics)."""
-        self.readable = self.writable = False
-        self.closed = True
-        self.sender.unregister_producer(self.scid, stop=self.semantics.producer_stopped_on_close)
-        self.receiver.subchannel_closed(self.scid, expect_close=expect_close)
-        if deliver:
-            argument = reason if self.semantics.reason_is_failure else reason.value
-            try:
-                self.protocol.connectionLost(argument)  # type: ignore[arg-type]
-            except Exception:
-                self.log.failure("subchannel {scid} connectionLost raised", scid=self.scid)
-        if self.on_closed is not None:
-            self.on_closed(self.scid, self.bytes_in, self.bytes_out)
-
-    def finish_half(self) -> None:
-        """Both directions of a half-closeable protocol are closed."""
-        deliver = self.semantics.half_close_ends_with_connection_lost
-        self.finish(self.done(), expect_close=False, deliver=deliver)
-
-
-def _half(protocol: IProtocol) -> IHalfCloseableProtocol:
-    return IHalfCloseableProtocol(protocol)
-
-
-_State = TypedState[_SubchannelInputs, _SubchannelCore]
-
-
-def _build_subchannel_machine() -> tuple[
-    TypeMachine[_SubchannelInputs, _SubchannelCore], _State, _State
-]:
-    b = TypeMachineBuilder(_SubchannelInputs, _SubchannelCore)
-    open_ = b.state("open")
-    closing = b.state("closing")
-    open_half = b.state("open_half")
-    read_closed = b.state("read_closed")
-    write_closed = b.state("write_closed")
-    closed = b.state("closed")
-    I = _SubchannelInputs  # noqa: E741 (a short alias keeps the transition table readable)
-
-    # --- full-close protocols ---
-
-    @open_.upon(I.remote_close).to(closed)
-    def answer_close(m: _SubchannelInputs, c: _SubchannelCore) -> None:
-        c.send_close()
-        c.finish(c.done(), expect_close=False)
-
-    @open_.upon(I.close).to(closing)
-    def start_closing(m: _SubchannelInputs, c: _SubchannelCore) -> None:
-        c.send_close()
-
-    @closing.upon(I.remote_close).to(closed)
-    def closed_by_peer(m: _SubchannelInputs, c: _SubchannelCore) -> None:
-        c.finish(c.done(), expect_close=False)
-
-    # --- half-closeable protocols ---
-
-    @open_half.upon(I.remote_close).to(read_closed)
-    def read_side_closed(m: _SubchannelInputs, c: _SubchannelCore) -> None:
-        c.readable = False
-        c.call_protocol(m, _half(c.protocol).readConnectionLost)
-
-    @open_half.upon(I.close_write).to(write_closed)
-    def write_side_closed(m: _SubchannelInputs, c: _SubchannelCore) -> None:
-        c.send_close()
-        c.call_protocol(m, _half(c.protocol).writeConnectionLost)
-
-    @read_closed.upon(I.close_write).to(closed)
-    def both_sides_closed(m: _SubchannelInputs, c: _SubchannelCore) -> None:
-        c.send_close()
-        c.call_protocol(m, _half(c.protocol).writeConnectionLost)
-        c.finish_half()
-
-    @write_closed.upon(I.remote_close).to(closed)
-    def both_sides_closed_by_peer(m: _SubchannelInputs, c: _SubchannelCore) -> None:
-        c.readable = False
-        c.call_protocol(m, _half(c.protocol).readConnectionLost)
-        c.finish_half()
-
-    @read_closed.upon(I.remote_close).loop()
-    def second_close(m: _SubchannelInputs, c: _SubchannelCore) -> None:
-        c.log.warn("subchannel {scid}: second CLOSE from the peer ignored", scid=c.scid)
-
-    # --- endings shared by both kinds ---
-
-    for state in (open_, closing, open_half, read_closed, write_closed):
-
-        @state.upon(I.abandon).to(closed)
-        def abandoned(m: _SubchannelInputs, c: _SubchannelCore, reason: Failure) -> None:
-            deliver = c.semantics.close_delivers_connection_lost
-            c.finish(reason, expect_close=False, deliver=deliver)
-
-    @open_.upon(I.fail).to(closed)
-    @open_half.upon(I.fail).to(closed)
-    def failed_while_open(m: _SubchannelInputs, c: _SubchannelCore, reason: Failure) -> None:
-        c.send_close()
-        c.finish(reason, expect_close=True)
-
-    @closing.upon(I.fail).to(closed)
-    @write_closed.upon(I.fail).to(closed)
-    def failed_after_our_close(m: _SubchannelInputs, c: _SubchannelCore, reason: Failure) -> None:
-        c.finish(reason, expect_close=True)
-
-    @read_closed.upon(I.fail).to(closed)
-    def failed_after_their_close(m: _SubchannelInputs, c: _SubchannelCore, reason: Failure) -> None:
-        c.send_close()
-        c.finish(reason, expect_close=False)
-
-    # --- documented rejections and repeats (no-ops here; the facade raises where stock did) ---
-    # close_write on a full-close protocol: HalfCloseUsedOnNonHalfCloseable (facade).
-    # close on a half-closeable protocol: NormalCloseUsedOnHalfCloseable (facade; a no-op with
-    # idempotent_close once our write side is closed). close/close_write after our CLOSE:
-    # AlreadyClosedError (facade) or, with idempotent_close, a no-op. Anything after closed:
-    # a no-op.
-    open_.upon(I.close_write).loop().returns(None)
-    closing.upon(I.close).loop().returns(None)
-    closing.upon(I.close_write).loop().returns(None)
-    open_half.upon(I.close).loop().returns(None)
-    read_closed.upon(I.close).loop().returns(None)
-    write_closed.upon(I.close).loop().returns(None)
-    write_closed.upon(I.close_write).loop().returns(None)
-    for event in (I.remote_close, I.close, I.close_write):
-        closed.upon(event).loop().returns(None)
-    closed.upon(I.abandon).loop().returns(None)
-    closed.upon(I.fail).loop().returns(None)
-    return b.build(), open_, open_half
-
-
-subchannel_machine, _OPEN, _OPEN_HALF = _build_subchannel_machine()
-
-
 @implementer(ITransport, IPushProducer, IConsumer)
 class SubChannel:
     """One subchannel: ITransport + IPushProducer (our reading) + IConsumer (our writing).
@@ -343,55 +174,99 @@ class SubChannel:
         self._peer = peer
         self._host = host
         self._manager = manager
-        self._half_closeable = IHalfCloseableProtocol.providedBy(protocol)
-        self._core = _SubchannelCore(
-            scid,
-            protocol,
-            sender,
-            receiver,
-            log if log is not None else _log,
-            semantics,
-            on_closed=on_closed,
+        self._sender = sender
+        self._receiver = receiver
+        self._log = log if log is not None else _log
+        self._on_closed = on_closed
+        #: payload bytes delivered to the protocol / accepted from it so far
+        self.bytes_in = 0
+        self.bytes_out = 0
+        half_closeable = IHalfCloseableProtocol.providedBy(protocol)
+        self._core = SubchannelCore(scid, self._log, semantics, half_closeable)
+        self._machine: SubchannelEvents = subchannel_machine(
+            self._core, OPEN_HALF if half_closeable else OPEN
         )
-        initial = _OPEN_HALF if self._half_closeable else _OPEN
-        self._machine = subchannel_machine(self._core, initial)
 
     def __repr__(self) -> str:
         return f"<SubChannel {self._scid} {self._peer.subprotocol!r}>"
 
-    @property
-    def bytes_in(self) -> int:
-        """Payload bytes delivered to the protocol so far."""
-        return self._core.bytes_in
+    # --- performing what the machine says ---
 
-    @property
-    def bytes_out(self) -> int:
-        """Payload bytes the protocol wrote so far."""
-        return self._core.bytes_out
+    def _act(self, steps: Steps) -> None:
+        """Perform ``steps`` in order; a protocol callback that raised closes the subchannel
+        once they are done (the ``fail`` input, and what it says in turn)."""
+        failures: list[Failure] = []
+        for step in steps:
+            match step:
+                case SendClose():
+                    self._sender.send_close(self._scid)
+                case ReadLost():
+                    self._call(_half(self._protocol).readConnectionLost, failures)
+                case WriteLost():
+                    self._call(_half(self._protocol).writeConnectionLost, failures)
+                case Finished(reason, expect_close, deliver):
+                    self._finish(reason, expect_close=expect_close, deliver=deliver)
+                case RegisterProducer(producer, streaming):
+                    self._sender.register_producer(self._scid, producer, streaming)  # type: ignore[arg-type]
+                case StopProducer(producer):
+                    try:
+                        getattr(producer, "stopProducing")()  # noqa: B009 (it may be missing)
+                    except Exception:
+                        self._log.failure("producer {p!r}.stopProducing() failed", p=producer)
+                case Refused(error):
+                    raise error
+        for failure in failures:
+            self._act(self._machine.fail(failure))
+
+    def _call(self, method: Callable[[], object], failures: list[Failure] | None = None) -> None:
+        """Call into the protocol; if it raises, log it and close this subchannel with that
+        failure (now, or once ``failures`` are taken care of)."""
+        try:
+            method()
+        except Exception:
+            failure = Failure()  # type: ignore[no-untyped-call]
+            self._log.failure("subchannel {scid} protocol raised", failure, scid=self._scid)
+            if failures is None:
+                self._act(self._machine.fail(failure))
+            else:
+                failures.append(failure)
+
+    def _finish(self, reason: Failure, *, expect_close: bool, deliver: bool) -> None:
+        """Closed: forget the producer and the route, then ``connectionLost`` (when
+        ``deliver``; the reason a Failure or its bare exception, per the semantics)."""
+        semantics = self._semantics
+        self._sender.unregister_producer(self._scid, stop=semantics.producer_stopped_on_close)
+        self._receiver.subchannel_closed(self._scid, expect_close=expect_close)
+        if deliver:
+            argument = reason if semantics.reason_is_failure else reason.value
+            try:
+                self._protocol.connectionLost(argument)  # type: ignore[arg-type]
+            except Exception:
+                self._log.failure("subchannel {scid} connectionLost raised", scid=self._scid)
+        if self._on_closed is not None:
+            self._on_closed(self._scid, self.bytes_in, self.bytes_out)
 
     # --- from the multiplexer / inbound ---
 
     def start(self) -> None:
         """Connect the protocol (``makeConnection(self)``): ``connectionMade`` runs now."""
-        self._core.call_protocol(self._machine, lambda: self._protocol.makeConnection(self))
+        self._call(lambda: self._protocol.makeConnection(self))
 
     def remote_data(self, data: bytes) -> None:
         """The peer's DATA: one ``dataReceived`` (dropped and logged after the peer's CLOSE)."""
-        core = self._core
-        if not core.readable:
-            if not core.closed:
-                core.log.warn("subchannel {scid}: DATA after the peer's CLOSE", scid=self._scid)
+        if not self._core.readable:
+            self._act(self._machine.late_data())
             return
-        core.bytes_in += len(data)
-        core.call_protocol(self._machine, lambda: self._protocol.dataReceived(data))
+        self.bytes_in += len(data)
+        self._call(lambda: self._protocol.dataReceived(data))
 
     def remote_close(self) -> None:
         """The peer's CLOSE."""
-        self._machine.remote_close()
+        self._act(self._machine.remote_close())
 
     def abandon(self, reason: Failure) -> None:
         """The wormhole closed: deliver ``connectionLost(reason)`` without sending anything."""
-        self._machine.abandon(reason)
+        self._act(self._machine.abandon(reason))
 
     # --- ITransport ---
 
@@ -411,9 +286,8 @@ class SubChannel:
         if len(data) > self._max_write_length:
             raise ValueError(f"a single write is limited to {self._max_write_length} bytes")
         if data or not self._semantics.empty_write_sends_nothing:
-            core = self._core
-            core.bytes_out += len(data)
-            core.sender.send_data(self._scid, data)
+            self.bytes_out += len(data)
+            self._sender.send_data(self._scid, data)
 
     def writeSequence(self, data: Iterable[bytes]) -> None:
         """``write(b"".join(data))``: still one record."""
@@ -428,13 +302,7 @@ class SubChannel:
         :raises AlreadyClosedError: when we sent CLOSE and the peer has not answered yet
             (stock's rule; a no-op with ``idempotent_close``). Once closed, a no-op.
         """
-        core = self._core
-        if self._half_closeable:
-            if core.writable or not self._semantics.idempotent_close:
-                raise NormalCloseUsedOnHalfCloseable()
-            return
-        self._refuse_repeated_close("loseConnection")
-        self._machine.close()
+        self._act(self._machine.close())
 
     def loseWriteConnection(self) -> None:
         """Half-close: send CLOSE and deliver ``writeConnectionLost``.
@@ -443,15 +311,7 @@ class SubChannel:
         :raises AlreadyClosedError: when our write side is closed already and the peer's is
             not (stock's rule; a no-op with ``idempotent_close``). Once closed, a no-op.
         """
-        if not self._half_closeable:
-            raise HalfCloseUsedOnNonHalfCloseable()
-        self._refuse_repeated_close("loseWriteConnection")
-        self._machine.close_write()
-
-    def _refuse_repeated_close(self, what: str) -> None:
-        core = self._core
-        if not core.writable and not core.closed and not self._semantics.idempotent_close:
-            raise AlreadyClosedError(f"{what} not allowed on closed subchannel")
+        self._act(self._machine.close_write())
 
     @property
     def disconnecting(self) -> bool:
@@ -471,26 +331,23 @@ class SubChannel:
 
     def pauseProducing(self) -> None:
         """Deliver no more data to the protocol until ``resumeProducing``."""
-        self._core.receiver.pause_subchannel(self._scid)
+        self._receiver.pause_subchannel(self._scid)
 
     def resumeProducing(self) -> None:
         """Deliver again (held records on a later reactor turn, in order)."""
-        self._core.receiver.resume_subchannel(self._scid)
+        self._receiver.resume_subchannel(self._scid)
 
     def stopProducing(self) -> None:
         """The protocol wants no more data. As stock: stop holding its data back (it is no
         longer paused). With ``stop_producing_closes`` (as a TCP transport): drop what is held,
         deliver nothing more and close our side (no errors)."""
-        core = self._core
         if not self._semantics.stop_producing_closes:
-            core.receiver.resume_subchannel(self._scid)
+            self._receiver.resume_subchannel(self._scid)
             return
-        core.receiver.discard_subchannel(self._scid)
-        if core.writable:
-            if self._half_closeable:
-                self._machine.close_write()
-            else:
-                self._machine.close()
+        self._receiver.discard_subchannel(self._scid)
+        core = self._core
+        if core.writable:  # (then neither close is refused)
+            self._act(self._machine.close_write() if core.half_closeable else self._machine.close())
 
     # --- IConsumer: the protocol's producer feeds our writes ---
 
@@ -502,18 +359,15 @@ class SubChannel:
 
         :raises ValueError: when a producer is already registered.
         """
-        if self._core.closed:
-            if self._semantics.producer_stopped_on_close:
-                try:
-                    getattr(producer, "stopProducing")()  # noqa: B009 (it may be missing)
-                except Exception:
-                    self._core.log.failure("producer {p!r}.stopProducing() failed", p=producer)
-            return
-        self._core.sender.register_producer(self._scid, producer, streaming)  # type: ignore[arg-type]
+        self._act(self._machine.register_producer(producer, streaming))
 
     def unregisterProducer(self) -> None:
         """Forget the registered producer (no-op if none)."""
-        self._core.sender.unregister_producer(self._scid)
+        self._sender.unregister_producer(self._scid)
+
+
+def _half(protocol: IProtocol) -> IHalfCloseableProtocol:
+    return IHalfCloseableProtocol(protocol)
 
 
 __all__ = [

@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from twisted.internet.defer import Deferred, succeed
-from twisted.internet.interfaces import IListeningPort
+from twisted.internet.interfaces import IListeningPort, IReactorTCP
 from twisted.internet.protocol import Factory, ServerFactory
 from twisted.protocols.policies import WrappingFactory
+
+from txdilation.wire.contracts import IDilationReactor
+from txdilation.wire.waiting import Waiters
 
 LOOPBACK = "127.0.0.1"
 
@@ -42,28 +45,28 @@ class _TrackingFactory(WrappingFactory):
 
     def __init__(self, wrapped: Factory) -> None:
         super().__init__(wrapped)  # type: ignore[no-untyped-call]
-        self._drained: list[Deferred[None]] = []
+        self._drained: Waiters[None] = Waiters()
 
     def unregisterProtocol(self, p: Any) -> None:
         super().unregisterProtocol(p)  # type: ignore[no-untyped-call]
         if not self.protocols:
-            waiters, self._drained = self._drained, []
-            for d in waiters:
-                d.callback(None)
+            self._drained.fire(None)
 
     def abort_all(self) -> Deferred[None]:
         """Abort every live connection; the Deferred fires when none is left."""
         if not self.protocols:
             return succeed(None)
-        d: Deferred[None] = Deferred()
-        self._drained.append(d)
+        d = self._drained.wait()
         for wrapper in list(self.protocols):
             wrapper.transport.abortConnection()
         return d
 
 
 async def _serve_loopback(
-    reactor: Any, port: int, factory: Factory, databases: Sequence[sqlite3.Connection | None]
+    reactor: IReactorTCP,
+    port: int,
+    factory: Factory,
+    databases: Sequence[sqlite3.Connection | None],
 ) -> dict[str, Any]:
     """Listen on 127.0.0.1:``port``; returns the ``_LoopbackServer`` fields, ``port`` first."""
     from twisted.internet.endpoints import TCP4ServerEndpoint
@@ -131,7 +134,7 @@ class MailboxServer(_LoopbackServer):
 
 
 async def start_mailbox_server(
-    reactor: Any,
+    reactor: IReactorTCP,
     *,
     channel_db: str | None = None,
     usage_db: str | None = None,
@@ -186,7 +189,7 @@ class TransitRelay(_LoopbackServer):
 
 
 async def start_transit_relay(
-    reactor: Any,
+    reactor: IDilationReactor,
     *,
     log_fd_file: IO[str] | None = None,
     usage_db: str | None = None,

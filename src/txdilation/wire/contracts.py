@@ -17,9 +17,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet.interfaces import IReactorFDSet, IReactorTCP, IReactorThreads, IReactorTime
 from zope.interface import Attribute, Interface
 
 from txdilation.wire.reasons import LinkLoss
+
+
+class IDilationReactor(IReactorTime, IReactorTCP, IReactorFDSet, IReactorThreads):
+    """What a dilated wormhole asks of its reactor: the clock, TCP (listening and dialling),
+    file descriptors (address and route changes) and a thread pool (address discovery).
+
+    A type, not a check: a real reactor provides all of these, tests pass a
+    ``MemoryReactorClock`` or a ``Clock`` to what uses the clock alone, and nothing verifies that
+    a reactor declares this interface. Code that needs only the clock takes an ``IReactorTime``.
+    """
 
 
 class IDilatedConnection(Interface):

@@ -1,246 +1,43 @@
-"""Session telemetry: schema ``txdilation-telemetry/1`` events about one dilated wormhole.
-
-Layer: observability, beside the protocol (no protocol logic here). The Manager, the Connector
-(through ``attempts.AttemptLog``) and the Multiplexer call one method per event; the traffic
-records sample the Multiplexer's counters (:meth:`Telemetry.set_traffic_source`). Each call
-builds one flat JSON-ready record and hands it to
-
-- ``twisted.logger`` (namespace ``txdilation.telemetry``, level debug; the record is the event
-  key ``telemetry`` and the text names the event and its fields), unless ``log_records`` is
-  False (``TelemetrySettings.log_records``: only when ``TXDILATION_LOG_LEVEL`` is debug);
-- a JSON-lines file when the caller names one (``events_path``: ``TelemetrySettings.events_path``,
-  which the edges read from ``TXDILATION_EVENTS``; appended, one object per line, flushed after
-  each line; one shared handle per path and process);
-- an optional extra ``sink`` callable given by the caller.
-
-Invariants:
-
-- every record validates against ``telemetry-schema.json`` (shipped beside this module);
-- every string value in a record comes from a fixed vocabulary, a hex identifier made here, or
-  the schema name: codes, keys, sides, hostnames, IP addresses, payload and free-text error
-  messages can never reach a record (unknown values become ``"other"``);
-- the ``pair`` id is the first 16 hex digits of SHA-256 over both mailbox sides, sorted, so both
-  peers compute the same id; the sides themselves are never recorded;
-- telemetry never raises into the protocol for bad numbers: negative durations (clock steps) are
-  clamped to 0 and non-finite ones are dropped.
+"""The telemetry of one dilated wormhole: :class:`Telemetry`, one method per event, each building
+one record (``txdilation.telemetry`` states the schema's rules) and handing it to the log, the
+file and the sink; and :class:`TrafficStats`, the counters its traffic records sample.
 
 Time comes from the ``IReactorTime`` passed in (``ts`` is ``clock.seconds()``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-import os
-import re
 import secrets
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import resources
-from typing import IO, Any, Final
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
-from txdilation.settings import EVENTS_VARIABLE, TelemetrySettings
+from txdilation.settings import TelemetrySettings
+from txdilation.telemetry.sinks import LogFields, writer_for
+from txdilation.telemetry.vocabulary import (
+    ATTEMPT_OUTCOMES,
+    DIRECTIONS,
+    END_REASONS,
+    HINT_TYPES,
+    LOST_REASONS,
+    NAMESPACE,
+    NOTICED_BY,
+    PATH_CHANGE_REASONS,
+    PATHS,
+    RELAY_TRANSPORTS,
+    SCHEMA,
+    SESSION_ID,
+    Record,
+    Sink,
+    as_count,
+    as_duration,
+    as_hint_counts,
+    pair_id,
+    vocabulary,
+)
 from txdilation.wire.roles import Role
-
-SCHEMA: Final = "txdilation-telemetry/1"
-"""The ``schema`` value of every record."""
-
-NAMESPACE: Final = "txdilation.telemetry"
-"""The ``twisted.logger`` namespace the records are emitted in."""
-
-ENV_VAR: Final = EVENTS_VARIABLE
-"""Environment variable naming the JSON-lines file the edges pass as ``events_path``."""
-
-SCHEMA_RESOURCE: Final = "telemetry-schema.json"
-"""File name of the JSON Schema, package data of ``txdilation``."""
-
-OTHER: Final = "other"
-"""What any value outside a vocabulary is recorded as."""
-
-HINT_TYPES: Final = frozenset({"direct-tcp-v1", "tor-tcp-v1", "relay-v1", OTHER})
-DIRECTIONS: Final = frozenset({"outbound", "inbound"})
-RELAY_TRANSPORTS: Final = frozenset({"tcp", "ws", "wss", OTHER})
-ATTEMPT_OUTCOMES: Final = frozenset(
-    {
-        "selected",  # this attempt became the generation's connection
-        "superseded",  # finished the handshake but another candidate was selected
-        "cancelled",  # stopped before finishing because another candidate won or we stopped
-        "connect_failed",  # TCP connect (or relay line) failed
-        "handshake_failed",  # prologue/Noise/KCM failed
-        "timeout",
-        OTHER,
-    }
-)
-LOST_REASONS: Final = frozenset(
-    {
-        "closed",
-        "peer_closed",
-        "timeout",  # liveness: nothing heard for 1.5 ping intervals
-        "protocol_error",
-        "network_error",
-        "stopped",
-        "probe_unanswered",  # a probe of a path with unacknowledged records went unanswered
-        "network_change",  # our addresses or routes changed
-        "peer_report",  # the peer told us (txdilation's ``link-lost``, or ``reconnect``)
-        "path_upgrade",  # we left it for a direct path (a stock peer: a new generation)
-        OTHER,
-    }
-)
-PATHS: Final = frozenset({"direct", "relay"})
-"""What a ``recovered`` record's ``died`` says the lost link was."""
-NOTICED_BY: Final = frozenset(
-    {"probe", "liveness", "network_change", "peer_report", "connection_closed", "upgrade", OTHER}
-)
-"""How a loss was noticed (``recovered``'s ``noticed_by``): see :func:`noticed_by`."""
-_NOTICED_BY_REASON: Final = {
-    "probe_unanswered": "probe",
-    "timeout": "liveness",
-    "network_change": "network_change",
-    "peer_report": "peer_report",
-    "closed": "connection_closed",
-    "peer_closed": "connection_closed",
-    "network_error": "connection_closed",
-    "path_upgrade": "upgrade",
-}
-END_REASONS: Final = frozenset(
-    {"happy", "closed", "lonely", "errory", "scary", "failed", "stopped", OTHER}
-)
-EVENTS: Final = (
-    "dilation_requested",
-    "please_received",
-    "hints_sent",
-    "hints_received",
-    "attempt_started",
-    "attempt_ended",
-    "connection_selected",
-    "connection_lost",
-    "reconnect",
-    "reconnecting",
-    "recovered",
-    "path_changed",
-    "traffic",
-    "ping_rtt",
-    "subchannel_opened",
-    "subchannel_closed",
-    "session_ended",
-)
-"""Every ``event`` name of schema ``txdilation-telemetry/1``."""
-PATH_CHANGE_REASONS: Final = frozenset({"upgrade", OTHER})
-"""Why a link moved to another path of the same generation (``path_changed``'s ``reason``)."""
-
-_SESSION_ID = re.compile(r"[0-9a-f]{16,64}")
-
-Record = dict[str, Any]
-Sink = Callable[[Mapping[str, Any]], None]
-
-
-def pair_id(side_a: str, side_b: str) -> str:
-    """Return the id both peers compute for their wormhole from the two mailbox sides.
-
-    :param side_a: one mailbox side (ours or theirs, order does not matter).
-    :param side_b: the other mailbox side.
-    :returns: 16 lowercase hex digits: SHA-256 over ``"txdilation-pair-v1:" + low + ":" + high``.
-    """
-    low, high = sorted((side_a, side_b))
-    digest = hashlib.sha256(f"txdilation-pair-v1:{low}:{high}".encode()).hexdigest()
-    return digest[:16]
-
-
-def schema_text() -> str:
-    """Return the JSON Schema (draft 2020-12) that every record validates against."""
-    return resources.files("txdilation").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8")
-
-
-def vocabulary(value: object, allowed: frozenset[str]) -> str:
-    """Return ``value`` if it is one of ``allowed``, else ``"other"`` (never the value itself)."""
-    return value if isinstance(value, str) and value in allowed else OTHER
-
-
-def noticed_by(lost_reason: str) -> str:
-    """How a loss with ``lost_reason`` (one of :data:`LOST_REASONS`) was noticed: one of
-    :data:`NOTICED_BY` (``probe_unanswered`` -> ``probe``, ``timeout`` -> ``liveness``,
-    ``network_change`` and ``peer_report`` as they are, ``closed``/``peer_closed``/
-    ``network_error`` -> ``connection_closed``, anything else -> ``other``)."""
-    return _NOTICED_BY_REASON.get(lost_reason, OTHER)
-
-
-def _duration(value: float | None) -> float | None:
-    """A duration as recorded: None stays None, non-finite becomes None, negative becomes 0."""
-    if value is None:
-        return None
-    seconds = float(value)
-    if not math.isfinite(seconds):
-        return None
-    return max(seconds, 0.0)
-
-
-def _count(value: int) -> int:
-    """A counter as recorded: a non-negative int (bools and negatives are programming errors)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"telemetry counters are non-negative ints, not {value!r}")
-    return value
-
-
-def _hint_counts(counts: Mapping[str, int]) -> dict[str, int]:
-    """Per-hint-type counts keyed by vocabulary only (unknown types are summed under other)."""
-    out: dict[str, int] = {}
-    for hint_type, n in counts.items():
-        key = vocabulary(hint_type, HINT_TYPES)
-        out[key] = out.get(key, 0) + _count(n)
-    return out
-
-
-class JsonLinesWriter:
-    """Appends records to one file as JSON lines, flushing after each line.
-
-    Use :func:`writer_for` to share one writer per path within a process.
-    """
-
-    def __init__(self, path: str) -> None:
-        """Open ``path`` for appending (created if missing).
-
-        :raises OSError: the file cannot be opened.
-        """
-        self.path = path
-        self._file: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115
-        self._lock = threading.Lock()
-
-    def __call__(self, record: Mapping[str, Any]) -> None:
-        """Write one record as one line; a closed writer drops it."""
-        line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
-        with self._lock:
-            if self._file is not None:
-                self._file.write(line)
-                self._file.flush()
-
-    def close(self) -> None:
-        """Close the file; later records are dropped."""
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-
-
-_writers: dict[str, JsonLinesWriter] = {}
-_writers_lock = threading.Lock()
-
-
-def writer_for(path: str) -> JsonLinesWriter:
-    """Return the process-wide writer appending to ``path`` (opened on first use).
-
-    :raises OSError: the file cannot be opened.
-    """
-    key = os.path.abspath(path)
-    with _writers_lock:
-        writer = _writers.get(key)
-        if writer is None or writer._file is None:
-            writer = _writers[key] = JsonLinesWriter(key)
-        return writer
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,7 +85,7 @@ class Telemetry:
         """
         if session_id is None:
             session_id = secrets.token_hex(8)
-        if not _SESSION_ID.fullmatch(session_id):
+        if not SESSION_ID.fullmatch(session_id):
             raise ValueError("session_id must be 16-64 lowercase hex digits")
         self.session_id = session_id
         self._clock = clock
@@ -327,7 +124,7 @@ class Telemetry:
 
     def set_generation(self, generation: int) -> None:
         """Record the current connection generation on later records."""
-        self._generation = _count(generation)
+        self._generation = as_count(generation)
 
     def set_pair(self, my_side: str, their_side: str) -> None:
         """Derive and record the pair id from both mailbox sides (the sides are not kept)."""
@@ -363,11 +160,11 @@ class Telemetry:
 
     def hints_sent(self, counts: Mapping[str, int]) -> None:
         """We sent connection hints: ``counts`` maps hint type to number of hints."""
-        self._emit("hints_sent", {"hints": _hint_counts(counts)})
+        self._emit("hints_sent", {"hints": as_hint_counts(counts)})
 
     def hints_received(self, counts: Mapping[str, int]) -> None:
         """The peer's connection hints arrived: ``counts`` maps hint type to number."""
-        self._emit("hints_received", {"hints": _hint_counts(counts)})
+        self._emit("hints_received", {"hints": as_hint_counts(counts)})
 
     def attempt_started(
         self, attempt_id: int, hint_type: str, direction: str, *, generation: int | None = None
@@ -406,8 +203,8 @@ class Telemetry:
         """
         fields = self._attempt(attempt_id, hint_type, direction)
         fields["outcome"] = vocabulary(outcome, ATTEMPT_OUTCOMES)
-        fields["connect_s"] = _duration(connect_s)
-        fields["handshake_s"] = _duration(handshake_s)
+        fields["connect_s"] = as_duration(connect_s)
+        fields["handshake_s"] = as_duration(handshake_s)
         self._emit("attempt_ended", fields, generation)
 
     def connection_selected(
@@ -435,13 +232,13 @@ class Telemetry:
         fields: Record = {
             "hint_type": vocabulary(hint_type, HINT_TYPES),
             "via_relay": bool(via_relay),
-            "since_request_s": _duration(since_request_s),
-            "candidates": _count(candidates),
+            "since_request_s": as_duration(since_request_s),
+            "candidates": as_count(candidates),
         }
         if relay_transport is not None:
             fields["relay_transport"] = vocabulary(relay_transport, RELAY_TRANSPORTS)
         if relay_index is not None:
-            fields["relay_index"] = _count(relay_index)
+            fields["relay_index"] = as_count(relay_index)
         self._emit("connection_selected", fields)
 
     def connection_lost(self, reason: str, uptime_s: float | None = None) -> None:
@@ -453,7 +250,7 @@ class Telemetry:
         if uptime_s is None and self._selected_at is not None:
             uptime_s = self._clock.seconds() - self._selected_at
         self._selected_at = None
-        fields = {"reason": vocabulary(reason, LOST_REASONS), "uptime_s": _duration(uptime_s)}
+        fields = {"reason": vocabulary(reason, LOST_REASONS), "uptime_s": as_duration(uptime_s)}
         self._emit("connection_lost", fields)
 
     def recovered(self, died: str, noticed_by: str, gap_s: float | None) -> None:
@@ -469,7 +266,7 @@ class Telemetry:
         fields = {
             "died": vocabulary(died, PATHS),
             "noticed_by": vocabulary(noticed_by, NOTICED_BY),
-            "gap_s": _duration(gap_s),
+            "gap_s": as_duration(gap_s),
         }
         self._emit("recovered", fields)
 
@@ -488,7 +285,7 @@ class Telemetry:
         fields = {
             "from_path": vocabulary(from_path, PATHS),
             "to_path": vocabulary(to_path, PATHS),
-            "after_s": _duration(after_s),
+            "after_s": as_duration(after_s),
             "reason": vocabulary(reason, PATH_CHANGE_REASONS),
         }
         self._emit("path_changed", fields)
@@ -526,12 +323,12 @@ class Telemetry:
 
     def ping_rtt(self, rtt_s: float) -> None:
         """A PONG answered our PING after ``rtt_s`` seconds."""
-        self._emit("ping_rtt", {"rtt_s": _duration(rtt_s)})
+        self._emit("ping_rtt", {"rtt_s": as_duration(rtt_s)})
 
     def subchannel_opened(self, scid: int, initiator: bool) -> None:
         """Subchannel ``scid`` opened; ``initiator`` is True when we sent the OPEN."""
         self._subchannels_opened_at[scid] = self._clock.seconds()
-        self._emit("subchannel_opened", {"scid": _count(scid), "initiator": bool(initiator)})
+        self._emit("subchannel_opened", {"scid": as_count(scid), "initiator": bool(initiator)})
 
     def subchannel_closed(
         self, scid: int, bytes_in: int, bytes_out: int, duration_s: float | None = None
@@ -545,10 +342,10 @@ class Telemetry:
         if duration_s is None and opened_at is not None:
             duration_s = self._clock.seconds() - opened_at
         fields = {
-            "scid": _count(scid),
-            "bytes_in": _count(bytes_in),
-            "bytes_out": _count(bytes_out),
-            "duration_s": _duration(duration_s),
+            "scid": as_count(scid),
+            "bytes_in": as_count(bytes_in),
+            "bytes_out": as_count(bytes_out),
+            "duration_s": as_duration(duration_s),
         }
         self._emit("subchannel_closed", fields)
 
@@ -616,20 +413,20 @@ class Telemetry:
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be outbound or inbound, not {direction!r}")
         return {
-            "attempt": _count(attempt_id),
+            "attempt": as_count(attempt_id),
             "hint_type": vocabulary(hint_type, HINT_TYPES),
             "direction": direction,
         }
 
     def _emit_traffic(self, stats: TrafficStats, final: bool) -> None:
         fields: Record = {
-            "records_sent": _count(stats.records_sent),
-            "bytes_sent": _count(stats.bytes_sent),
-            "records_acked": _count(stats.records_acked),
-            "bytes_retransmitted": _count(stats.bytes_retransmitted),
-            "records_received": _count(stats.records_received),
-            "bytes_received": _count(stats.bytes_received),
-            "queue_bytes": _count(stats.queue_bytes),
+            "records_sent": as_count(stats.records_sent),
+            "bytes_sent": as_count(stats.bytes_sent),
+            "records_acked": as_count(stats.records_acked),
+            "bytes_retransmitted": as_count(stats.bytes_retransmitted),
+            "records_received": as_count(stats.records_received),
+            "bytes_received": as_count(stats.bytes_received),
+            "queue_bytes": as_count(stats.queue_bytes),
             "final": bool(final),
         }
         self._emit("traffic", fields)
@@ -655,57 +452,10 @@ class Telemetry:
             self._log.debug(
                 "telemetry {telemetry[event]}{telemetry_fields}",
                 telemetry=record,
-                telemetry_fields=_LogFields(record),
+                telemetry_fields=LogFields(record),
             )
         for sink in self._sinks:
             sink(record)
 
 
-class _LogFields:
-    """A record's fields as ``key=value`` words for a log line (formatted only if a log
-    observer renders the event: nothing is paid for when nobody reads debug lines)."""
-
-    __slots__ = ("_record",)
-    _SKIP: Final = frozenset({"schema", "ts", "seq", "event", "session"})
-
-    def __init__(self, record: Record) -> None:
-        self._record = record
-
-    def __str__(self) -> str:
-        fields = self._record.items()
-        return "".join(f" {k}={v}" for k, v in fields if k not in self._SKIP and v is not None)
-
-
-def record_from_log_event(event: Mapping[str, Any]) -> Record | None:
-    """Return the telemetry record carried by a ``twisted.logger`` event, or None.
-
-    For observers of the global log that want the records (e.g. a ``--events`` option).
-    """
-    if event.get("log_namespace") != NAMESPACE:
-        return None
-    record = event.get("telemetry")
-    return dict(record) if isinstance(record, Mapping) else None
-
-
-__all__ = [
-    "ATTEMPT_OUTCOMES",
-    "DIRECTIONS",
-    "END_REASONS",
-    "ENV_VAR",
-    "EVENTS",
-    "HINT_TYPES",
-    "LOST_REASONS",
-    "NAMESPACE",
-    "NOTICED_BY",
-    "PATHS",
-    "SCHEMA",
-    "JsonLinesWriter",
-    "Telemetry",
-    "TrafficStats",
-    "noticed_by",
-    "pair_id",
-    "record_from_log_event",
-    "schema_text",
-    "vocabulary",
-    "writer_for",
-]
+__all__ = ["Telemetry", "TrafficStats"]

@@ -1,0 +1,85 @@
+"""Tests for txdilation.mailbox.dilator: what the Dilator holds until dilate() builds the one
+Manager, and how it stops (a MemoryReactorClock, a recording mailbox and terminator)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from twisted.internet.testing import MemoryReactorClock
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests.mailbox.test_manager import LOOPBACK, MailboxPipe, RecordingTerminator
+from txdilation.mailbox.dilator import Dilator
+from txdilation.mailbox.manager import Manager
+from txdilation.settings import Settings
+
+
+class RecordingManager(Manager):
+    """The Manager a RecordingDilator builds: records what reaches it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.calls: list[str] = []
+        super().__init__(*args, **kwargs)
+
+    def got_dilation_key(self, key: bytes) -> None:
+        self.calls.append("key")
+        super().got_dilation_key(key)
+
+    def got_wormhole_versions(self, their_versions: dict[str, Any]) -> None:
+        self.calls.append("versions")
+        super().got_wormhole_versions(their_versions)
+
+    def received_dilation_message(self, plaintext: bytes) -> None:
+        self.calls.append(json.loads(plaintext)["type"])
+        super().received_dilation_message(plaintext)
+
+
+class RecordingDilator(Dilator):
+    manager_type = RecordingManager
+
+
+def dilator() -> tuple[RecordingDilator, MailboxPipe, RecordingTerminator]:
+    d = RecordingDilator(MemoryReactorClock(), None, None, ["ged"])
+    pipe, terminator = MailboxPipe(), RecordingTerminator()
+    d.wire(pipe, terminator)
+    return d, pipe, terminator
+
+
+class DilatorTests(SynchronousTestCase):
+    def test_what_came_before_dilate_is_handed_over_in_order(self) -> None:
+        """The key, the versions and the peer's messages that came before dilate() reach the
+        Manager it builds, in that order (messages in the order they came)."""
+        d, pipe, _ = dilator()
+        d.got_key(b"k" * 32)
+        d.got_wormhole_versions({"can-dilate": ["ged"]})
+        d.received_dilate(b'{"type": "please", "side": "ffffffffffffffff"}')
+        d.received_dilate(b'{"type": "connection-hints", "hints": []}')
+        d.dilate(settings=Settings(network=LOOPBACK), side="0000000000000000")
+        manager = d._manager
+        assert isinstance(manager, RecordingManager)
+        self.assertEqual(manager.calls, ["key", "versions", "please", "connection-hints"])
+        self.assertEqual([m["type"] for _, m in pipe.sent][:1], ["please"])
+        d.received_dilate(b'{"type": "connection-hints", "hints": []}')
+        self.assertEqual(manager.calls[-1], "connection-hints")
+        manager.stop()
+
+    def test_stop_before_dilate(self) -> None:
+        """Stopped before dilate(): the terminator hears so at once, and a later dilate()
+        builds a Manager that is stopped already."""
+        d, _, terminator = dilator()
+        d.stop()
+        self.successResultOf(terminator.stopped)
+        d.dilate(settings=Settings(network=LOOPBACK))
+        manager = d._manager
+        assert manager is not None
+        self.successResultOf(manager.when_stopped())
+
+    def test_stop_after_dilate_waits_for_the_manager(self) -> None:
+        """Stopped after dilate(): the terminator hears once the Manager stopped; a second
+        stop() changes nothing."""
+        d, _, terminator = dilator()
+        d.dilate(settings=Settings(network=LOOPBACK))
+        d.stop()
+        d.stop()
+        self.successResultOf(terminator.stopped)

@@ -1,0 +1,103 @@
+"""Tests for txdilation.mailbox.status: the DilationStatus on_status_update sees, on a Clock."""
+
+from __future__ import annotations
+
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+from wormhole._status import (
+    Connected,
+    ConnectedPeer,
+    ConnectingPeer,
+    DilationHint,
+    DilationStatus,
+    NoPeer,
+    ReconnectingPeer,
+    StoppedPeer,
+    WormholeStatus,
+)
+
+from txdilation.mailbox.status import StatusReporter, mailbox_up
+
+
+class StatusReporterTests(SynchronousTestCase):
+    def make(self) -> StatusReporter:
+        self.clock = Clock()
+        self.clock.advance(1000)
+        self.seen: list[DilationStatus] = []
+        return StatusReporter(self.seen.append, None, self.clock, ping_interval=30.0)
+
+    def test_peer_connection_progresses_and_every_change_is_reported(self) -> None:
+        """NoPeer, Connecting, Connected (expiring two ping intervals on), Reconnecting:
+        each change reaches the callback with the time from the clock."""
+        status = self.make()
+        self.assertIsInstance(status.current.peer_connection, NoPeer)
+        status.connecting(1)
+        status.connected(1, "->tcp:peer")
+        self.clock.advance(5)
+        status.reconnecting(1)
+        kinds = [type(s.peer_connection) for s in self.seen]
+        self.assertEqual(kinds, [ConnectingPeer, ConnectedPeer, ReconnectingPeer])
+        connected = self.seen[1].peer_connection
+        assert isinstance(connected, ConnectedPeer)
+        self.assertEqual((connected.connected_at, connected.expires_at), (1000, 1060))
+        self.assertEqual(connected.hint_description, "->tcp:peer")
+
+    def test_alive_pushes_expiry_back_only_when_connected(self) -> None:
+        """alive() moves expires_at to two intervals after now, keeping when it connected;
+        while not connected it reports nothing."""
+        status = self.make()
+        status.alive()
+        self.assertEqual(self.seen, [])
+        status.connected(1, "d")
+        self.clock.advance(20)
+        status.alive()
+        peer = status.current.peer_connection
+        assert isinstance(peer, ConnectedPeer)
+        self.assertEqual((peer.connected_at, peer.expires_at), (1000, 1080))
+
+    def test_stopped_is_final(self) -> None:
+        """Once StoppedPeer, nothing changes the peer connection (other fields still do)."""
+        status = self.make()
+        status.connected(2, "d")
+        status.stopped()
+        status.connecting(3)
+        status.connected(3, "d")
+        self.assertIsInstance(status.current.peer_connection, StoppedPeer)
+        self.assertEqual(status.current.generation, 3)
+
+    def test_generation_never_decreases(self) -> None:
+        """A lower generation reported later leaves the highest seen."""
+        status = self.make()
+        status.connecting(4)
+        status.reconnecting(2)
+        self.assertEqual(status.current.generation, 4)
+
+    def test_hints_only_grow(self) -> None:
+        """hints are the union of all hints reported."""
+        status = self.make()
+        a = DilationHint(url="tcp:a:1", is_direct=True)
+        b = DilationHint(url="tcp:b:2", is_direct=False)
+        status.hints([a])
+        status.hints([b])
+        status.hints([a])
+        self.assertEqual(status.current.hints, {a, b})
+
+    def test_a_raising_callback_is_logged_not_raised(self) -> None:
+        """The application's exception is logged; the status still changes."""
+
+        def boom(status: DilationStatus) -> None:
+            raise ZeroDivisionError()
+
+        status = StatusReporter(boom, None, Clock(), ping_interval=1.0)
+        status.connecting(1)
+        self.assertIsInstance(status.current.peer_connection, ConnectingPeer)
+        self.assertEqual(len(self.flushLoggedErrors(ZeroDivisionError)), 1)
+
+    def test_mailbox_up(self) -> None:
+        """mailbox_up is True only for a Connected mailbox connection; mailbox() reports it."""
+        status = self.make()
+        up = WormholeStatus(mailbox_connection=Connected(url="ws://m"))
+        self.assertTrue(mailbox_up(up))
+        self.assertFalse(mailbox_up(WormholeStatus()))
+        status.mailbox(up)
+        self.assertIs(self.seen[-1].mailbox, up)
