@@ -6,14 +6,15 @@ a subchannel (anything with ``remote_data``/``remote_close``, see :class:`Delive
 Invariants:
 
 - every OPEN/DATA/CLOSE is acknowledged, duplicates too; ACKs are cumulative and delayed: one
-  ``Ack(highest processed seqnum)`` goes out ``ack_delay`` (:data:`ACK_DELAY`, 5 ms) after the
+  ``Ack(highest processed seqnum)`` goes out ``ack_delay`` (:data:`ACK_DELAY`, 1 ms) after the
   first record it covers, or at the end of the reactor turn in which an OPEN or CLOSE arrived or
   the DATA bytes it covers reached ``ack_threshold_bytes`` (:data:`ACK_THRESHOLD_BYTES`, 1 MiB),
   whichever comes first. So a sender never waits more than ``ack_delay`` for an ACK, and never
-  at all while it has ``ack_threshold_bytes`` in flight (far under any sender's window: ours
-  is ``max_unacked_bytes``, 64 MiB by default; stock has none). ACKs are sent only while
-  connected: a connection lost with an ACK pending drops it (the peer replays what we did not
-  acknowledge on the next connection, and that replay is acknowledged);
+  at all while it has ``ack_threshold_bytes`` in flight (under any sender's window: ours is
+  at least ``DEFAULT_IN_FLIGHT_FLOOR``, 2 MiB, see ``durable.window``; stock has none). ACKs
+  are sent only while connected: a connection lost with an ACK pending drops it (the peer
+  replays what we did not acknowledge on the next connection, and that replay is
+  acknowledged);
 - a record is processed only if its seqnum is above the highest processed one (start -1);
 - an OPEN with scid 0, the wrong parity for the peer's role, or a name outside
   ``expected_subprotocols`` is answered with CLOSE; a duplicate OPEN is logged and ignored;
@@ -60,8 +61,10 @@ from txdilation.wire.limits import (
 from txdilation.wire.records import Ack, Close, Data, Open, Record, SequencedRecord
 from txdilation.wire.roles import LEADER, Role
 
-#: seconds an ACK waits for more records to cover (one ACK per batch, not per TCP read)
-ACK_DELAY = 0.005
+#: seconds an ACK waits for more records to cover (one ACK per batch, not per TCP read); short,
+#: because a sender times its round trips by our ACKs (``durable.window``): a 5 ms delay made a
+#: few small records' round trip look like 5 ms, and the in-flight limit up to 2 x rate x 5 ms
+ACK_DELAY = 0.001
 #: received DATA bytes not yet acknowledged at which the ACK goes out at the end of the turn
 ACK_THRESHOLD_BYTES = 2**20
 
