@@ -60,6 +60,24 @@ class SendQueueTests(SynchronousTestCase):
         self.assertEqual(seqnums(q.take_unsent()), [0, 1, 2])
         self.assertFalse(q.has_unsent)
 
+    def test_bytes_in_flight_follow_writes_acks_and_rewinds(self) -> None:
+        """sent_bytes counts what was written to the current connection and not acknowledged:
+        it grows with sent records and take_unsent, falls with ACKs (not for unsent records),
+        and is 0 after rewind (a new connection); queued_bytes counts sent and unsent."""
+        q = SendQueue()
+        q.add(Close(q.allocate(), 1), 10, sent=True)
+        q.add(Close(q.allocate(), 1), 20, sent=False)
+        q.add(Close(q.allocate(), 1), 30, sent=False)
+        self.assertEqual((q.sent_bytes, q.queued_bytes), (10, 60))
+        self.assertEqual(len(q.take_unsent(limit=20)), 1)
+        self.assertEqual((q.sent_bytes, q.largest_taken), (30, 20))
+        self.assertEqual(q.ack(0), 10)
+        self.assertEqual((q.sent_bytes, q.queued_bytes), (20, 50))
+        q.rewind()
+        self.assertEqual((q.sent_bytes, q.queued_bytes), (0, 50))
+        self.assertEqual(q.ack(2), 50)  # an ACK may cover records not (re)sent yet
+        self.assertEqual((q.sent_bytes, q.queued_bytes, len(q)), (0, 0, 0))
+
 
 class OutboundTestsMixin:
     def make(
