@@ -6,14 +6,17 @@ a subchannel (anything with ``remote_data``/``remote_close``, see :class:`Delive
 Invariants:
 
 - every OPEN/DATA/CLOSE is acknowledged, duplicates too; ACKs are cumulative and delayed: one
-  ``Ack(highest processed seqnum)`` goes out ``ack_delay`` (:data:`ACK_DELAY`, 1 ms) after the
-  first record it covers, or at the end of the reactor turn in which an OPEN or CLOSE arrived or
+  ``Ack(highest processed seqnum)`` goes out ``ack_delay`` (:data:`ACK_DELAY`, 5 ms) after the
+  first record it covers, or at the end of the reactor turn in which an OPEN or CLOSE arrived,
   the DATA bytes it covers reached ``ack_threshold_bytes`` (:data:`ACK_THRESHOLD_BYTES`, 1 MiB),
-  whichever comes first. So a sender never waits more than ``ack_delay`` for an ACK, and never
-  at all while it has ``ack_threshold_bytes`` in flight (under any sender's window: ours is
-  at least ``DEFAULT_IN_FLIGHT_FLOOR``, 2 MiB, see ``durable.window``; stock has none). ACKs
-  are sent only while connected: a connection lost with an ACK pending drops it (the peer
-  replays what we did not acknowledge on the next connection, and that replay is
+  or a record arrived after ``ack_delay`` without an ACK going out (the link was quiet: a lone
+  record's ACK is not delayed, so a sender timing its round trips by our ACKs, see
+  ``durable.window``, measures the path, not our delay; a reply written in that turn leaves in
+  the same send), whichever comes first. So a sender never waits more than ``ack_delay`` for
+  an ACK, and never at all while it has ``ack_threshold_bytes`` in flight (under any sender's
+  window: ours is at least ``DEFAULT_IN_FLIGHT_FLOOR``, 2 MiB, see ``durable.window``; stock
+  has none). ACKs are sent only while connected: a connection lost with an ACK pending drops it
+  (the peer replays what we did not acknowledge on the next connection, and that replay is
   acknowledged);
 - a record is processed only if its seqnum is above the highest processed one (start -1);
 - an OPEN with scid 0, the wrong parity for the peer's role, or a name outside
@@ -61,10 +64,8 @@ from txdilation.wire.limits import (
 from txdilation.wire.records import Ack, Close, Data, Open, Record, SequencedRecord
 from txdilation.wire.roles import LEADER, Role
 
-#: seconds an ACK waits for more records to cover (one ACK per batch, not per TCP read); short,
-#: because a sender times its round trips by our ACKs (``durable.window``): a 5 ms delay made a
-#: few small records' round trip look like 5 ms, and the in-flight limit up to 2 x rate x 5 ms
-ACK_DELAY = 0.001
+#: seconds an ACK waits for more records to cover (one ACK per batch, not per TCP read)
+ACK_DELAY = 0.005
 #: received DATA bytes not yet acknowledged at which the ACK goes out at the end of the turn
 ACK_THRESHOLD_BYTES = 2**20
 
@@ -238,6 +239,7 @@ class Inbound:
         self._ack_delay = ack_delay
         self._ack_threshold = ack_threshold_bytes
         self._ack_call: IDelayedCall | None = None
+        self._last_ack_at = 0.0  # when the last ACK went out (or the connection came)
         self._ack_soon = False  # the pending ACK goes out at the end of this turn
         self._unacked_bytes = 0  # DATA bytes received since the last ACK went out
         self._routes: dict[int, _Route] = {}
@@ -256,6 +258,7 @@ class Inbound:
 
     def connection_made(self, connection: IDilatedConnection) -> None:
         """Acknowledge on ``connection`` from now on (paused at once if we are over the bound)."""
+        self._last_ack_at = self._reactor.seconds()
         self._machine.connection_made(connection)
 
     def connection_lost(self) -> None:
@@ -326,6 +329,8 @@ class Inbound:
     def _schedule_ack(self, soon: bool) -> None:
         call = self._ack_call
         if call is None:
+            if not soon and self._reactor.seconds() - self._last_ack_at >= self._ack_delay:
+                soon = True  # the link was quiet: this record's round trip is not delayed
             self._ack_soon = soon
             self._ack_call = self._reactor.callLater(0 if soon else self._ack_delay, self._send_ack)
         elif soon and not self._ack_soon:
@@ -335,6 +340,7 @@ class Inbound:
     def _send_ack(self) -> None:
         self._ack_call = None
         self._unacked_bytes = 0
+        self._last_ack_at = self._reactor.seconds()
         connection = self._core.connection
         if connection is not None:
             connection.send_record(Ack(self.watermark))
