@@ -260,7 +260,10 @@ class Outbound:
         immediately = sink is not None and not queue.has_unsent
         if immediately:
             assert sink is not None
-            self._sent(record, size)
+            self._last_write = size  # _sent(), inlined: this is the per-record path
+            window = self.window
+            if not window.sampling:
+                window.sent(record.seqnum, self.bytes_acked, self._clock.seconds())
             queue.add(record, size, sent=True)
             sink.send_record(record)
         else:
@@ -268,7 +271,9 @@ class Outbound:
         if not self._over_budget and queue.queued_bytes > self._max_bytes:
             self._over_budget = True
             self._producers.pause_all()
-        if not self._window_full and queue.sent_bytes >= self._in_flight_limit():
+        if not self._window_full and queue.sent_bytes >= max(
+            self.window.limit, 2 * self._last_write
+        ):
             self._window_full = True
             self._producers.pause_all()
 

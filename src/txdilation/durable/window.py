@@ -67,12 +67,9 @@ class InFlightLimit:
         """The smallest round trip on this connection (seconds), None before the first."""
         self._rates: deque[float] = deque(maxlen=RATE_SAMPLES)
         self._sample: _Sample | None = None
+        self.sampling = False
+        """True while a sample's marker awaits its ACK (an attribute: read per record)."""
         self._last_ack_at: float | None = None
-
-    @property
-    def sampling(self) -> bool:
-        """True while a sample's marker awaits its ACK."""
-        return self._sample is not None
 
     @property
     def delivery_rate(self) -> float:
@@ -85,6 +82,7 @@ class InFlightLimit:
         self.min_rtt = None
         self._rates.clear()
         self._sample = None
+        self.sampling = False
         self._last_ack_at = None
 
     def sent(self, seqnum: int, delivered: int, now: float) -> None:
@@ -93,6 +91,7 @@ class InFlightLimit:
         if self._sample is None:
             since = now if self._last_ack_at is None else self._last_ack_at
             self._sample = _Sample(seqnum, delivered, now, since)
+            self.sampling = True
 
     def acked(self, resp_seqnum: int, delivered: int, now: float) -> None:
         """An ACK for every seqnum up to ``resp_seqnum`` arrived, ``delivered`` bytes
@@ -102,6 +101,7 @@ class InFlightLimit:
         if sample is None or resp_seqnum < sample.seqnum:
             return
         self._sample = None
+        self.sampling = False
         rtt = now - sample.sent_at
         interval = now - sample.interval_from
         if rtt <= 0 or interval <= 0:
