@@ -28,6 +28,7 @@ from twisted.trial.unittest import SynchronousTestCase
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from benchmarks import latency  # noqa: E402
 from benchmarks.run import Figure, Row, format_table, summarize  # noqa: E402
 
 GUARD_RATIO = 1.5  # txdilation/stock throughput, and stock/txdilation CPU seconds
@@ -59,6 +60,42 @@ class ReportArithmeticTests(SynchronousTestCase):
         (row,) = summarize(figure, trials)
         self.assertTrue(row["met"])
         self.assertIn("| 13.0 | 8.0 | 0.62 | <= 1: met |", format_table([row]))
+
+
+class LatencyReportTests(SynchronousTestCase):
+    """benchmarks.latency's percentiles, pooling and table."""
+
+    def test_percentiles_by_nearest_rank(self) -> None:
+        """p50 of 1..100 is 50, p99 is 99, p100 the largest; one sample is every percentile."""
+        values = [float(v) for v in range(100, 0, -1)]
+        self.assertEqual(
+            [latency.percentile(values, q) for q in (50, 90, 99, 100)], [50, 90, 99, 100]
+        )
+        self.assertEqual(latency.percentile([7.0], 99), 7.0)
+
+    def test_runs_are_pooled_and_tabled_against_the_targets(self) -> None:
+        """Each variant's samples are pooled over its runs (spacing by spacing); the table
+        has one column per variant and judges txdilation's pooled percentile."""
+        run = {"first_ms": [1.0, 3.0], "idle_ms": {"0": [0.5], "5": [1.0]}, "bulk_mbps": 100}
+        slow = {**run, "bulk_ms": [20.0, 40.0]}
+        fast = {**run, "bulk_ms": [4.0, 12.0]}
+        pools = {
+            "stock": latency.pooled([slow, slow]),
+            "txdilation": latency.pooled([fast, {**fast, "bulk_ms": [5.0]}]),
+        }
+        self.assertEqual(pools["txdilation"]["bulk_ms"], [4.0, 12.0, 5.0])
+        self.assertEqual(pools["stock"]["idle_ms"], {"0": [0.5, 0.5], "5": [1.0, 1.0]})
+        table = latency.format_table(pools)
+        self.assertIn(
+            "| interactive under bulk, p50 / p90 / p99 | 20.00 / 40.00 / 40.00 | "
+            "5.00 / 12.00 / 12.00 | p99 <= 10 ms: NOT MET |",
+            table,
+        )
+        self.assertIn(
+            "| idle round trip, 5 ms apart, p50 / p90 / p99 | 1.00 / 1.00 / 1.00 | "
+            "1.00 / 1.00 / 1.00 | p99 <= 2 ms: met |",
+            table,
+        )
 
 
 @pytest.mark.slow

@@ -120,11 +120,17 @@ class _ServerFactory(Factory):
 @dataclass(frozen=True)
 class KnownRace:
     """A test of fowl's own suite that can lose an ordering race of fowl's making; when it
-    fails with exactly ``signature`` in the output, it is run again (twice at most)."""
+    fails with one of ``signatures`` in the output, it is run again (``RERUNS`` times at
+    most)."""
 
     test: str  # pytest's id, as in its "FAILED ..." line
-    signature: str
+    signatures: tuple[str, ...]
     module: str  # what to run it again with: ``--pyargs module -k name``
+
+
+#: how often a test that lost a known race is run again, at most: each race is lost about half
+#: the time or more on a fast link (below), so 8 reruns leave 0.2% (p = 0.5) to 3% (p = 0.67)
+RERUNS = 8
 
 
 #: fowl's races, measured on this 2-core machine with fowld pairs and fowl's test_cli:
@@ -132,7 +138,8 @@ class KnownRace:
 #: - test_iperf3 expects the invite side's "peer-connected" message before its "listening"
 #:   one; the two are independent (the second needs the peer's request over the dilated
 #:   link) and the order is not guaranteed: "listening" came first in 1 of 16 runs with stock
-#:   magic-wormhole and 1 of 16 with txdilation.
+#:   magic-wormhole and 1 of 16 with txdilation. Likewise on the accept side: its
+#:   "awaiting-connect" (after the peer's answer) can come before its "peer-connected".
 #: - test_cli's test_happy_path: both fowl processes issue their command-line commands only
 #:   once dilated. The invite side's ``--remote`` asks the peer at once, and the accept side
 #:   registers the ``--local`` service that request needs a few reactor turns after its own
@@ -143,15 +150,27 @@ class KnownRace:
 #:   had under 3 ms to spare in 2 more. Whether the request waits ~40 ms behind Nagle's
 #:   algorithm (a small write behind an unacknowledged one, and the peer delaying its ACK)
 #:   decides most runs, with either implementation.
+#:
+#: Both are lost whenever a side's first request over the link overtakes the other side's own
+#: reaction to ``when_dilated`` (the Leader is dilated first and its request follows its KCM);
+#: Nagle's algorithm used to hold that request ~40 ms. With TCP_NODELAY on every dilated
+#: connection (issue 19) nothing holds it, so both races are lost more often: measured
+#: alternately, 30 runs each on a machine with 1.7 of its 2 cores busy elsewhere (load 15 to
+#: 18), fowl's test_happy_path lost 11 (37%) without TCP_NODELAY and 19 (63%) with it;
+#: test_performance lost the "listening" race 8 times and the "awaiting-connect" one 2 times
+#: (33%) without, 18 and 2 (67%) with it. A lost run costs 12 to 60 s.
 KNOWN_RACES = (
     KnownRace(
         "test_iperf3.py::test_performance",
-        "'Listening' object has no attribute 'verifier'",
+        (
+            "'Listening' object has no attribute 'verifier'",
+            "'AwaitingConnect' object has no attribute 'verifier'",
+        ),
         "fowl.test.test_iperf3",
     ),
     KnownRace(
         "test_cli.py::test_happy_path",
-        "failed to see both sides set up",
+        ("failed to see both sides set up",),
         "fowl.test.test_cli",
     ),
 )
@@ -160,7 +179,7 @@ KNOWN_RACES = (
 class FowlSuiteTests(RealServersMixin, TestCase):
     """fowl's own test suite, with txdilation installed in every process it starts."""
 
-    timeout = 900
+    timeout = 1500  # the suite (~5 min here) and up to RERUNS runs of lost races
 
     async def run_fowl_tests(
         self, scratch: str, target: str, *select: str
@@ -218,13 +237,15 @@ class FowlSuiteTests(RealServersMixin, TestCase):
         self, scratch: str, output: str, summary: str
     ) -> tuple[str, str]:
         """The suite failed: unless every failed test is a ``KNOWN_RACES`` entry failing with
-        its signature, fail with the output. Otherwise run each again (twice at most), check
-        that it passes cleanly, and return the first run's output without its failure report
-        and its summary with those failures counted as passed."""
+        one of its signatures, fail with the output. Otherwise run each again (``RERUNS`` times
+        at most), check that it passes cleanly, and return the first run's output without its
+        failure report and its summary with those failures counted as passed."""
         failed = re.findall(r"^FAILED (\S+)", output, re.MULTILINE)
         races = {race.test: race for race in KNOWN_RACES}
         lost = [races.get(test) for test in failed]
-        known = bool(failed) and all(race is not None and race.signature in output for race in lost)
+        known = bool(failed) and all(
+            race is not None and any(s in output for s in race.signatures) for race in lost
+        )
         self.assertTrue(known, output[-8000:])
         self.assertRegex(summary, rf"{len(failed)} failed, (\d+) passed in")
         failures = output.index("= FAILURES =")
@@ -232,7 +253,7 @@ class FowlSuiteTests(RealServersMixin, TestCase):
         for race in lost:
             assert race is not None
             name = race.test.split("::")[1]
-            for attempt in (1, 2):
+            for attempt in range(1, RERUNS + 1):
                 print(f"fowl's {race.test} lost its ordering race; run again ({attempt})")
                 code, again, more = await self.run_fowl_tests(scratch, race.module, "-k", name)
                 if code == 0:

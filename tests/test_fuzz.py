@@ -770,6 +770,7 @@ def outbound(t: SynchronousTestCase, src: Source) -> None:
     clock = Clock()
     out = Outbound(
         cooperator=Cooperator(scheduler=lambda f: clock.callLater(0, f)),
+        clock=clock,
         max_unacked_bytes=OUT_BOUND,
     )
     writers: dict[int, _Writer] = {}

@@ -189,13 +189,37 @@ class AckTests(InboundTestsMixin, SynchronousTestCase):
         self.assertEqual(self.clock.getDelayedCalls(), [])
         second = FakeDilatedConnection()
         inbound.connection_made(second)
-        self.clock.advance(ACK_DELAY)
+        self.clock.advance(ACK_DELAY / 2)
         self.assertEqual((self.conn.sent, second.sent), ([], []))
         inbound.receive(Data(0, 1, b"z"))  # the replay; the byte count started again
         self.clock.advance(0)
         self.assertEqual(second.sent, [])
         self.clock.advance(ACK_DELAY)
         self.assertEqual(second.sent, [Ack(0)])
+
+    def test_a_record_after_a_quiet_spell_is_acked_at_the_end_of_the_turn(self) -> None:
+        """When no ACK went out for ACK_DELAY (none since the connection came, or since the
+        last one), the next record's ACK goes at the end of its turn: a lone record's round
+        trip is not stretched by our delay. Records that follow within ACK_DELAY wait for it
+        again, so a stream is still acknowledged once per ACK_DELAY."""
+        inbound = self.make()
+        self.local(inbound, 1)
+        self.clock.advance(ACK_DELAY)
+        inbound.receive(Data(0, 1, b"a"))
+        self.clock.advance(0)
+        self.assertEqual(self.conn.sent, [Ack(0)])
+        self.clock.advance(ACK_DELAY / 2)
+        inbound.receive(Data(1, 1, b"b"))
+        self.clock.advance(ACK_DELAY / 2)
+        inbound.receive(Data(2, 1, b"c"))
+        self.clock.advance(0)
+        self.assertEqual(self.conn.sent, [Ack(0)])
+        self.clock.advance(ACK_DELAY / 2)
+        self.assertEqual(self.conn.sent, [Ack(0), Ack(2)])
+        self.clock.advance(2 * ACK_DELAY)
+        inbound.receive(Data(3, 1, b"d"))
+        self.clock.advance(0)
+        self.assertEqual(self.conn.sent, [Ack(0), Ack(2), Ack(3)])
 
     def test_ack_goes_out_after_stop_never(self) -> None:
         """stop() cancels the pending ACK and later records are ignored."""

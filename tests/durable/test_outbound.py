@@ -11,6 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from txdilation.durable.outbound import RECORD_OVERHEAD, Outbound, SendQueue, outbound_machine
+from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR, GAIN
 from txdilation.testing import missing_transitions
 from txdilation.testing.fakes import FakeDilatedConnection, FakePullProducer, FakePushProducer
 from txdilation.wire.contracts import IDilatedConnection
@@ -59,12 +60,35 @@ class SendQueueTests(SynchronousTestCase):
         self.assertEqual(seqnums(q.take_unsent()), [0, 1, 2])
         self.assertFalse(q.has_unsent)
 
+    def test_bytes_in_flight_follow_writes_acks_and_rewinds(self) -> None:
+        """sent_bytes counts what was written to the current connection and not acknowledged:
+        it grows with sent records and take_unsent, falls with ACKs (not for unsent records),
+        and is 0 after rewind (a new connection); queued_bytes counts sent and unsent."""
+        q = SendQueue()
+        q.add(Close(q.allocate(), 1), 10, sent=True)
+        q.add(Close(q.allocate(), 1), 20, sent=False)
+        q.add(Close(q.allocate(), 1), 30, sent=False)
+        self.assertEqual((q.sent_bytes, q.queued_bytes), (10, 60))
+        self.assertEqual(len(q.take_unsent(limit=20)), 1)
+        self.assertEqual((q.sent_bytes, q.largest_taken), (30, 20))
+        self.assertEqual(q.ack(0), 10)
+        self.assertEqual((q.sent_bytes, q.queued_bytes), (20, 50))
+        q.rewind()
+        self.assertEqual((q.sent_bytes, q.queued_bytes), (0, 50))
+        self.assertEqual(q.ack(2), 50)  # an ACK may cover records not (re)sent yet
+        self.assertEqual((q.sent_bytes, q.queued_bytes, len(q)), (0, 0, 0))
+
 
 class OutboundTestsMixin:
-    def make(self, max_unacked_bytes: int = 2**20) -> Outbound:
+    def make(
+        self, max_unacked_bytes: int = 2**20, in_flight_floor: int = DEFAULT_IN_FLIGHT_FLOOR
+    ) -> Outbound:
         self.clock = Clock()
         return Outbound(
-            cooperator=one_step_cooperator(self.clock), max_unacked_bytes=max_unacked_bytes
+            cooperator=one_step_cooperator(self.clock),
+            clock=self.clock,
+            max_unacked_bytes=max_unacked_bytes,
+            in_flight_floor=in_flight_floor,
         )
 
 
@@ -343,6 +367,79 @@ class ProducerTests(OutboundTestsMixin, SynchronousTestCase):
         self.assertFalse(p.paused)
 
 
+class InFlightTests(OutboundTestsMixin, SynchronousTestCase):
+    """Producers wait while the connection's in-flight limit is reached."""
+
+    RECORD = 100 - RECORD_OVERHEAD  # payload of a 100-byte record
+
+    def test_producers_wait_for_the_limit_to_drain_by_a_quarter(self) -> None:
+        """With 1000 bytes allowed in flight, producers are paused once 1000 bytes were
+        written and not acknowledged, stay paused while more than 750 are, and resume after;
+        records written meanwhile by writers without producers go out at once, in order."""
+        out = self.make(max_unacked_bytes=10**6, in_flight_floor=1000)
+        conn = FakeDilatedConnection()
+        out.connection_made(conn)
+        p = FakePushProducer()
+        out.register_producer(1, p, True)
+        for _ in range(9):
+            out.send_data(1, b"x" * self.RECORD)
+        self.assertFalse(p.paused)
+        out.send_data(1, b"x" * self.RECORD)  # 1000 in flight
+        self.assertTrue(p.paused)
+        out.send_data(3, b"interactive")
+        self.assertEqual(seqnums(conn.sent), list(range(11)))
+        out.handle_ack(1)  # 811 in flight: more than three quarters
+        self.assertTrue(p.paused)
+        out.handle_ack(2)  # 711
+        self.assertFalse(p.paused)
+
+    def test_room_for_two_large_writes(self) -> None:
+        """Writes larger than half the limit still get two in flight (one arrives while the
+        peer processes the other), not one at a time."""
+        out = self.make(max_unacked_bytes=10**6, in_flight_floor=1000)
+        out.connection_made(FakeDilatedConnection())
+        p = FakePushProducer()
+        out.register_producer(1, p, True)
+        out.send_data(1, b"x" * 5000)
+        self.assertFalse(p.paused)
+        out.send_data(1, b"x" * 5000)
+        self.assertTrue(p.paused)
+        out.handle_ack(0)
+        self.assertFalse(p.paused)
+
+    def test_limit_follows_the_acks(self) -> None:
+        """The first record written is a sample's marker: its ACK, 0.1 s later on the clock,
+        sets the round trip and the rate (bytes acknowledged over that time), and so the
+        limit; a new connection starts again from the floor."""
+        out = self.make(max_unacked_bytes=10**6, in_flight_floor=1000)
+        out.connection_made(FakeDilatedConnection())
+        for _ in range(20):
+            out.send_data(1, b"x" * self.RECORD)
+        self.clock.advance(0.1)
+        out.handle_ack(19)
+        self.assertEqual(out.bytes_acked, 2000)
+        self.assertAlmostEqual(out.window.min_rtt or 0, 0.1)
+        self.assertEqual(out.window.limit, int(GAIN * 2000 / 0.1 * 0.1))
+        out.connection_lost()
+        out.connection_made(FakeDilatedConnection())
+        self.assertEqual((out.window.limit, out.window.min_rtt), (1000, None))
+
+    def test_replay_over_the_limit_keeps_producers_paused(self) -> None:
+        """A new connection replays everything queued at once; when that is over the limit,
+        producers wait for the ACKs like after any write."""
+        out = self.make(max_unacked_bytes=10**6, in_flight_floor=1000)
+        for _ in range(15):
+            out.send_data(1, b"x" * self.RECORD)
+        p = FakePushProducer()
+        out.register_producer(1, p, True)
+        conn = FakeDilatedConnection()
+        out.connection_made(conn)
+        self.assertEqual(len(conn.sent), 15)
+        self.assertTrue(p.paused)
+        out.handle_ack(9)
+        self.assertFalse(p.paused)
+
+
 class MachineTests(SynchronousTestCase):
     """The lifecycle machine: complete, and random input sequences keep the invariants."""
 
@@ -367,7 +464,7 @@ class MachineTests(SynchronousTestCase):
         contiguous and increasing and start with every unacked record; nothing is written to a
         lost connection, a paused transport, or after stop."""
         clock = Clock()
-        out = Outbound(cooperator=one_step_cooperator(clock), max_unacked_bytes=50)
+        out = Outbound(cooperator=one_step_cooperator(clock), clock=clock, max_unacked_bytes=50)
         conns: list[FakeDilatedConnection] = []
         current: FakeDilatedConnection | None = None
         acked = -1

@@ -47,7 +47,7 @@ class BufferingConnection(FakeDilatedConnection):
 
 def queued_outbound(pieces: int) -> Outbound:
     clock = Clock()
-    out = Outbound(cooperator=Cooperator(scheduler=lambda f: clock.callLater(0, f)))
+    out = Outbound(cooperator=Cooperator(scheduler=lambda f: clock.callLater(0, f)), clock=clock)
     for i in range(pieces):
         out.send_data(1, bytes([i % 256]) * PIECE)
     return out
@@ -92,7 +92,9 @@ class ReplayBatchTests(SynchronousTestCase):
     def test_a_single_large_record_still_goes(self) -> None:
         """A record bigger than a batch is sent on its own (a batch holds at least one)."""
         clock = Clock()
-        out = Outbound(cooperator=Cooperator(scheduler=lambda f: clock.callLater(0, f)))
+        out = Outbound(
+            cooperator=Cooperator(scheduler=lambda f: clock.callLater(0, f)), clock=clock
+        )
         out.send_data(1, b"x" * (2 * WRITE_BATCH_BYTES))
         out.send_data(1, b"y")
         conn = BufferingConnection()

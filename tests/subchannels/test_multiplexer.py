@@ -376,9 +376,9 @@ class FlowControlTests(SynchronousTestCase):
         server, _ = listening(self, pair.follower, "x")
         client = opened(self, pair.leader, "x")
         pair.pump()
-        pair.clock.advance(ACK_DELAY)
+        pair.clock.advance(0)  # the OPEN's ACK, at the end of the turn
         pair.pump()
-        client.transport.write(b"a" * 50)
+        client.transport.write(b"a" * 50)  # soon after it: this one waits for ACK_DELAY
         pair.pump()
         pair.clock.advance(0)
         pair.pump()

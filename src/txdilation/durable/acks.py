@@ -2,7 +2,10 @@
 
 A :class:`DelayedAck` coalesces ACKs: one goes out ``delay`` seconds after the first record it
 covers, or at the end of the reactor turn once an OPEN or CLOSE arrived or the DATA bytes it
-covers reached ``threshold`` bytes, whichever comes first (the numbers and why are in
+covers reached ``threshold`` bytes, or at the end of the turn when a record arrives more than
+``delay`` after the last ACK went out (a quiet link: a lone record's ACK is not delayed, so a
+sender timing its round trips by our ACKs, ``durable.window``, measures the path and not our
+delay), whichever comes first (the numbers and why are in
 ``txdilation.durable.inbound``). It only decides when: ``send()`` writes the ACK of the
 highest record processed by then.
 
@@ -39,6 +42,7 @@ class DelayedAck:
         self._call: IDelayedCall | None = None
         self._soon = False  # the pending ACK goes out at the end of this turn
         self._unacked = 0  # DATA bytes received since the last ACK went out
+        self._last_sent = reactor.seconds()  # when the last ACK went out (or the connection came)
 
     def data(self, size: int) -> None:
         """A DATA record of ``size`` payload bytes is to be acknowledged."""
@@ -51,6 +55,10 @@ class DelayedAck:
         """An OPEN or CLOSE is to be acknowledged: by the end of this turn."""
         self._schedule(True)
 
+    def restart(self) -> None:
+        """A new connection: the link counts as quiet from now (its first records wait)."""
+        self._last_sent = self._reactor.seconds()
+
     def cancel(self) -> None:
         """No ACK now (the connection is gone): drop the pending one."""
         if self._call is not None:
@@ -61,6 +69,8 @@ class DelayedAck:
     def _schedule(self, soon: bool) -> None:
         call = self._call
         if call is None:
+            if not soon and self._reactor.seconds() - self._last_sent >= self._delay:
+                soon = True  # the link was quiet: this record's round trip is not delayed
             self._soon = soon
             self._call = self._reactor.callLater(0 if soon else self._delay, self._fire)
         elif soon and not self._soon:
@@ -70,4 +80,5 @@ class DelayedAck:
     def _fire(self) -> None:
         self._call = None
         self._unacked = 0
+        self._last_sent = self._reactor.seconds()
         self._send()

@@ -7,13 +7,17 @@ Invariants:
 
 - every OPEN/DATA/CLOSE is acknowledged, duplicates too; ACKs are cumulative and delayed: one
   ``Ack(highest processed seqnum)`` goes out ``ack_delay`` (:data:`ACK_DELAY`, 5 ms) after the
-  first record it covers, or at the end of the reactor turn in which an OPEN or CLOSE arrived or
+  first record it covers, or at the end of the reactor turn in which an OPEN or CLOSE arrived,
   the DATA bytes it covers reached ``ack_threshold_bytes`` (:data:`ACK_THRESHOLD_BYTES`, 1 MiB),
-  whichever comes first. So a sender never waits more than ``ack_delay`` for an ACK, and never
-  at all while it has ``ack_threshold_bytes`` in flight (far under any sender's window: ours
-  is ``max_unacked_bytes``, 64 MiB by default; stock has none). ACKs are sent only while
-  connected: a connection lost with an ACK pending drops it (the peer replays what we did not
-  acknowledge on the next connection, and that replay is acknowledged);
+  or a record arrived after ``ack_delay`` without an ACK going out (the link was quiet: a lone
+  record's ACK is not delayed, so a sender timing its round trips by our ACKs, see
+  ``durable.window``, measures the path, not our delay; a reply written in that turn leaves in
+  the same send), whichever comes first. So a sender never waits more than ``ack_delay`` for
+  an ACK, and never at all while it has ``ack_threshold_bytes`` in flight (under any sender's
+  window: ours is at least ``DEFAULT_IN_FLIGHT_FLOOR``, 2 MiB, see ``durable.window``; stock
+  has none). ACKs are sent only while connected: a connection lost with an ACK pending drops it
+  (the peer replays what we did not acknowledge on the next connection, and that replay is
+  acknowledged);
 - a record is processed only if its seqnum is above the highest processed one (start -1);
 - an OPEN with scid 0, the wrong parity for the peer's role, or a name outside
   ``expected_subprotocols`` is answered with CLOSE; a duplicate OPEN is logged and ignored;
@@ -138,6 +142,7 @@ class Inbound:
 
     def connection_made(self, connection: IDilatedConnection) -> None:
         """Acknowledge on ``connection`` from now on (paused at once if we are over the bound)."""
+        self._acks.restart()
         self._machine.connection_made(connection)
 
     def connection_lost(self) -> None:

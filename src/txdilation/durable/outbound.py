@@ -23,9 +23,15 @@ Invariants:
   ``next_seqnum`` as the number of records sent) only grow, over all connections; they cost one
   int add per record or ACK (``bytes_retransmitted`` is summed once per new connection);
 - registered subchannel producers run only while a connection exists, its transport has not
-  paused us and the queue holds at most ``max_unacked_bytes`` (once over it they stay paused
-  until it falls to half). Writers that registered no producer are never blocked (Twisted gives
-  us no way to stop them); their bytes are counted and do pause everybody else.
+  paused us, the queue holds at most ``max_unacked_bytes`` (once over it they stay paused
+  until it falls to half) and the bytes in flight (written to this connection, not yet
+  acknowledged) are within the connection's limit (:class:`~txdilation.durable.window.
+  InFlightLimit`, at least twice the latest write; once over it they stay paused until a
+  quarter of it drained). So what an interactive write waits behind, in our buffers, the
+  kernels' and the peer's, is about one limit's worth, not what the socket buffers hold.
+  Records keep their seqnum order on the wire, across subchannels too, as stock's; writers
+  that registered no producer are never blocked (Twisted gives us no way to stop them); their
+  bytes are counted and do pause everybody else.
 
 The lifecycle (``disconnected``, ``producing``, ``paused``, ``stopped``) is the module-level
 Automat machine ``outbound_machine``; the per-record path is plain code.
@@ -33,19 +39,21 @@ Automat machine ``outbound_machine``; the per-record path is plain code.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 from typing import Protocol as TypingProtocol
 
 from automat import TypeMachine, TypeMachineBuilder
 from twisted.internet.defer import Deferred
-from twisted.internet.interfaces import IPullProducer, IPushProducer
-from twisted.internet.task import CooperativeTask, Cooperator
+from twisted.internet.interfaces import IPullProducer, IPushProducer, IReactorTime
+from twisted.internet.task import Cooperator
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from txdilation.durable.producers import ProducerSet
+from txdilation.durable.queue import SendQueue
+from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR, InFlightLimit
 from txdilation.wire.contracts import IDilatedConnection
 from txdilation.wire.limits import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
 from txdilation.wire.records import Ack, Close, Data, Open, Record, SequencedRecord
@@ -55,245 +63,6 @@ WRITE_BATCH_BYTES = 256 * 1024
 
 
 _log = Logger(namespace="txdilation.durable.outbound")
-
-
-class SendQueue:
-    """I/O-free bookkeeping of the records not yet acknowledged by the peer.
-
-    Records are split in two deques, both in seqnum order: ``sent`` (written to the current
-    connection) and ``unsent`` (not yet written to it). Every unsent seqnum is higher than every
-    sent one.
-    """
-
-    def __init__(self) -> None:
-        self.next_seqnum = 0
-        self.queued_bytes = 0
-        #: DATA payload bytes that were written to a connection and are queued to be sent again
-        #: on a later one (summed at each :meth:`rewind`)
-        self.retransmitted_bytes = 0
-        self._sent: deque[tuple[SequencedRecord, int]] = deque()
-        self._unsent: deque[tuple[SequencedRecord, int]] = deque()
-
-    def __len__(self) -> int:
-        return len(self._sent) + len(self._unsent)
-
-    @property
-    def has_unsent(self) -> bool:
-        """True when some queued record was not written to the current connection."""
-        return bool(self._unsent)
-
-    def allocate(self) -> int:
-        """Return the next seqnum (never reused)."""
-        seqnum = self.next_seqnum
-        self.next_seqnum = seqnum + 1
-        return seqnum
-
-    def add(self, record: SequencedRecord, size: int, *, sent: bool) -> None:
-        """Queue ``record`` (already numbered by :meth:`allocate`) of ``size`` bytes.
-
-        :param sent: True when the caller writes it to the connection right now; only allowed
-            while nothing is unsent, which keeps the order.
-        """
-        assert not (sent and self._unsent), "sending out of order"
-        (self._sent if sent else self._unsent).append((record, size))
-        self.queued_bytes += size
-
-    def take_unsent(self, limit: int | None = None) -> list[SequencedRecord]:
-        """Mark the oldest unsent records as sent and return them in seqnum order: all of
-        them, or (with ``limit``) as many as fit in ``limit`` bytes, at least one."""
-        if limit is None:
-            taken = [record for record, _ in self._unsent]
-            self._sent.extend(self._unsent)
-            self._unsent.clear()
-            return taken
-        taken, size = [], 0
-        unsent, sent = self._unsent, self._sent
-        while unsent and (not taken or size + unsent[0][1] <= limit):
-            entry = unsent.popleft()
-            sent.append(entry)
-            taken.append(entry[0])
-            size += entry[1]
-        return taken
-
-    def rewind(self) -> None:
-        """A new connection: everything queued must be sent (again)."""
-        self.retransmitted_bytes += sum(
-            len(record.data) for record, _ in self._sent if type(record) is Data
-        )
-        self._sent.extend(self._unsent)
-        self._sent, self._unsent = deque(), self._sent
-
-    def ack(self, resp_seqnum: int) -> None:
-        """Retire every queued record with ``seqnum <= resp_seqnum`` (cumulative)."""
-        for queue in (self._sent, self._unsent):
-            while queue and queue[0][0].seqnum <= resp_seqnum:
-                self.queued_bytes -= queue.popleft()[1]
-
-    def clear(self) -> None:
-        """Forget everything queued (the wormhole is closing)."""
-        self._sent.clear()
-        self._unsent.clear()
-        self.queued_bytes = 0
-
-
-@implementer(IPushProducer)
-class _PullDriver:
-    """Drive an IPullProducer from a Cooperator so that it looks like an IPushProducer.
-
-    Each cooperator step calls the producer's ``resumeProducing`` once; the cooperator itself
-    interleaves the steps of all pull producers (round-robin).
-    """
-
-    def __init__(
-        self,
-        producer: IPullProducer,
-        cooperator: Cooperator,
-        on_failure: Callable[[], None],
-        log: Logger,
-    ) -> None:
-        self._producer = producer
-        self._on_failure = on_failure
-        self._log = log
-        self._done = False
-        self._paused = False
-        self._task: CooperativeTask[Iterator[None]] = cooperator.cooperate(self._pull())
-
-    def _pull(self) -> Iterator[None]:
-        while True:
-            try:
-                self._producer.resumeProducing()
-            except Exception:
-                self._log.failure("pull producer {producer!r} failed", producer=self._producer)
-                self._done = True
-                self._on_failure()
-                return
-            yield None
-
-    def pauseProducing(self) -> None:
-        if not self._done and not self._paused:
-            self._paused = True
-            self._task.pause()
-
-    def resumeProducing(self) -> None:
-        if not self._done and self._paused:
-            self._paused = False
-            self._task.resume()
-
-    def stopProducing(self) -> None:
-        self.stop_streaming()
-        stop = getattr(self._producer, "stopProducing", None)
-        if stop is not None:
-            stop()
-
-    def stop_streaming(self) -> None:
-        """Stop calling the producer (it was unregistered)."""
-        if not self._done:
-            self._done = True
-            self._task.stop()
-
-
-@dataclass(eq=False)
-class _Registered:
-    producer: IPushProducer
-    paused: bool
-    driver: _PullDriver | None
-
-
-class ProducerSet:
-    """The producers registered by subchannels, paused and resumed together, served fairly.
-
-    Keys are whatever identifies a subchannel (its scid). Push producers are paused/resumed
-    directly; pull producers get a :class:`_PullDriver`. Exceptions raised by an application's
-    producer are logged and do not stop the others.
-    """
-
-    def __init__(self, cooperator: Cooperator, log: Logger) -> None:
-        self._cooperator = cooperator
-        self._log = log
-        self._by_key: dict[Hashable, _Registered] = {}
-        self._turns: deque[Hashable] = deque()  # left gets the next turn
-
-    def __len__(self) -> int:
-        return len(self._by_key)
-
-    def __contains__(self, key: Hashable) -> bool:
-        return key in self._by_key
-
-    def add(
-        self,
-        key: Hashable,
-        producer: IPushProducer | IPullProducer,
-        streaming: bool,
-        running: bool,
-    ) -> None:
-        """Register ``producer`` for ``key``; it starts paused unless ``running``.
-
-        :raises ValueError: when ``key`` already has a producer.
-        """
-        if key in self._by_key:
-            raise ValueError(f"a producer is already registered for subchannel {key!r}")
-        driver = None
-        push: IPushProducer
-        if streaming:
-            push = producer  # type: ignore[assignment]
-        else:
-            driver = push = _PullDriver(
-                producer,  # type: ignore[arg-type]
-                self._cooperator,
-                lambda: self.remove(key),
-                self._log,
-            )
-        self._by_key[key] = _Registered(push, paused=False, driver=driver)
-        self._turns.append(key)
-        if not running:
-            self._pause(self._by_key[key])
-
-    def remove(self, key: Hashable, *, stop: bool = False) -> None:
-        """Forget ``key``'s producer (no-op if none); ``stop`` also calls its stopProducing()."""
-        entry = self._by_key.pop(key, None)
-        if entry is None:
-            return
-        self._turns.remove(key)
-        if entry.driver is not None:
-            entry.driver.stop_streaming()
-        if stop:
-            self._call(entry.producer, "stopProducing")
-
-    def pause_all(self) -> None:
-        """Pause every running producer."""
-        for entry in list(self._by_key.values()):
-            if not entry.paused:
-                self._pause(entry)
-
-    def resume_fairly(self, may_continue: Callable[[], bool]) -> None:
-        """Resume paused producers one at a time, in turn order, while ``may_continue()``.
-
-        A producer that writes enough to make the connection pause us ends the round; the next
-        round starts with the producer after it.
-        """
-        for _ in range(len(self._turns)):
-            if not may_continue() or not self._turns:
-                return
-            key = self._turns[0]
-            self._turns.rotate(-1)
-            entry = self._by_key[key]
-            if entry.paused:
-                entry.paused = False
-                self._call(entry.producer, "resumeProducing")
-
-    def _pause(self, entry: _Registered) -> None:
-        entry.paused = True
-        self._call(entry.producer, "pauseProducing")
-
-    def _call(self, producer: object, method: str) -> None:
-        """Call the application's ``producer.method()``: a missing method (fowl's push
-        producers have no ``stopProducing``) or an exception is logged, never raised."""
-        try:
-            getattr(producer, method)()
-        except Exception:
-            self._log.failure(
-                "producer {producer!r}.{method}() failed", producer=producer, method=method
-            )
 
 
 class _OutboundInputs(TypingProtocol):
@@ -318,6 +87,8 @@ class _OutboundInputs(TypingProtocol):
 @dataclass
 class _OutboundCore:
     push_producer: IPushProducer
+    #: told of each batch written: its first record and its largest record's size in bytes
+    on_sent: Callable[[SequencedRecord, int], None]
     queue: SendQueue = field(default_factory=SendQueue)
     connection: IDilatedConnection | None = None
     #: where new records may be written at once: the connection while ``producing``, else None
@@ -327,8 +98,11 @@ class _OutboundCore:
     def flush(self) -> None:
         # Batch by batch while the transport takes them: its pauseProducing() clears ``sink``
         # at once (Outbound.pauseProducing), even from inside this machine's own input.
-        while self.sink is not None and self.queue.has_unsent:
-            self.sink.send_records(self.queue.take_unsent(WRITE_BATCH_BYTES))
+        queue = self.queue
+        while self.sink is not None and queue.has_unsent:
+            batch = queue.take_unsent(WRITE_BATCH_BYTES)
+            self.on_sent(batch[0], queue.largest_taken)
+            self.sink.send_records(batch)
 
     def release(self) -> None:
         if self.connection is not None:
@@ -402,7 +176,9 @@ class Outbound:
     It is the IPushProducer registered with each selected connection.
 
     :param cooperator: drives pull producers (one cooperator shared by all).
+    :param clock: times the round trips that size the in-flight limit.
     :param max_unacked_bytes: queued bytes above which every registered producer is paused.
+    :param in_flight_floor: the smallest in-flight limit (see :mod:`txdilation.durable.window`).
     :param log: where rejected or failing producers are reported.
     """
 
@@ -410,12 +186,21 @@ class Outbound:
         self,
         *,
         cooperator: Cooperator,
+        clock: IReactorTime,
         max_unacked_bytes: int = DEFAULT_MAX_UNACKED_BYTES,
+        in_flight_floor: int = DEFAULT_IN_FLIGHT_FLOOR,
         log: Logger | None = None,
     ) -> None:
         self._log = log if log is not None else _log
+        self._clock = clock
         self._max_bytes = max_unacked_bytes
         self._over_budget = False
+        self.window = InFlightLimit(in_flight_floor, ceiling=max_unacked_bytes)
+        """The in-flight limit (read by tests and status)."""
+        self._window_full = False
+        self._last_write = 0  # bytes of the last record written (the largest of a batch)
+        self.bytes_acked = 0
+        """Bytes of records (payload and header) the peer acknowledged."""
         self.bytes_sent = 0
         """DATA payload bytes handed to us (each counted once, however often replayed)."""
         self.records_acked = 0
@@ -423,7 +208,7 @@ class Outbound:
         self._pong_sent_while_paused = False
         self._acknowledged: list[Deferred[None]] = []
         self._producers = ProducerSet(cooperator, self._log)
-        self._core = _OutboundCore(push_producer=self)
+        self._core = _OutboundCore(push_producer=self, on_sent=self._sent)
         self._machine = outbound_machine(self._core)
 
     # --- introspection (tests, status) ---
@@ -471,14 +256,48 @@ class Outbound:
         if core.stopped:
             return
         sink = core.sink
-        immediately = sink is not None and not core.queue.has_unsent
-        core.queue.add(record, size, sent=immediately)
+        queue = core.queue
+        immediately = sink is not None and not queue.has_unsent
         if immediately:
             assert sink is not None
+            self._last_write = size  # _sent(), inlined: this is the per-record path
+            window = self.window
+            if not window.sampling:
+                window.sent(record.seqnum, self.bytes_acked, self._clock.seconds())
+            queue.add(record, size, sent=True)
             sink.send_record(record)
-        if not self._over_budget and core.queue.queued_bytes > self._max_bytes:
+        else:
+            queue.add(record, size, sent=False)
+        if not self._over_budget and queue.queued_bytes > self._max_bytes:
             self._over_budget = True
             self._producers.pause_all()
+        if not self._window_full and queue.sent_bytes >= max(
+            self.window.limit, 2 * self._last_write
+        ):
+            self._window_full = True
+            self._producers.pause_all()
+
+    def _sent(self, record: SequencedRecord, size: int) -> None:
+        """``record`` (or a batch starting with it, whose largest record has ``size`` bytes)
+        goes to the connection now: a sample's marker when none is outstanding."""
+        self._last_write = size
+        window = self.window
+        if not window.sampling:
+            window.sent(record.seqnum, self.bytes_acked, self._clock.seconds())
+
+    def _in_flight_limit(self) -> int:
+        """The window's limit, or room for two of the latest writes when they are larger
+        (one arriving while the peer processes the other: a record is processed whole)."""
+        return max(self.window.limit, 2 * self._last_write)
+
+    def _check_window(self) -> None:
+        """Producers wait once the limit is in flight, until a quarter of it drained (not at
+        every ACK)."""
+        in_flight, limit = self._core.queue.sent_bytes, self._in_flight_limit()
+        if self._window_full:
+            self._window_full = in_flight > limit - limit // 4
+        else:
+            self._window_full = in_flight >= limit
 
     def record_handlers(self) -> dict[type[Record], Callable[[Any], None]]:
         """The handler of each record type this half takes (the selected link's table)."""
@@ -495,10 +314,17 @@ class Outbound:
         """
         queue = self._core.queue
         before = len(queue)
-        queue.ack(resp_seqnum)
+        self.bytes_acked += queue.ack(resp_seqnum)
         self.records_acked += before - len(queue)
+        self.window.acked(resp_seqnum, self.bytes_acked, self._clock.seconds())
+        release = False
         if self._over_budget and queue.queued_bytes <= self._max_bytes // 2:
             self._over_budget = False
+            release = True
+        if self._window_full:
+            self._check_window()
+            release = release or not self._window_full
+        if release:
             self._run_producers()
         if self._acknowledged and not queue:
             waiters, self._acknowledged = self._acknowledged, []
@@ -520,7 +346,10 @@ class Outbound:
     def connection_made(self, connection: IDilatedConnection) -> None:
         """Use ``connection``: register as its producer, replay everything queued, go on."""
         self._pong_sent_while_paused = False
+        self.window.reset()
+        self._last_write = 0
         self._machine.connection_made(connection)
+        self._check_window()
         self._run_producers()
 
     def may_send_pong(self) -> bool:
@@ -562,7 +391,7 @@ class Outbound:
         self._producers.remove(key, stop=stop)
 
     def _may_produce(self) -> bool:
-        return self._core.sink is not None and not self._over_budget
+        return self._core.sink is not None and not (self._over_budget or self._window_full)
 
     def _run_producers(self) -> None:
         if self._may_produce():
@@ -582,6 +411,7 @@ class Outbound:
     def resumeProducing(self) -> None:
         self._pong_sent_while_paused = False
         self._machine.resume()
+        self._check_window()
         self._run_producers()
 
     def stopProducing(self) -> None:

@@ -138,7 +138,10 @@ class Multiplexer:
             )
         self._host = _WormholeAddress()
         self._outbound = Outbound(
-            cooperator=cooperator, max_unacked_bytes=max_unacked_bytes, log=self._log
+            cooperator=cooperator,
+            clock=reactor,
+            max_unacked_bytes=max_unacked_bytes,
+            log=self._log,
         )
         self._inbound = Inbound(
             reactor=reactor,
