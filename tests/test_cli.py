@@ -313,7 +313,7 @@ class SettingsTests(SynchronousTestCase):
         config = build_config({"code": "1-a", "max-record-size": "1MiB", "log-level": "error"})
         prepare(config)
         self.assertEqual(dict(os.environ), environ)
-        from txdilation.session.service import library_settings
+        from txdilation.session.library import library_settings
 
         settings = library_settings(config, os.environ)
         self.assertEqual(settings.limits.max_record_size, 2**20)

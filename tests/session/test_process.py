@@ -79,7 +79,7 @@ class ProcessGlueTests(SynchronousTestCase):
         config = build_config({"code": "1-a", "events": "/tmp/events.jsonl"})
         prepare(config)
         self.assertEqual(dict(os.environ), environ)
-        from txdilation.session.service import library_settings
+        from txdilation.session.library import library_settings
 
         settings = library_settings(config, os.environ)
         self.assertEqual(settings.telemetry.events_path, "/tmp/events.jsonl")

@@ -415,7 +415,7 @@ class GracePeriodTests(SynchronousTestCase):
     """The grace period's countdown (SessionCore.wait_for_drain) on a Clock."""
 
     def core(self, live: int, grace: float) -> tuple[Any, Clock, list[dict[str, Any]]]:
-        from txdilation.session.service import SessionCore
+        from txdilation.session.core import SessionCore
 
         clock = Clock()
         writer = StatusWriter(clock)

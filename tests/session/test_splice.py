@@ -47,7 +47,7 @@ class SpliceTests(SynchronousTestCase):
 
     def setUp(self, **options: object) -> None:
         self.clock = Clock()
-        # the session's subchannels have TWISTED semantics (txdilation.session.service.SEMANTICS)
+        # the session's subchannels have TWISTED semantics (txdilation.session.library.SEMANTICS)
         self.pair = MemoryDilationPair(self.clock, semantics=TWISTED, **options)
         self.peers = Collecting(HalfProtocol)
         listening = self.pair.b.listener_for("svc").listen(self.peers)

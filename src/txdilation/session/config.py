@@ -12,7 +12,7 @@ a TOML file (``--config FILE``). Keys are the long option names: ``mailbox``, ``
 The Dilation settings are spelled as the ``TXDILATION_*`` variables that name them
 (:meth:`SessionConfig.environment`); the session lays them over the process environment's and
 parses the result once into the library's typed settings
-(``txdilation.session.service.library_settings``): a setting given as an option or in the file
+(``txdilation.session.library.library_settings``): a setting given as an option or in the file
 replaces the variable; one given nowhere leaves the variable (if set) in force. :func:`merge` lays
 command-line values over the file's: scalars given on the command line win; ``listen``/``connect``
 entries are merged by name (the command line's endpoint wins for a name present in both); a

@@ -4,7 +4,8 @@ Layer: session (the application on top of :mod:`txdilation.pairing`). :func:`che
 refuses, while the options are parsed and before anything is sent, a pairing file that cannot be
 used (one line each: permissions, owner, another version, corrupted or edited) and settings that
 contradict it (a code on the command line when the pairing exists; no code when it does not).
-:func:`startup` is the session's start with a pairing: a
+:func:`startup` is the session's start with a pairing (it knows the session only as a
+:class:`StartingSession`): a
 :class:`~txdilation.pairing.paired.PairedWormhole` stands in for the wormhole and its dilation
 (the Forwarder's ``--listen``/``--connect`` forwards are served in every meeting, so they come
 back by themselves after a restart of either side), its events become status events, and each
@@ -20,6 +21,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+from typing import Protocol as TypingProtocol
 
 from twisted.python.failure import Failure
 
@@ -28,11 +30,15 @@ from txdilation.pairing.options import PairingOptions
 from txdilation.pairing.store import PairingStore
 from txdilation.session.config import SessionConfig
 from txdilation.session.errors import ConfigError
+from txdilation.session.library import SEMANTICS, Dilated, library_settings
+from txdilation.session.status import StatusWriter
+from txdilation.settings import Settings
 
-if TYPE_CHECKING:  # pragma: no cover (.service imports wormhole)
-    from txdilation.session.service import SessionCore
+if TYPE_CHECKING:  # pragma: no cover (.observe imports wormhole)
+    from txdilation.session.forwarding import Forwarder
+    from txdilation.session.observe import LinkObserver
 
-__all__ = ["FAULT_VARIABLE", "check_pairing", "startup"]
+__all__ = ["FAULT_VARIABLE", "StartingSession", "check_pairing", "startup"]
 
 FAULT_VARIABLE: Final = "TXDILATION_PAIRING_FAULT"
 
@@ -49,6 +55,28 @@ _EVENTS: Final = frozenset(
         "warning",
     }
 )
+
+
+class StartingSession(TypingProtocol):
+    """What :func:`startup` uses of the session it starts (``SessionCore`` is one)."""
+
+    config: SessionConfig
+    reactor: Any
+    writer: StatusWriter
+    forwarder: Forwarder
+    settings: Settings | None
+    observer: LinkObserver
+    wormhole: Any
+    dilated: Dilated | None
+
+    def rtt(self) -> float | None:
+        "The current link's round-trip time, if known."
+
+    def fail(self, f: Failure, where: str) -> None:
+        "Report a fatal error (``where``: what failed), unless the stop caused it."
+
+    def startup_failed(self, f: Failure, where: str = "startup") -> None:
+        "The start failed (the wormhole closing is not a cause: its close reports one)."
 
 
 def check_pairing(config: SessionConfig, *, code_given: bool) -> None:
@@ -81,11 +109,10 @@ def check_pairing(config: SessionConfig, *, code_given: bool) -> None:
         raise ConfigError(f"pairing file {path}: directory {directory} does not exist")
 
 
-async def startup(core: SessionCore) -> None:
+async def startup(core: StartingSession) -> None:
     """The session's start with a pairing (see the module docstring)."""
     from txdilation.pairing.paired import PairedWormhole
     from txdilation.session.observe import LinkObserver
-    from txdilation.session.service import SEMANTICS, library_settings
 
     config = core.config
     assert config.pairing is not None
@@ -121,16 +148,16 @@ async def startup(core: SessionCore) -> None:
         return (observer.wormhole_status, observer.dilation_status)
 
     def failed(f: Failure) -> None:
-        core._fail(f, "pairing")
+        core.fail(f, "pairing")
 
     paired = PairedWormhole(core.reactor, options, on_event=event, status=status, on_failed=failed)
     core.wormhole = core.dilated = paired
     attached = core.forwarder.attach(paired)
-    attached.addErrback(core._startup_failed, "wormhole")
+    attached.addErrback(core.startup_failed, "wormhole")
     try:
         await core.forwarder.start_listening()
     except Exception as e:
-        core._startup_failed(Failure(e), "listen")  # type: ignore[no-untyped-call]
+        core.startup_failed(Failure(e), "listen")  # type: ignore[no-untyped-call]
         return
     paired.start()
     try:

@@ -7,7 +7,7 @@ touch signal handlers and the process's exit status).
   txdilation as magic-wormhole's Dilation (``txdilation.install()``) before anything imports
   ``wormhole``.
   The library's settings are not set here: the session reads them once, when it dilates
-  (``txdilation.session.service.library_settings``: the ``TXDILATION_*`` variables of the
+  (``txdilation.session.library.library_settings``: the ``TXDILATION_*`` variables of the
   environment with the session's own ``--events``, ``--listen-interface``, ... laid over them).
 - :func:`install_signal_handlers` (call once the reactor runs, i.e. after Twisted installed its
   own): the first SIGTERM or SIGINT starts a clean stop (the grace period) and then stops the

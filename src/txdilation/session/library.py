@@ -1,0 +1,61 @@
+"""What the session asks of the library: its semantics, its settings, a dilated wormhole.
+
+Layer: session (imported by :mod:`.core`, which dilates an ordinary wormhole, and by
+:mod:`.paired`, which starts a ``PairedWormhole`` instead; neither start knows the other).
+
+Invariants:
+
+- the session chooses its application semantics explicitly (:data:`SEMANTICS`, Twisted's:
+  the splices are written and tested against it), whatever ``TXDILATION_SEMANTICS`` says;
+- the library's settings are typed values (:func:`library_settings`): the session's own
+  Dilation settings laid over the ``TXDILATION_*`` variables of the process environment;
+- the session uses a dilated wormhole only through :class:`Dilated` (a ``DilatedWormhole``
+  and a ``PairedWormhole`` both are one).
+
+Importing this module does not import ``wormhole``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Final
+from typing import Protocol as TypingProtocol
+
+from twisted.internet.defer import Deferred
+
+from txdilation.semantics import semantics_named
+from txdilation.session.config import SessionConfig
+from txdilation.settings import Settings
+
+__all__ = ["SEMANTICS", "Dilated", "library_settings"]
+
+SEMANTICS: Final = "twisted"
+"""The application semantics the session's subchannels have (``txdilation.dilate``)."""
+
+
+def library_settings(config: SessionConfig, environ: Mapping[str, str]) -> Settings:
+    """The settings a session dilates with: the ``TXDILATION_*`` variables of ``environ``,
+    each replaced by the session's own setting where one was given (option or TOML key), and
+    the session's :data:`SEMANTICS`.
+
+    :raises ValueError: naming a ``TXDILATION_*`` variable set to something invalid.
+    """
+    own = {k: v for k, v in environ.items() if k != "TXDILATION_SEMANTICS"}  # the session's own
+    settings = Settings.from_environ({**own, **config.environment()})
+    return dataclasses.replace(settings, semantics=semantics_named(SEMANTICS))
+
+
+class Dilated(TypingProtocol):
+    """What the session uses of a dilated wormhole: a ``DilatedWormhole``, or with
+    ``--pairing`` a ``PairedWormhole`` (the current meeting's)."""
+
+    @property
+    def last_rtt(self) -> float | None: ...
+
+    @property
+    def connected(self) -> bool: ...
+
+    def abort_connection(self) -> None: ...
+
+    def when_dilated(self) -> Deferred[None]: ...
