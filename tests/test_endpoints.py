@@ -36,7 +36,7 @@ from txdilation.endpoints import (
     EndpointSettings,
     in_words,
     parse_settings,
-    shared,
+    registry,
 )
 
 
@@ -71,7 +71,7 @@ class ParseTests(SynchronousTestCase):
         verifyObject(IStreamClientEndpoint, client)
         self.assertEqual(client.settings.timeout, 5.0)
         self.assertEqual(server.settings.appid, DEFAULT_APPID)
-        self.assertNotIn(id(reactor), shared._registries)
+        self.assertNotIn(id(reactor), registry._registries)
 
     def test_keys(self) -> None:
         """Every key, with escaped colons in URLs; flags take yes/no."""
@@ -183,7 +183,7 @@ class ParseTests(SynchronousTestCase):
             e = self.assertRaises(ValueError, serverFromString, reactor, description)
             self.assertIn(words, str(e))
             self.assertNotIn("\n", str(e))
-        self.assertNotIn(id(reactor), shared._registries)
+        self.assertNotIn(id(reactor), registry._registries)
 
 
 class EndpointsTests(RealServersMixin, TestCase):
@@ -210,7 +210,7 @@ class EndpointsTests(RealServersMixin, TestCase):
 
     async def close_wormholes(self) -> None:
         """Close what the test left open (as the reactor's shutdown would)."""
-        await shared._close_all(self.reactor)
+        await registry._close_all(self.reactor)
 
     def string(self, **keys: str) -> str:
         """A dilation: string against this test's servers."""
@@ -284,7 +284,7 @@ class EndpointsTests(RealServersMixin, TestCase):
             client.transport.loseWriteConnection()
             await self.within(client.eof)
             self.assertEqual(bytes(client.data), payload)
-            await shared.acquire(self.reactor, endpoint.settings).close()
+            await registry.acquire(self.reactor, endpoint.settings).close()
         self.assertTrue(served.exists() and used.exists())
         self.assertTrue(any("reconnected to paired peer" in line for line in self.lines))
 

@@ -2,8 +2,8 @@
 
 Layer: application edge (Twisted endpoint API over the public wormhole API; the endpoint-string
 parsers in ``twisted/plugins/txdilation_endpoints.py`` build these; :mod:`.settings` checks
-the strings, :mod:`.shared` holds the wormholes). Any Twisted program that
-takes an endpoint string can then use Dilation without code::
+the strings, :mod:`.shared` holds the wormholes, :mod:`.registry` shares them). Any
+Twisted program that takes an endpoint string can then use Dilation without code::
 
     twistd -n web --path . --listen 'dilation:subprotocol=http:code-file=code.txt'
     clientFromString(reactor, "dilation:subprotocol=http:code=7-guitarist-revenge")
@@ -56,13 +56,14 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from txdilation.endpoints.registry import acquire
 from txdilation.endpoints.settings import (
     DEFAULT_APPID,
     DEFAULT_CLIENT_TIMEOUT,
     EndpointSettings,
     parse_settings,
 )
-from txdilation.endpoints.shared import NAMESPACE, SharedWormhole, acquire, in_twistd, pass_to
+from txdilation.endpoints.shared import NAMESPACE, SharedWormhole, in_twistd, pass_to
 from txdilation.session.advice import explain, unwrap
 from txdilation.session.config import DEFAULT_MAILBOX, MAILBOX_VARIABLE
 

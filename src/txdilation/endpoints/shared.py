@@ -6,11 +6,9 @@ TWISTED semantics, sets or allocates the code and reports it (the log, ``code-fi
 turns stock's status callbacks into a session's status events, logged as readable lines in
 namespace ``txdilation.endpoints`` (and written to ``status`` if given).
 
-Invariants: :func:`acquire` returns the one wormhole per (reactor, mailbox, appid, code or
-code file), creating it on first use; its dilation settings are those of the first endpoint
-(a later one that disagrees is a ``ValueError``); a wormhole that ended (closed, failed, the
-peer left) is forgotten, so a later ``acquire`` makes a new one; every wormhole of a reactor
-is closed when that reactor shuts down, each close bounded by :data:`CLOSE_TIMEOUT`.
+Invariants: a wormhole that ended (closed, failed, the peer left) says so once, through the
+``forget`` callback it was given (:mod:`.registry` then forgets it, so a later ``acquire``
+makes a new one); closing it is bounded by :data:`CLOSE_TIMEOUT`.
 
 A wormhole that fails (the mailbox server cannot be reached, a wrong code, a peer that cannot
 dilate) is closed at once (it stops retrying the mailbox), every Deferred given to
@@ -25,7 +23,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from twisted.internet.defer import CancelledError, Deferred, succeed
@@ -37,7 +34,7 @@ from txdilation.session.advice import explain, unwrap
 from txdilation.session.status import StatusWriter, open_status_writer
 from txdilation.session.statuslog import StatusLog
 
-__all__ = ["CLOSE_TIMEOUT", "NAMESPACE", "SharedWormhole", "acquire", "in_twistd", "pass_to"]
+__all__ = ["CLOSE_TIMEOUT", "NAMESPACE", "SharedWormhole", "in_twistd", "pass_to"]
 
 NAMESPACE: Final = "txdilation.endpoints"
 """The ``twisted.logger`` namespace of the endpoints' lines."""
@@ -49,9 +46,18 @@ _log = Logger(namespace=NAMESPACE)
 
 
 class SharedWormhole:
-    """One wormhole and its dilation, shared by the endpoints that name it."""
+    """One wormhole and its dilation, shared by the endpoints that name it.
 
-    def __init__(self, reactor: Any, settings: EndpointSettings) -> None:
+    :param forget: called with this wormhole once it ended (once; possibly from the
+        constructor, when it fails at once).
+    """
+
+    def __init__(
+        self,
+        reactor: Any,
+        settings: EndpointSettings,
+        forget: Callable[[SharedWormhole], object] = lambda shared: None,
+    ) -> None:
         import txdilation
         from txdilation.session.observe import LinkObserver
 
@@ -59,6 +65,7 @@ class SharedWormhole:
 
         self.reactor = reactor
         self.settings = settings
+        self._forget = forget
         self.key = settings.wormhole_key
         self.listening: set[str] = set()
         self.ports = 0
@@ -175,7 +182,7 @@ class SharedWormhole:
         if self.ended:
             return
         self.ended = True
-        _forget(self)
+        self._forget(self)
         watchers, self._watchers = self._watchers, []
         if f is not None and not isinstance(unwrap(f), CancelledError):
             explained = explain(f, mailbox_setting="mailbox=")
@@ -299,57 +306,3 @@ def _write_code(path: str, code: str) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(code + "\n")
     os.replace(temporary, path)
-
-
-@dataclass
-class _Registry:
-    """The shared wormholes of one reactor."""
-
-    wormholes: dict[tuple[str, str, str | None, str | None], SharedWormhole] = field(
-        default_factory=dict
-    )
-
-
-_registries: dict[int, _Registry] = {}
-
-
-def acquire(reactor: Any, settings: EndpointSettings) -> SharedWormhole:
-    """The wormhole ``settings`` name, created on first use.
-
-    :raises ValueError: when an endpoint sharing it has other dilation settings.
-    """
-    registry = _registries.get(id(reactor))
-    if registry is None:
-        registry = _registries[id(reactor)] = _Registry()
-        reactor.addSystemEventTrigger("before", "shutdown", _close_all, reactor)
-    shared = registry.wormholes.get(settings.wormhole_key)
-    if shared is None:
-        kind = SharedWormhole
-        if settings.pairing is not None:
-            from txdilation.endpoints.paired import SharedPairing
-
-            kind = SharedPairing
-        shared = kind(reactor, settings)
-        if not shared.ended:  # (a paired wormhole can fail at once: its file in use)
-            registry.wormholes[settings.wormhole_key] = shared
-    elif shared.settings.dilation != settings.dilation:
-        raise ValueError(
-            "dilation: endpoints sharing a wormhole (same mailbox, appid and code or code-file) "
-            "must agree on relay, no-listen, ping-interval, status and exit-on-failure"
-        )
-    return shared
-
-
-def _forget(shared: SharedWormhole) -> None:
-    registry = _registries.get(id(shared.reactor))
-    if registry is not None and registry.wormholes.get(shared.key) is shared:
-        del registry.wormholes[shared.key]
-
-
-def _close_all(reactor: Any) -> Deferred[Any]:
-    """Reactor shutdown: close every wormhole of ``reactor`` (the peers hear we left)."""
-    from twisted.internet.defer import DeferredList
-
-    registry = _registries.pop(id(reactor), None)
-    wormholes = list(registry.wormholes.values()) if registry is not None else []
-    return DeferredList([w.close() for w in wormholes], consumeErrors=True)
