@@ -28,7 +28,14 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from tests.support.harness import PeerPair  # noqa: E402
-from tests.support.netns import Host, NatKind, Network, Node, namespace_support  # noqa: E402
+from tests.support.netns import (  # noqa: E402
+    Firewall,
+    Host,
+    NatKind,
+    Network,
+    Node,
+    namespace_support,
+)
 from tests.support.peers import placement  # noqa: E402
 from tests.support.reach import within as within  # noqa: E402  (re-exported)
 from tests.support.servers import NamespacedServers, start_servers  # noqa: E402
@@ -51,20 +58,29 @@ class Scene:
     extra: dict[str, Host]
 
 
-def build_scene(stack: ExitStack, nat: NatKind | None = None, hosts: Sequence[str] = ()) -> Scene:
+def build_scene(
+    stack: ExitStack,
+    nat: NatKind | None = None,
+    hosts: Sequence[str] = (),
+    *,
+    firewall: Firewall = Firewall.DROP,
+    report_ttl_expiry: bool = True,
+) -> Scene:
     """
     Build a scene (closed by ``stack``): ``a`` and ``b`` on the router, or each behind its own
-    NAT of kind ``nat``; more hosts named in ``hosts`` go on the router.
+    NAT of kind ``nat`` whose firewall is ``firewall``; more hosts named in ``hosts`` go on the
+    router; ``report_ttl_expiry``: whether the router answers an expired TTL with an ICMP time
+    exceeded (``tests.support.netns``).
     """
     net = stack.enter_context(Network())
-    internet = net.router()
+    internet = net.router(report_ttl_expiry=report_ttl_expiry)
     servers = start_servers(net.host("servers", internet))
     stack.callback(servers.stop)
     if nat is None:
         a, b = net.host("a", internet), net.host("b", internet)
     else:
-        a = net.host("a", net.nat("nat-a", internet, nat))
-        b = net.host("b", net.nat("nat-b", internet, nat))
+        a = net.host("a", net.nat("nat-a", internet, nat, firewall=firewall))
+        b = net.host("b", net.nat("nat-b", internet, nat, firewall=firewall))
     extra = {name: net.host(name, internet) for name in hosts}
     return Scene(net, servers, a, b, extra)
 

@@ -16,6 +16,10 @@ topologies:
 - ``routed``: no NAT (control), relay offered;
 - ``preserving+relay`` / ``preserving``: both behind address-and-port-preserving NATs
   (nftables ``masquerade persistent``), relay offered or not;
+- ``preserving-reset+relay`` / ``preserving-reset``: the same NATs, whose firewalls answer an
+  unsolicited SYN with a RST (OpenWrt's default ``REJECT``) instead of dropping it;
+- ``preserving-reset-quiet+relay`` / ``preserving-reset-quiet``: the same, with a router that
+  drops a packet whose TTL runs out without an ICMP time exceeded;
 - ``randomizing+relay`` / ``randomizing``: both behind port-randomizing NATs
   (``masquerade fully-random``), relay offered or not;
 - ``ipv6-only+relay``: both hosts IPv6-only on the router, the servers reached over IPv6
@@ -36,9 +40,9 @@ import sys
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from typing import Any
+from typing import Any, NamedTuple
 
-from tests.support.netns import Host, NatKind, Network
+from tests.support.netns import Firewall, Host, NatKind, Network
 from tests.support.reach import dilate_once
 from tests.support.servers import start_servers
 
@@ -52,14 +56,30 @@ from benchmarks.namespaced import (
     seconds_text,
 )
 
-TOPOLOGIES: dict[str, tuple[NatKind | None, bool]] = {
-    "routed": (None, True),
-    "preserving+relay": (NatKind.PORT_PRESERVING, True),
-    "preserving": (NatKind.PORT_PRESERVING, False),
-    "randomizing+relay": (NatKind.PORT_RANDOMIZING, True),
-    "randomizing": (NatKind.PORT_RANDOMIZING, False),
-    "ipv6-only+relay": (None, True),
-    "ipv6-blocked+relay": (None, True),
+
+class Topology(NamedTuple):
+    """Hosts behind NATs of ``nat`` kind (``None``: routed), relay offered or not, the NATs'
+    firewall, and whether the router reports an expired TTL (``tests.support.netns``)."""
+
+    nat: NatKind | None
+    relay: bool
+    firewall: Firewall = Firewall.DROP
+    report_ttl_expiry: bool = True
+
+
+PRESERVING, RANDOMIZING, RESET = NatKind.PORT_PRESERVING, NatKind.PORT_RANDOMIZING, Firewall.RESET
+TOPOLOGIES: dict[str, Topology] = {
+    "routed": Topology(None, True),
+    "preserving+relay": Topology(PRESERVING, True),
+    "preserving": Topology(PRESERVING, False),
+    "preserving-reset+relay": Topology(PRESERVING, True, RESET),
+    "preserving-reset": Topology(PRESERVING, False, RESET),
+    "preserving-reset-quiet+relay": Topology(PRESERVING, True, RESET, report_ttl_expiry=False),
+    "preserving-reset-quiet": Topology(PRESERVING, False, RESET, report_ttl_expiry=False),
+    "randomizing+relay": Topology(RANDOMIZING, True),
+    "randomizing": Topology(RANDOMIZING, False),
+    "ipv6-only+relay": Topology(None, True),
+    "ipv6-blocked+relay": Topology(None, True),
 }
 IPV6_ONLY = {"ipv6-only+relay", "ipv6-blocked+relay"}
 # (Leader on host a, Follower on host b)
@@ -93,7 +113,7 @@ async def reach_run(
     reactor: Any, topology: str, pairing: str, cap: float, index: int
 ) -> dict[str, Any]:
     """One run: dilate and echo across ``topology``; which path, how long."""
-    nat, relay = TOPOLOGIES[topology]
+    nat, relay, firewall, report_ttl_expiry = TOPOLOGIES[topology]
     leader, follower = PAIRINGS[pairing]
     record: dict[str, Any] = {
         "topology": topology,
@@ -106,7 +126,7 @@ async def reach_run(
         if topology in IPV6_ONLY:
             mailbox, relay_hint, a, b = ipv6_scene(stack, topology == "ipv6-blocked+relay")
         else:
-            scene = build_scene(stack, nat)
+            scene = build_scene(stack, nat, firewall=firewall, report_ttl_expiry=report_ttl_expiry)
             mailbox, relay_hint, a, b = (
                 scene.servers.mailbox_url,
                 scene.servers.relay_hint,
