@@ -34,6 +34,7 @@ from tests.support.netns import (  # noqa: E402
     NatKind,
     Network,
     Node,
+    Shape,
     namespace_support,
 )
 from tests.support.peers import placement  # noqa: E402
@@ -65,12 +66,14 @@ def build_scene(
     *,
     firewall: Firewall = Firewall.DROP,
     report_ttl_expiry: bool = True,
+    nat_delay: float = 0.0,
 ) -> Scene:
     """
     Build a scene (closed by ``stack``): ``a`` and ``b`` on the router, or each behind its own
     NAT of kind ``nat`` whose firewall is ``firewall``; more hosts named in ``hosts`` go on the
     router; ``report_ttl_expiry``: whether the router answers an expired TTL with an ICMP time
-    exceeded (``tests.support.netns``).
+    exceeded (``tests.support.netns``); ``nat_delay``: seconds each way on each NAT's link to
+    the router (so twice that between the two NATs).
     """
     net = stack.enter_context(Network())
     internet = net.router(report_ttl_expiry=report_ttl_expiry)
@@ -79,8 +82,11 @@ def build_scene(
     if nat is None:
         a, b = net.host("a", internet), net.host("b", internet)
     else:
-        a = net.host("a", net.nat("nat-a", internet, nat, firewall=firewall))
-        b = net.host("b", net.nat("nat-b", internet, nat, firewall=firewall))
+        nats = [net.nat(f"nat-{h}", internet, nat, firewall=firewall) for h in "ab"]
+        if nat_delay:
+            for n in nats:
+                net.impair(n, up=Shape(nat_delay), down=Shape(nat_delay))
+        a, b = net.host("a", nats[0]), net.host("b", nats[1])
     extra = {name: net.host(name, internet) for name in hosts}
     return Scene(net, servers, a, b, extra)
 

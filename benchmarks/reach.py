@@ -20,6 +20,8 @@ topologies:
   unsolicited SYN with a RST (OpenWrt's default ``REJECT``) instead of dropping it;
 - ``preserving-reset-quiet+relay`` / ``preserving-reset-quiet``: the same, with a router that
   drops a packet whose TTL runs out without an ICMP time exceeded;
+- ``preserving-reset-20ms``: ``preserving-reset`` with 10 ms each way on each NAT's link to the
+  router (20 ms between the NATs; userspace delayer where the kernel has no netem);
 - ``randomizing+relay`` / ``randomizing``: both behind port-randomizing NATs
   (``masquerade fully-random``), relay offered or not;
 - ``ipv6-only+relay``: both hosts IPv6-only on the router, the servers reached over IPv6
@@ -65,6 +67,7 @@ class Topology(NamedTuple):
     relay: bool
     firewall: Firewall = Firewall.DROP
     report_ttl_expiry: bool = True
+    nat_delay: float = 0.0
 
 
 PRESERVING, RANDOMIZING, RESET = NatKind.PORT_PRESERVING, NatKind.PORT_RANDOMIZING, Firewall.RESET
@@ -76,6 +79,7 @@ TOPOLOGIES: dict[str, Topology] = {
     "preserving-reset": Topology(PRESERVING, False, RESET),
     "preserving-reset-quiet+relay": Topology(PRESERVING, True, RESET, report_ttl_expiry=False),
     "preserving-reset-quiet": Topology(PRESERVING, False, RESET, report_ttl_expiry=False),
+    "preserving-reset-20ms": Topology(PRESERVING, False, RESET, nat_delay=0.01),
     "randomizing+relay": Topology(RANDOMIZING, True),
     "randomizing": Topology(RANDOMIZING, False),
     "ipv6-only+relay": Topology(None, True),
@@ -113,7 +117,7 @@ async def reach_run(
     reactor: Any, topology: str, pairing: str, cap: float, index: int
 ) -> dict[str, Any]:
     """One run: dilate and echo across ``topology``; which path, how long."""
-    nat, relay, firewall, report_ttl_expiry = TOPOLOGIES[topology]
+    nat, relay, firewall, report_ttl_expiry, nat_delay = TOPOLOGIES[topology]
     leader, follower = PAIRINGS[pairing]
     record: dict[str, Any] = {
         "topology": topology,
@@ -126,7 +130,13 @@ async def reach_run(
         if topology in IPV6_ONLY:
             mailbox, relay_hint, a, b = ipv6_scene(stack, topology == "ipv6-blocked+relay")
         else:
-            scene = build_scene(stack, nat, firewall=firewall, report_ttl_expiry=report_ttl_expiry)
+            scene = build_scene(
+                stack,
+                nat,
+                firewall=firewall,
+                report_ttl_expiry=report_ttl_expiry,
+                nat_delay=nat_delay,
+            )
             mailbox, relay_hint, a, b = (
                 scene.servers.mailbox_url,
                 scene.servers.relay_hint,

@@ -19,7 +19,7 @@ from typing import Any
 
 from twisted.internet.defer import DeferredList, ensureDeferred
 
-from tests.support.netns import Host, NatKind, Router
+from tests.support.netns import Firewall, Host, NatKind, Router
 from tests.support.reach import dilate_once
 from tests.support.servers import NamespacedServers, start_servers
 from tests.test_netns_support import NamespaceTestCase
@@ -30,6 +30,8 @@ PUNCH_DIRECT_AT_LEAST = 19
 AT_ONCE = 2  # pairs run concurrently (the machine running the suite is shared)
 Case = tuple[tuple[Host, str], tuple[Host, str], tuple[str, ...]]  # Leader, Follower, arguments
 FALLBACK_BOUND = 15.0  # seconds: generous; the measured fall back is about 2 s
+RESET_RUNS = 4  # pairs behind resetting NATs (benchmarks.reach runs 20)
+RESET_BOUND = 10.0  # seconds: generous; measured 1.5 s (the SYN retransmission is 1 s)
 
 
 class ReachSlowTests(NamespaceTestCase):
@@ -37,20 +39,29 @@ class ReachSlowTests(NamespaceTestCase):
 
     timeout = 240
 
-    def servers(self, *, ipv6: bool = False) -> tuple[NamespacedServers, Router]:
+    def servers(
+        self, *, ipv6: bool = False, report_ttl_expiry: bool = True
+    ) -> tuple[NamespacedServers, Router]:
         """The router and the servers on a (dual-stack) host behind it, which clients are
         told to reach at its IPv4 address (``ipv6``: at its IPv6 address)."""
-        internet = self.net.router()
+        internet = self.net.router(report_ttl_expiry=report_ttl_expiry)
         host = self.net.host("servers", internet)
         servers = start_servers(host, address=host.addresses6[0] if ipv6 else None)
         self.addCleanup(servers.stop)
         return servers, internet
 
-    def behind_nats(self, kind: NatKind) -> tuple[NamespacedServers, Host, Host]:
-        """The servers, and hosts ``a`` and ``b`` each behind its own NAT of ``kind``."""
-        servers, internet = self.servers()
-        a = self.net.host("a", self.net.nat("nat-a", internet, kind))
-        b = self.net.host("b", self.net.nat("nat-b", internet, kind))
+    def behind_nats(
+        self,
+        kind: NatKind,
+        firewall: Firewall = Firewall.DROP,
+        *,
+        report_ttl_expiry: bool = True,
+    ) -> tuple[NamespacedServers, Host, Host]:
+        """The servers, and hosts ``a`` and ``b`` each behind its own NAT of ``kind`` with
+        ``firewall`` (the router reporting an expired TTL or not)."""
+        servers, internet = self.servers(report_ttl_expiry=report_ttl_expiry)
+        a = self.net.host("a", self.net.nat("nat-a", internet, kind, firewall=firewall))
+        b = self.net.host("b", self.net.nat("nat-b", internet, kind, firewall=firewall))
         return servers, a, b
 
     async def runs(
@@ -65,10 +76,13 @@ class ReachSlowTests(NamespaceTestCase):
         """``count`` dilations of the same pair, relay offered; their outcomes."""
         return await self.cases(servers, [(left, right, extra)] * count)
 
-    async def cases(self, servers: NamespacedServers, cases: list[Case]) -> list[dict[str, Any]]:
-        """One dilation per case (``AT_ONCE`` at a time), relay offered; their outcomes."""
+    async def cases(
+        self, servers: NamespacedServers, cases: list[Case], *, relay: bool = True
+    ) -> list[dict[str, Any]]:
+        """One dilation per case (``AT_ONCE`` at a time), relay offered (or not); their
+        outcomes."""
         outcomes: list[dict[str, Any]] = []
-        url, hint = servers.mailbox_url, servers.relay_hint
+        url, hint = servers.mailbox_url, (servers.relay_hint if relay else None)
         for start in range(0, len(cases), AT_ONCE):
             ds = [
                 ensureDeferred(dilate_once(self.reactor, url, left, right, relay=hint, extra=extra))
@@ -99,6 +113,24 @@ class ReachSlowTests(NamespaceTestCase):
         direct = sum(1 for o in outcomes if o["path"] == "direct")
         self.assertGreaterEqual(direct, PUNCH_DIRECT_AT_LEAST, outcomes)
         self.assertEqual([o for o in outcomes if o["path"] == "failed"], [])
+
+    async def test_txdilation_punches_through_resetting_nats(self) -> None:
+        """Two txdilation peers, each behind its own port-preserving NAT whose firewall
+        answers an unsolicited SYN with a RST (OpenWrt's default), no relay: every run is
+        direct, within RESET_BOUND. Each peer's first punched SYN has a TTL that dies at the
+        router, so it opens its own NAT without being refused by the other; the kernel's
+        retransmission a second later crosses. The router drops expired TTLs quietly: where an
+        ICMP time exceeded comes back, Linux (these hosts) aborts such a connect, and the
+        peers dial with normal TTLs instead (``benchmarks.reach``'s ``preserving-reset``
+        rows)."""
+        servers, a, b = self.behind_nats(
+            NatKind.PORT_PRESERVING, Firewall.RESET, report_ttl_expiry=False
+        )
+        cases: list[Case] = [((a, TX), (b, TX), ())] * RESET_RUNS
+        outcomes = await self.cases(servers, cases, relay=False)
+        self.report("tx-tx, resetting NATs, no relay", outcomes)
+        self.assertEqual([o["path"] for o in outcomes], ["direct"] * RESET_RUNS, outcomes)
+        self.assertLess(max(o["seconds"] for o in outcomes), RESET_BOUND, outcomes)
 
     async def test_stock_and_no_punching_behind_port_preserving_nats(self) -> None:
         """The same topology: stock with stock ends on the relay (stock cannot punch);

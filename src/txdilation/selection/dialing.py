@@ -12,22 +12,27 @@ through the narrow callbacks given to it: ``hint_status`` (the hints being tried
 the race ended in a selection, so that relays are not started any more).
 
 Hole punching (:mod:`txdilation.selection.punch`): while ``bind_port()`` names the listening
-port, every direct dial to an IP literal starts from that port, and a dial to a punched hint of
-the peer's that fails early is retried every ``punch.PUNCH_RETRY_DELAY`` seconds until
-``punch.PUNCH_WINDOW`` has passed since its first try, so that both peers' SYNs cross.
+port, every direct dial to an IP literal starts from that port. A dial to a punched hint of the
+peer's follows a :class:`~txdilation.selection.punch_schedule.PunchPlan`: it waits for the
+expiry probe (once per generation and address family), its first SYN may have a low TTL
+(:mod:`txdilation.selection.punch_dial` makes that socket), and when it fails it is dialled
+again as the plan says (soon after a refusal, at once after an expiry, else every
+``punch.PUNCH_RETRY_DELAY`` seconds) until ``punch.PUNCH_WINDOW`` has passed since its first
+try.
 :meth:`Dialer.relay_grace` is how long the Leader holds a relay candidate, longer while a
 punched dial is under way.
 
 Invariants: after :meth:`Dialer.cancel_attempts` nothing is dialed any more (the cancelled
-direct dials ending there start no relay dial, no punch retry follows); the same relay endpoint
-is dialed at most once per generation; a punch retry is the same outstanding direct attempt as
-its first try; every dial is one telemetry attempt when an
+direct dials ending there start no relay dial, no punch retry follows, the expiry probe stops);
+the same relay endpoint is dialed at most once per generation; a punch retry is the same
+outstanding direct attempt as its first try; every dial is one telemetry attempt when an
 :class:`~txdilation.selection.attempts.AttemptLog` is given.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +44,7 @@ from twisted.internet.endpoints import (
 )
 from twisted.internet.interfaces import IDelayedCall, IStreamClientEndpoint
 from twisted.internet.protocol import ClientFactory
+from twisted.internet.tcp import makeBinding
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from wormhole._status import DilationHint
@@ -59,6 +65,8 @@ from txdilation.selection.hints import (
     hint_url,
     websocket_address,
 )
+from txdilation.selection.punch_dial import ExpiryProbe, punched_endpoint
+from txdilation.selection.punch_schedule import LOW_TTLS, PunchPlan, Verdict, outcome_of
 from txdilation.selection.relays import RELAY_CONNECT_TIMEOUT, relays_to_dial
 from txdilation.wire.keys import derive_relay_token
 
@@ -116,6 +124,8 @@ class Dialer:
         self._used_relays: set[RelayEndpoint] = set()
         self.punch_retries: set[IDelayedCall] = set()
         self._punching: set[Deferred[Any]] = set()  # dials to the peer's punched hints
+        self._rng = random.Random()  # punch retry spacing
+        self._expiry = ExpiryProbe(reactor, LOW_TTLS[0])  # do low-TTL first SYNs survive?
         #: when we published punched hints and when we last dialled a punched hint
         self._punch_marks: list[float] = []
 
@@ -171,23 +181,21 @@ class Dialer:
             self._attempt(h, via_relay=True)
 
     def _attempt(
-        self, hint: RelayEndpoint, *, via_relay: bool, first_try: float | None = None
+        self, hint: RelayEndpoint, *, via_relay: bool, plan: PunchPlan | None = None
     ) -> None:
         s = self._settings
         timeout = (
             min(s.handshake_timeout, RELAY_CONNECT_TIMEOUT) if via_relay else s.handshake_timeout
         )
-        endpoint: IStreamClientEndpoint
-        binding = None
+        endpoint: IStreamClientEndpoint | None = None
+        local: tuple[str, int] | None = None  # dialled from: hole punching's listening port
         # a direct TCP dial, when hole punching may bind it to the listening port
         punchable: TCPHint | None = None
         listen_port = self._bind_port()
-        if not via_relay and listen_port:
-            punchable = None if isinstance(hint, WebSocketHint) else hint
-            if punchable is not None:
-                binding = punch.dial_binding(
-                    punchable, listen_port, s.network.listen_interface or None
-                )
+        if not via_relay and listen_port and not isinstance(hint, WebSocketHint):
+            punchable = hint
+            local = punch.dial_address(hint, listen_port, s.network.listen_interface or None)
+        punched = local is not None and punchable is not None and punch.is_punched(punchable)
         if isinstance(hint, WebSocketHint):
             host, port, path = websocket_address(hint)
             endpoint = WebSocketClientEndpoint(
@@ -195,22 +203,24 @@ class Dialer:
             )
         elif s.tor is not None:
             endpoint = s.tor.stream_via(hint.hostname, hint.port)
-        elif binding is not None:
+            punched = False
+        elif local is not None and not punched:
             endpoint = TCP4ClientEndpoint(  # IP literals of either family; see selection.punch
                 self._reactor,
                 hint.hostname,
                 hint.port,
                 timeout=s.handshake_timeout,
-                bindAddress=binding,
+                bindAddress=makeBinding(*local, reuseAddress=True, reusePort=True),
             )
-        else:
+        elif local is None:
             endpoint = _tcp_client_endpoint(self._reactor, hint, timeout)
         relay_line = None
         if via_relay:
             relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
-        elif first_try is None:  # a punch retry is still the same outstanding attempt
+        elif plan is None:  # a punch retry is still the same outstanding attempt
             self.direct_outstanding += 1
-        started = self._reactor.seconds() if first_try is None else first_try
+        if punched and plan is None:
+            plan = PunchPlan(self._reactor.seconds(), self._rng)
         log = self._attempt_log
         attempt = None
         if log is not None:
@@ -223,9 +233,13 @@ class Dialer:
             attempt,
             hint if via_relay else None,
         )
-        d = endpoint.connect(factory)
+        if endpoint is not None:
+            d = endpoint.connect(factory)
+        else:  # a punched hint: see selection.punch_schedule
+            assert plan is not None and local is not None and punchable is not None
+            d = self._punched_dial(punchable, local, plan, factory)
         self.attempts.add(d)
-        if binding is not None and punchable is not None and punch.is_punched(punchable):
+        if punched:
             self._punching.add(d)
             self._punch_marks.append(self._reactor.seconds())
             self._punch_dial_started()
@@ -237,10 +251,9 @@ class Dialer:
                 if log is not None and attempt is not None:
                     log.connect_failed(attempt, result)
                 retrying = (
-                    binding is not None
+                    plan is not None
                     and punchable is not None
-                    and punch.worth_retrying(punchable, result)
-                    and self._retry_punch(punchable, started)
+                    and self._retry_punch(punchable, plan, result)
                 )
                 if not via_relay and not retrying:
                     self.direct_attempt_over()
@@ -252,19 +265,38 @@ class Dialer:
 
         d.addBoth(done)
 
-    def _retry_punch(self, hint: TCPHint, started: float) -> bool:
-        """Dial ``hint`` from the listening port again shortly, if still within the punch
-        window (the peer's SYN may not have opened its NAT yet); whether it will be."""
-        if self._closed or self._reactor.seconds() - started >= punch.PUNCH_WINDOW:
+    def _punched_dial(
+        self, hint: TCPHint, local: tuple[str, int], plan: PunchPlan, factory: _OutboundFactory
+    ) -> Deferred[Any]:
+        """Dial a punched hint from ``local``, its first SYN's TTL as ``plan`` says once the
+        expiry probe has spoken (at once after the first dial)."""
+        timeout = self._settings.handshake_timeout
+
+        def dial(verdict: Verdict) -> Deferred[Any]:
+            plan.probed(verdict)
+            ttl = plan.dial(self._reactor.seconds())
+            endpoint = punched_endpoint(
+                self._reactor, hint.hostname, hint.port, local, ttl=ttl, timeout=timeout
+            )
+            return endpoint.connect(factory)
+
+        return self._expiry.verdict(hint.hostname, hint.port, local[0]).addCallback(dial)
+
+    def _retry_punch(self, hint: TCPHint, plan: PunchPlan, failure: Failure) -> bool:
+        """Dial ``hint`` from the listening port again when ``plan`` says so (its last dial
+        failed with ``failure``); whether it will be."""
+        outcome = outcome_of(failure, low_ttl=plan.last_ttl is not None)
+        delay = None if self._closed else plan.again(outcome, self._reactor.seconds())
+        if delay is None:
             return False
 
         def again() -> None:
             self.punch_retries.discard(timer)
             if self._closed:
                 return
-            self._attempt(hint, via_relay=False, first_try=started)
+            self._attempt(hint, via_relay=False, plan=plan)
 
-        timer = self._reactor.callLater(punch.PUNCH_RETRY_DELAY, again)
+        timer = self._reactor.callLater(delay, again)
         self.punch_retries.add(timer)
         return True
 
@@ -292,6 +324,7 @@ class Dialer:
     def cancel_attempts(self) -> None:
         """The race is over: cancel every dial in progress (no punch retry follows)."""
         self._closed = True
+        self._expiry.stop()
         for d in list(self.attempts):
             d.cancel()
         self.attempts.clear()
