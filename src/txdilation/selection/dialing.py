@@ -233,16 +233,17 @@ class Dialer:
             attempt,
             hint if via_relay else None,
         )
+        d: Deferred[Any]
         if endpoint is not None:
             d = endpoint.connect(factory)
-        else:  # a punched hint: see selection.punch_schedule
+        else:  # a punched hint, dialled once the expiry probe has spoken
             assert plan is not None and local is not None and punchable is not None
-            d = self._punched_dial(punchable, local, plan, factory)
+            d = self._expiry.verdict(punchable.hostname, punchable.port, local[0])
+            self._punching.add(d)  # before it dials: the relay hold counts it
+            d.addCallback(self._punched_dial, punchable, local, plan, factory)
         self.attempts.add(d)
         if punched:
             self._punching.add(d)
-            self._punch_marks.append(self._reactor.seconds())
-            self._punch_dial_started()
 
         def done(result: object) -> None:
             self.attempts.discard(d)
@@ -266,21 +267,25 @@ class Dialer:
         d.addBoth(done)
 
     def _punched_dial(
-        self, hint: TCPHint, local: tuple[str, int], plan: PunchPlan, factory: _OutboundFactory
+        self,
+        verdict: Verdict,
+        hint: TCPHint,
+        local: tuple[str, int],
+        plan: PunchPlan,
+        factory: _OutboundFactory,
     ) -> Deferred[Any]:
-        """Dial a punched hint from ``local``, its first SYN's TTL as ``plan`` says once the
-        expiry probe has spoken (at once after the first dial)."""
+        """Dial a punched hint from ``local`` now that the expiry probe gave its ``verdict``,
+        its first SYN's TTL as ``plan`` says."""
+        plan.probed(verdict)
+        now = self._reactor.seconds()
+        ttl = plan.dial(now)
+        self._punch_marks.append(now)
+        self._punch_dial_started()
         timeout = self._settings.handshake_timeout
-
-        def dial(verdict: Verdict) -> Deferred[Any]:
-            plan.probed(verdict)
-            ttl = plan.dial(self._reactor.seconds())
-            endpoint = punched_endpoint(
-                self._reactor, hint.hostname, hint.port, local, ttl=ttl, timeout=timeout
-            )
-            return endpoint.connect(factory)
-
-        return self._expiry.verdict(hint.hostname, hint.port, local[0]).addCallback(dial)
+        endpoint = punched_endpoint(
+            self._reactor, hint.hostname, hint.port, local, ttl=ttl, timeout=timeout
+        )
+        return endpoint.connect(factory)
 
     def _retry_punch(self, hint: TCPHint, plan: PunchPlan, failure: Failure) -> bool:
         """Dial ``hint`` from the listening port again when ``plan`` says so (its last dial
