@@ -32,59 +32,85 @@ def plan() -> PunchPlan:
     return PunchPlan(started=100.0, rng=random.Random(7))
 
 
+def refused_plan(verdict: Verdict | None = Verdict.SURVIVES) -> PunchPlan:
+    """A plan whose first (normal) dial was refused at once, the probe's ``verdict`` known."""
+    p = plan()
+    if verdict is not None:
+        p.probed(verdict)
+    assert p.dial(100.0) is None
+    assert p.again(Outcome.REFUSED, 100.0) is not None
+    return p
+
+
 class TTLTests(SynchronousTestCase):
-    def test_low_ttls_cycle_smallest_first(self) -> None:
-        """While low TTLs are in use, successive dials' first SYNs cycle through LOW_TTLS,
-        starting with the smallest (2: one home router)."""
+    def test_first_dial_normal_low_ttls_after_a_refusal(self) -> None:
+        """The first dial has the system's TTL whatever the probe says (against a NAT that
+        drops, that is all it takes); once refused, dials cycle through LOW_TTLS, smallest
+        first (2: one home router), if a low-TTL connect survives here."""
         p = plan()
         p.probed(Verdict.SURVIVES)
-        ttls = [p.dial(100.0 + i) for i in range(2 * len(LOW_TTLS))]
+        self.assertIsNone(p.dial(100.0))
+        self.assertIsNone(p.last_ttl)
+        p.again(Outcome.REFUSED, 100.001)
+        ttls = [p.dial(100.1 + i * 0.01) for i in range(2 * len(LOW_TTLS))]
         self.assertEqual(ttls, [*LOW_TTLS, *LOW_TTLS])
         self.assertEqual(LOW_TTLS[0], 2)
         self.assertEqual(p.last_ttl, LOW_TTLS[-1])
 
     def test_probe_verdicts(self) -> None:
-        """Only a probe whose low-TTL connect survived keeps low TTLs; one that was aborted
-        or that reached a host means the system's TTL for every dial."""
+        """After a refusal, only a probe whose low-TTL connect survived allows low TTLs; one
+        that was aborted or that reached a host means the system's TTL for every dial. Until
+        the verdict is known, the next dial waits for it."""
         for verdict, low in (
             (Verdict.SURVIVES, True),
             (Verdict.ABORTED, False),
             (Verdict.REACHED, False),
         ):
             with self.subTest(verdict=verdict):
-                p = plan()
+                p = refused_plan(None)
+                self.assertTrue(p.wants_verdict)
                 p.probed(verdict)
-                self.assertEqual(p.dial(100.0) is not None, low)
-                self.assertEqual(p.last_ttl is not None, low)
+                self.assertFalse(p.wants_verdict)
+                self.assertEqual(p.dial(100.1) is not None, low)
+        self.assertFalse(plan().wants_verdict)  # not refused: dials at once
 
     def test_expired_dial_gives_low_ttls_up_and_dials_at_once(self) -> None:
         """A low-TTL dial aborted by its expiry (the kernel gave the socket up): the next dial
-        is at once, with the system's TTL, and so is every later one, whatever a probe says."""
-        p = plan()
-        p.probed(Verdict.SURVIVES)
-        self.assertEqual(p.dial(100.0), 2)
-        self.assertEqual(p.again(Outcome.EXPIRED, 100.001), 0.0)
-        self.assertIsNone(p.dial(100.001))
+        is at once, with the system's TTL, and so is every later one."""
+        p = refused_plan()
+        self.assertEqual(p.dial(100.1), 2)
+        self.assertEqual(p.again(Outcome.EXPIRED, 100.101), 0.0)
+        self.assertIsNone(p.dial(100.101))
         p.probed(Verdict.SURVIVES)
         self.assertIsNone(p.dial(100.2))
+        self.assertFalse(p.wants_verdict)
 
 
 class RetryTests(SynchronousTestCase):
-    def test_refused_low_ttl_dial_again_soon(self) -> None:
-        """A low-TTL dial refused (its SYN's retransmission met the peer's NAT still closed,
-        a second later) is made again within a couple of REFUSED_SPACING."""
-        p = plan()
-        p.probed(Verdict.SURVIVES)
-        p.dial(100.0)
-        delay = p.again(Outcome.REFUSED, 101.0)
-        assert delay is not None
-        self.assertGreaterEqual(delay, REFUSED_SPACING)
-        self.assertLessEqual(delay, 2 * REFUSED_SPACING)
+    def test_refused_then_low_ttl_dials_again_soon(self) -> None:
+        """A refused dial whose next one has a low TTL (one survives here, or that is not known
+        yet), and a low-TTL dial refused in its turn (its retransmission met the peer's NAT
+        still closed, a second later), are made again within a couple of REFUSED_SPACING."""
+        for verdict in (Verdict.SURVIVES, None):
+            with self.subTest(verdict=verdict):
+                p = plan()
+                if verdict is not None:
+                    p.probed(verdict)
+                p.dial(100.0)
+                delays = [p.again(Outcome.REFUSED, 100.9)]
+                p.probed(Verdict.SURVIVES)
+                self.assertEqual(p.dial(101.0), 2)
+                delays.append(p.again(Outcome.REFUSED, 102.0))
+                for delay in delays:
+                    assert delay is not None
+                    self.assertGreaterEqual(delay, REFUSED_SPACING)
+                    self.assertLessEqual(delay, 2 * REFUSED_SPACING)
 
     def test_refused_normal_dial_again_within_about_a_round_trip(self) -> None:
-        """A normal dial refused after ``took`` seconds (a round trip to the peer's NAT) is
-        made again after REFUSED_SPACING plus a random part of up to ``took``; the delays
-        differ from one refusal to the next (the two peers' retries do not keep one phase)."""
+        """Where low TTLs do not survive, a dial refused after ``took`` seconds (a round trip
+        to the peer's NAT) is made again after REFUSED_SPACING plus a random part of up to
+        ``took``; the delays differ from one refusal to the next (the two peers' retries do
+        not keep one phase)."""
         p = plan()
         p.probed(Verdict.ABORTED)
         delays = []

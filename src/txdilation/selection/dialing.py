@@ -236,11 +236,22 @@ class Dialer:
         d: Deferred[Any]
         if endpoint is not None:
             d = endpoint.connect(factory)
-        else:  # a punched hint, dialled once the expiry probe has spoken
+        else:  # a punched hint: see selection.punch_schedule
             assert plan is not None and local is not None and punchable is not None
-            d = self._expiry.verdict(punchable.hostname, punchable.port, local[0])
+            host, port = punchable.hostname, punchable.port
+            known = self._expiry.known(host)
+            if known is not None and plan.verdict is None:
+                plan.probed(known)
+            # a low-TTL dial, if one survives here, waits for the probe to know; others
+            # start it (for the dials after a refusal) and dial at once
+            waits = plan.wants_verdict
+            now: Deferred[Verdict | None] = Deferred()
+            d = self._expiry.verdict(host, port, local[0]) if waits else now
             self._punching.add(d)  # before it dials: the relay hold counts it
             d.addCallback(self._punched_dial, punchable, local, plan, factory)
+            if not waits:
+                self._expiry.start(host, port, local[0])
+                now.callback(None)
         self.attempts.add(d)
         if punched:
             self._punching.add(d)
@@ -268,15 +279,16 @@ class Dialer:
 
     def _punched_dial(
         self,
-        verdict: Verdict,
+        verdict: Verdict | None,
         hint: TCPHint,
         local: tuple[str, int],
         plan: PunchPlan,
         factory: _OutboundFactory,
     ) -> Deferred[Any]:
-        """Dial a punched hint from ``local`` now that the expiry probe gave its ``verdict``,
-        its first SYN's TTL as ``plan`` says."""
-        plan.probed(verdict)
+        """Dial a punched hint from ``local``, its first SYN's TTL as ``plan`` says (with the
+        expiry probe's ``verdict`` if the dial waited for it)."""
+        if verdict is not None:
+            plan.probed(verdict)
         now = self._reactor.seconds()
         ttl = plan.dial(now)
         self._punch_marks.append(now)

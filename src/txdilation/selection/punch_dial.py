@@ -96,7 +96,10 @@ def _start(
             sock.setsockopt(level, name, ttl)
         code = sock.connect_ex(remote)
         if ttl is not None and restore:
-            sock.setsockopt(level, name, system)
+            try:  # -1: the system's default again (RFC 3493; Linux for IPv4 too)
+                sock.setsockopt(level, name, -1)
+            except OSError:
+                sock.setsockopt(level, name, system)
     except BaseException:
         sock.close()
         raise
@@ -270,6 +273,21 @@ class ExpiryProbe:
         self._waiting: dict[socket.AddressFamily, list[Deferred[Verdict]]] = {}
         self._running: dict[socket.AddressFamily, Callable[[], None]] = {}
 
+    def known(self, host: str) -> Verdict | None:
+        """The verdict for ``host``'s family, if known yet."""
+        if not sockets_reusable(self._reactor):
+            return Verdict.ABORTED
+        return self._known.get(_family(host))
+
+    def start(self, host: str, port: int, local: str) -> None:
+        """Probe ``host``'s family (towards ``host:port``, from address ``local``) unless it is
+        known or under way; the verdict is :meth:`known` later."""
+        family = _family(host)
+        if sockets_reusable(self._reactor) and not (
+            family in self._known or family in self._running
+        ):
+            self._probe(family, host, port, local)
+
     def verdict(self, host: str, port: int, local: str) -> Deferred[Verdict]:
         """The verdict for ``host``'s family (probing ``host:port`` from address ``local``, as
         the punched dial will be, if not known yet); a Deferred of the caller's own
@@ -287,8 +305,7 @@ class ExpiryProbe:
 
         d: Deferred[Verdict] = Deferred(forget)
         self._waiting.setdefault(family, []).append(d)
-        if family not in self._running:
-            self._probe(family, host, port, local)
+        self.start(host, port, local)
         return d
 
     def stop(self) -> None:

@@ -10,35 +10,38 @@ the mapping its SYN had opened, so the other peer's SYN is refused in turn.
 
 What this module decides, for each punched hint (a :class:`PunchPlan`):
 
-- **A first SYN that dies between the two NATs** (STUNT; Guha and Francis, IMC 2005; Eppinger
-  2005): the dial's first SYN carries a small TTL (:data:`LOW_TTLS`), enough to pass our own
-  NAT and open its mapping, too small to reach the peer's NAT, which therefore never refuses
-  it. The TTL is restored as soon as that SYN has left, so the kernel's SYN retransmission (one
-  second later) and the SYN-ACK of a simultaneous open travel normally: whichever of the two
-  peers' retransmissions arrives first finds the other NAT open and a connecting socket behind
-  it. How many hops our outermost NAT is away is unknown (1 behind a home router, more behind
-  a carrier-grade NAT), so the low-TTL dials cycle through :data:`LOW_TTLS`, smallest first; a
-  TTL too small opens nothing (the peer's SYN is refused at our NAT, and the peer tries again),
-  one too large reaches the peer's NAT (refused, like a normal SYN).
+- **The first dial is a normal one.** Against a NAT that drops, nothing more is needed, and a
+  dial that is not refused keeps its socket and its mapping, waiting for the peer's SYN.
+- **After a refusal, a first SYN that dies between the two NATs** (STUNT; Guha and Francis,
+  IMC 2005; Eppinger 2005): the dial's first SYN carries a small TTL (:data:`LOW_TTLS`),
+  enough to pass our own NAT and open its mapping again, too small to reach the peer's NAT,
+  which therefore does not refuse it. The TTL is restored as soon as that SYN has left, so the
+  kernel's SYN retransmission (one second later) and the SYN-ACK of a simultaneous open
+  travel normally: the peer's SYN, whenever it comes, finds our NAT open and a connecting
+  socket behind it, and if both peers were refused, whichever retransmission arrives first
+  does. How many hops our outermost NAT is away is unknown (1 behind a home router, more
+  behind a carrier-grade NAT), so successive low-TTL dials cycle through :data:`LOW_TTLS`,
+  smallest first; a TTL too small opens nothing (the peer's SYN is refused at our NAT, and the
+  peer tries again), one too large reaches the peer's NAT (refused, like a normal SYN).
 - **Only where the connecting socket survives the expiry.** The router where that SYN dies
   usually answers with an ICMP time exceeded. BSD, macOS and Windows keep a connecting socket
   on such an error; Linux aborts it (``EHOSTUNREACH``), and a mapping left open with no socket
   behind it is worse than none: our listener then answers the peer's SYN with a SYN-ACK of
   another sequence number, which our NAT's connection tracking refuses, and the pair is stuck.
-  So before the first punched dial a probe (:data:`PROBE_WAIT`) sends such a SYN from another
-  port: a connect that fails at once (:attr:`Verdict.ABORTED`) or that reaches something
-  (:attr:`Verdict.REACHED`: the NATs are too close) means normal TTLs only; silence
-  (:attr:`Verdict.SURVIVES`) means low TTLs. A low-TTL dial aborted all the same
+  So alongside the first punched dial a probe (:data:`PROBE_WAIT`) sends such a SYN from
+  another port: a connect that fails at once (:attr:`Verdict.ABORTED`) or that reaches
+  something (:attr:`Verdict.REACHED`: the NATs are too close) means normal TTLs only; silence
+  (:attr:`Verdict.SURVIVES`) allows low TTLs. A low-TTL dial aborted all the same
   (:attr:`Outcome.EXPIRED`) gives them up for its hint and dials again at once.
 - **Retries that line up.** A refused dial (the peer's NAT was still closed) is dialled again
-  soon: a low-TTL one after :data:`REFUSED_SPACING` or a little more (its kernel
-  retransmission, a second later, met a closed NAT: the peer had not dialled yet); a normal one
+  soon: after :data:`REFUSED_SPACING` or a little more when the next dial has a low TTL; else
   after a random delay of up to about one round trip to the peer's NAT (:func:`refused_delay`),
-  so that the two peers' dials, each retried as soon as it is refused,
-  do not keep the same phase: a SYN gets through when it crosses the peer's (the libp2p DCUtR
-  idea of SYNs that cross, without its synchronisation message, which would need a channel
-  stock does not have). Other failures within the window are retried every
-  :data:`PUNCH_RETRY_DELAY` as before; nothing is dialled after :data:`PUNCH_WINDOW`.
+  so that the two peers' dials, each retried as soon as it is refused, do not keep the same
+  phase: a SYN gets through when it crosses the peer's (the libp2p DCUtR idea of SYNs that
+  cross, without its synchronisation message, which needs a channel between the peers that
+  Dilation does not have before the link is up). Other failures within the window are
+  retried every :data:`PUNCH_RETRY_DELAY` as before; nothing is dialled after
+  :data:`PUNCH_WINDOW`.
 
 Invariants: nothing here does I/O or reads a clock (times are passed in; the randomness is the
 ``rng`` given); a plan never asks for a low TTL after its hint's dial was aborted by an expiry,
@@ -140,13 +143,19 @@ class PunchPlan:
     """The dials to one punched hint of the peer's; see the module docstring.
 
     :ivar started: when its first dial started (the window runs from there).
-    :ivar low_ttl: whether its dials still start with a low-TTL SYN.
+    :ivar low_ttl: whether low-TTL first SYNs may still be used (no probe or expiry has
+        excluded them).
+    :ivar refused: whether a dial of this hint was refused (the peer's NAT resets unsolicited
+        SYNs): only then do dials start with a low-TTL SYN.
+    :ivar verdict: the expiry probe's, once known.
     """
 
     started: float
     rng: random.Random = field(default_factory=random.Random)
     window: float = PUNCH_WINDOW
     low_ttl: bool = True
+    refused: bool = False
+    verdict: Verdict | None = None
     _low_dials: int = 0
     _last_ttl: int | None = None
     _last_dial: float = 0.0
@@ -156,8 +165,15 @@ class PunchPlan:
         """The TTL of the last dial's first SYN (``None``: the system's)."""
         return self._last_ttl
 
+    @property
+    def wants_verdict(self) -> bool:
+        """Whether the next dial waits for the expiry probe: it would start with a low-TTL
+        SYN if such a connect survives here, and that is not known yet."""
+        return self.refused and self.low_ttl and self.verdict is None
+
     def probed(self, verdict: Verdict) -> None:
         """The expiry probe's verdict: low TTLs only if a low-TTL connect survives."""
+        self.verdict = verdict
         if verdict is not Verdict.SURVIVES:
             self.low_ttl = False
 
@@ -165,7 +181,7 @@ class PunchPlan:
         """A dial starts ``now``: the TTL of its first SYN (``None``: the system's)."""
         self._last_dial = now
         self._last_ttl = None
-        if self.low_ttl:
+        if self.refused and self.low_ttl and self.verdict is Verdict.SURVIVES:
             self._last_ttl = LOW_TTLS[self._low_dials % len(LOW_TTLS)]
             self._low_dials += 1
         return self._last_ttl
@@ -179,6 +195,8 @@ class PunchPlan:
             self.low_ttl = False
             return 0.0
         if outcome is Outcome.REFUSED:
-            took = 0.0 if self._last_ttl is not None else now - self._last_dial
+            self.refused = True
+            low_next = self.low_ttl and self.verdict is not Verdict.ABORTED
+            took = 0.0 if low_next else now - self._last_dial
             return refused_delay(took, self.rng)
         return PUNCH_RETRY_DELAY
