@@ -19,7 +19,7 @@ from typing import Any
 
 from twisted.internet.defer import DeferredList, ensureDeferred
 
-from tests.support.netns import Firewall, Host, NatKind, Router
+from tests.support.netns import Firewall, Host, NatKind, Router, Shape
 from tests.support.reach import dilate_once
 from tests.support.servers import NamespacedServers, start_servers
 from tests.test_netns_support import NamespaceTestCase
@@ -31,6 +31,7 @@ AT_ONCE = 2  # pairs run concurrently (the machine running the suite is shared)
 Case = tuple[tuple[Host, str], tuple[Host, str], tuple[str, ...]]  # Leader, Follower, arguments
 FALLBACK_BOUND = 15.0  # seconds: generous; the measured fall back is about 2 s
 RESET_RUNS = 4  # pairs behind resetting NATs (benchmarks.reach runs 20)
+LATENCY_RUNS = 2  # pairs behind resetting NATs 20 ms apart
 RESET_BOUND = 10.0  # seconds: generous; measured 1.5 s (the SYN retransmission is 1 s)
 
 
@@ -56,13 +57,19 @@ class ReachSlowTests(NamespaceTestCase):
         firewall: Firewall = Firewall.DROP,
         *,
         report_ttl_expiry: bool = True,
+        nat_delay: float = 0.0,
     ) -> tuple[NamespacedServers, Host, Host]:
         """The servers, and hosts ``a`` and ``b`` each behind its own NAT of ``kind`` with
-        ``firewall`` (the router reporting an expired TTL or not)."""
+        ``firewall`` (the router reporting an expired TTL or not; ``nat_delay`` seconds each
+        way on each NAT's link to the router)."""
         servers, internet = self.servers(report_ttl_expiry=report_ttl_expiry)
-        a = self.net.host("a", self.net.nat("nat-a", internet, kind, firewall=firewall))
-        b = self.net.host("b", self.net.nat("nat-b", internet, kind, firewall=firewall))
-        return servers, a, b
+        hosts = []
+        for name in "ab":
+            nat = self.net.nat(f"nat-{name}", internet, kind, firewall=firewall)
+            if nat_delay:
+                self.net.impair(nat, up=Shape(nat_delay), down=Shape(nat_delay))
+            hosts.append(self.net.host(name, nat))
+        return servers, hosts[0], hosts[1]
 
     async def runs(
         self,
@@ -117,12 +124,12 @@ class ReachSlowTests(NamespaceTestCase):
     async def test_txdilation_punches_through_resetting_nats(self) -> None:
         """Two txdilation peers, each behind its own port-preserving NAT whose firewall
         answers an unsolicited SYN with a RST (OpenWrt's default), no relay: every run is
-        direct, within RESET_BOUND. Each peer's first punched SYN has a TTL that dies at the
-        router, so it opens its own NAT without being refused by the other; the kernel's
-        retransmission a second later crosses. The router drops expired TTLs quietly: where an
-        ICMP time exceeded comes back, Linux (these hosts) aborts such a connect, and the
-        peers dial with normal TTLs instead (``benchmarks.reach``'s ``preserving-reset``
-        rows)."""
+        direct, within RESET_BOUND. Once refused, each peer's punched dials start with a SYN
+        whose TTL dies at the router, which opens its own NAT without being refused by the
+        other; the kernel's retransmission a second later crosses. The router drops expired
+        TTLs quietly: where an ICMP time exceeded comes back, Linux (these hosts) aborts such
+        a connect, and the peers keep normal TTLs and retries that cross
+        (``benchmarks.reach``'s ``preserving-reset`` rows)."""
         servers, a, b = self.behind_nats(
             NatKind.PORT_PRESERVING, Firewall.RESET, report_ttl_expiry=False
         )
@@ -130,6 +137,17 @@ class ReachSlowTests(NamespaceTestCase):
         outcomes = await self.cases(servers, cases, relay=False)
         self.report("tx-tx, resetting NATs, no relay", outcomes)
         self.assertEqual([o["path"] for o in outcomes], ["direct"] * RESET_RUNS, outcomes)
+        self.assertLess(max(o["seconds"] for o in outcomes), RESET_BOUND, outcomes)
+
+    async def test_resetting_nats_reported_expiry_and_latency(self) -> None:
+        """The same NATs, a router that reports expired TTLs (so these Linux hosts keep
+        normal TTLs: the expiry probe sees its connect aborted), 20 ms between the NATs: the
+        refused dials' retries cross, and every run is direct within RESET_BOUND."""
+        servers, a, b = self.behind_nats(NatKind.PORT_PRESERVING, Firewall.RESET, nat_delay=0.01)
+        cases: list[Case] = [((a, TX), (b, TX), ())] * LATENCY_RUNS
+        outcomes = await self.cases(servers, cases, relay=False)
+        self.report("tx-tx, resetting NATs 20 ms apart, no relay", outcomes)
+        self.assertEqual([o["path"] for o in outcomes], ["direct"] * LATENCY_RUNS, outcomes)
         self.assertLess(max(o["seconds"] for o in outcomes), RESET_BOUND, outcomes)
 
     async def test_stock_and_no_punching_behind_port_preserving_nats(self) -> None:
