@@ -30,6 +30,7 @@ from zope.interface import implementer
 from txdilation.link.connection import DilatedConnectionProtocol
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.wire.contracts import ICandidateOwner, IRecordSink
+from txdilation.wire.reasons import LinkLoss
 from txdilation.wire.records import Record
 from txdilation.wire.roles import FOLLOWER, LEADER
 
@@ -83,7 +84,7 @@ class Owner:
         connection.events.select(self.sink)
         self.ready.append(connection)
 
-    def candidate_failed(self, connection: Any, reason: str) -> None:
+    def candidate_failed(self, connection: Any, reason: LinkLoss) -> None:
         raise RuntimeError(reason)
 
 
@@ -99,7 +100,7 @@ class MuxSink:
     def got_record(self, record: Record) -> None:
         self._handlers[type(record)](record)
 
-    def connection_lost(self, connection: Any, reason: str) -> None:
+    def connection_lost(self, connection: Any, reason: LinkLoss) -> None:
         pass
 
 

@@ -25,6 +25,7 @@ from zope.interface import implementer
 
 from txdilation.link.connection import DilatedConnectionProtocol
 from txdilation.wire.contracts import ICandidateOwner, IRecordSink
+from txdilation.wire.reasons import LinkLoss
 from txdilation.wire.records import Data
 from txdilation.wire.roles import FOLLOWER, LEADER
 
@@ -44,7 +45,7 @@ class CountingSink:
             self.done_at = time.perf_counter()
             reactor.stop()
 
-    def connection_lost(self, connection: Any, reason: str) -> None:
+    def connection_lost(self, connection: Any, reason: LinkLoss) -> None:
         pass
 
 
@@ -57,7 +58,7 @@ class Owner:
         connection.events.select(self.sink)
         self.on_selected(connection)
 
-    def candidate_failed(self, connection: Any, reason: str) -> None:
+    def candidate_failed(self, connection: Any, reason: LinkLoss) -> None:
         print("candidate failed:", reason, file=sys.stderr)
         reactor.stop()
 

@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import ExitStack
 from typing import Any
 
@@ -127,16 +127,20 @@ class Peer:
     async def dilate(self, code: str) -> tuple[Any, Any, dict[str, float]]:
         """Create a wormhole with ``code``, dilate, wait for ``when_dilated``.
 
-        :returns: ``(wormhole, dilated wormhole, {"created": t, "dilated": t})``.
+        :returns: ``(wormhole, dilated wormhole, {"created": t, "keyed": t, "dilated": t})``
+            (``keyed``: when the key exchange finished, ``get_unverified_key()``).
         """
         import wormhole
 
         created = time.monotonic()
         w = wormhole.create(APPID, self.args.mailbox, self.reactor, dilation=True)
+        times = {"created": created}
+        w.get_unverified_key().addCallback(lambda _: times.setdefault("keyed", time.monotonic()))
         w.set_code(code)
         dilated = w.dilate()
         await dilated.when_dilated()
-        return w, dilated, {"created": created, "dilated": time.monotonic()}
+        times["dilated"] = time.monotonic()
+        return w, dilated, times
 
 
 @implementer(IPushProducer)
@@ -543,12 +547,14 @@ ROLES: dict[str, Callable[[Peer], Awaitable[dict[str, Any]]]] = {
 # main
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m benchmarks.peer", description=__doc__.split("\n")[0]
-    )
+def build_parser(
+    roles: Mapping[str, Callable[[Peer], Awaitable[dict[str, Any]]]] = ROLES,
+    prog: str = "python -m benchmarks.peer",
+) -> argparse.ArgumentParser:
+    """The peer's options; ``roles``: the roles ``--role`` may name."""
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     p.add_argument("--impl", choices=("stock", "txdilation"), required=True)
-    p.add_argument("--role", choices=sorted(ROLES), required=True)
+    p.add_argument("--role", choices=sorted(roles), required=True)
     p.add_argument("--mailbox", required=True, help="mailbox server URL (ws://...)")
     p.add_argument("--code", required=True, help="wormhole code (numeric nameplate first)")
     p.add_argument("--side", default=None, help="force the dilation side (16 hex digits)")
@@ -581,9 +587,17 @@ def _install(impl: str, stack: ExitStack, side: str | None) -> None:
         stack.enter_context(mock.patch.object(manager, "make_side", lambda: side))
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one peer; returns the exit status (0 ok, 1 failed, 3 timed out)."""
-    args = build_parser().parse_args(argv)
+def main(
+    argv: list[str] | None = None,
+    roles: Mapping[str, Callable[[Peer], Awaitable[dict[str, Any]]]] = ROLES,
+    parser: argparse.ArgumentParser | None = None,
+) -> int:
+    """Run one peer; returns the exit status (0 ok, 1 failed, 3 timed out).
+
+    ``roles`` and ``parser`` (built by :func:`build_parser` with the same roles, plus options
+    of its own) let another benchmark's peer module run its roles with this machinery.
+    """
+    args = (parser or build_parser(roles)).parse_args(argv)
     log_path = os.environ.get("BENCH_PEER_LOG")
     if log_path:  # debugging aid: this peer's Twisted log, one file per process
         from twisted.logger import globalLogBeginner, textFileLogObserver
@@ -625,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
 
                 profiler = cProfile.Profile(time.process_time)
                 profiler.enable()
-            d = Deferred.fromCoroutine(ROLES[args.role](peer))
+            d = Deferred.fromCoroutine(roles[args.role](peer))
             d.addCallbacks(finished, failed)
 
         reactor.callLater(args.timeout, on_timeout)

@@ -155,6 +155,8 @@ class Session:
     timeout: float
     profile_dir: Path | None = None
     env: dict[str, str] = field(default_factory=child_environment)
+    #: the module each peer runs (``python -m``): its roles and options
+    peer_module: str = "benchmarks.peer"
     _nameplate: int = 100
 
     def code(self) -> str:
@@ -172,7 +174,7 @@ class Session:
         self, impl: str, role: str, side: str, code: str, extra: Sequence[str]
     ) -> list[str]:
         return [
-            sys.executable, "-m", "benchmarks.peer", "--impl", impl, "--role", role,
+            sys.executable, "-m", self.peer_module, "--impl", impl, "--role", role,
             "--mailbox", self.mailbox_url, "--code", code, "--side", side,
             "--timeout", str(self.timeout), *extra,
         ]  # fmt: skip
@@ -344,11 +346,17 @@ def _dilate_ms(left: dict[str, Any], right: dict[str, Any]) -> float:
     return (max(left["dilated"], right["dilated"]) - created) * 1000
 
 
+def _keyed_ms(left: dict[str, Any], right: dict[str, Any]) -> float:
+    """From the later end of the key exchange to the later when_dilated(), in ms."""
+    keyed = max(left["keyed"], right["keyed"])
+    return (max(left["dilated"], right["dilated"]) - keyed) * 1000
+
+
 def _dilate_trial(session: Session, impl: str, index: int) -> dict[str, float]:
     left, right, load = session.run_pair(
         impl, ("echo-server", []), ("echo-client", ["--count", "1"])
     )
-    return {"dilate_ms": _dilate_ms(left, right), **load}
+    return {"dilate_ms": _dilate_ms(left, right), "keyed_ms": _keyed_ms(left, right), **load}
 
 
 GAP_CUTS = 5
@@ -437,7 +445,10 @@ def figures(quick: bool, pairs: int, quick_mib: int = 64) -> list[Figure]:
         ),
         Figure(
             "dilate",
-            (Row("dilate_ms", "create() -> when_dilated, both sides", "ms", False, 1.0),),
+            (
+                Row("dilate_ms", "create() -> when_dilated, both sides", "ms", False, 1.0),
+                Row("keyed_ms", "  key exchange -> when_dilated", "ms", False, 1.0),
+            ),
             _dilate_trial,
             pairs,
         ),

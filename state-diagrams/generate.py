@@ -104,6 +104,14 @@ def ensure_importable(package: str) -> None:
         sys.path.insert(0, str(REPO_ROOT / "src"))
 
 
+def automaton_of(machine: AnyMachine) -> Any:
+    """The machine's automaton (``states()``, ``initialState``, ``allTransitions()``): the one
+    use of Automat's private API here (the package wraps its own uses in
+    ``txdilation.wire.machines``; this tool draws any package's machines, so it does not
+    import it)."""
+    return machine.__automat_automaton__
+
+
 def _warn(err: TextIO, message: str) -> None:
     print(f"warning: {message}", file=err)
 
@@ -158,7 +166,7 @@ def import_package_modules(package: str, err: TextIO) -> tuple[list[Any], list[s
 def _behaviour_modules(machine: AnyMachine) -> Counter[str]:
     """Count, per module, the behaviours and data factories of *machine* defined there."""
     counts: Counter[str] = Counter()
-    for _, _, _, outputs in machine.__automat_automaton__.allTransitions():
+    for _, _, _, outputs in automaton_of(machine).allTransitions():
         for output in outputs:
             function = getattr(output, "method", None) or getattr(output, "dataFactory", None)
             module = getattr(function, "__module__", None)
@@ -265,7 +273,7 @@ def render_dot(machine: AnyMachine, name: str, origin: str) -> str:
     :return: the DOT text, ending with a newline.
     :raises DiagramError: if two distinct states share a name.
     """
-    automaton = machine.__automat_automaton__
+    automaton = automaton_of(machine)
     states: dict[str, object] = {}
 
     def state_name(state: object) -> str:

@@ -54,6 +54,7 @@ from txdilation.selection.selected import SelectedLink
 from txdilation.semantics import TWISTED
 from txdilation.settings import Limits, NetworkSettings, ReconnectPolicy, Settings
 from txdilation.wire.contracts import IDilatedConnection
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import Ack, Data, Record
 from txdilation.wire.roles import LEADER
 
@@ -130,7 +131,7 @@ class MemoryL2End:
     def abort(self) -> None:
         self._link.cut()
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: LinkLoss) -> None:
         """What the Manager calls on a silent link or a Follower's link-lost report."""
         self._link.cut()
 
@@ -214,7 +215,7 @@ class MemoryL2Link:
 
     def _lost(self, end: MemoryL2End) -> None:
         assert end.sink is not None
-        end.sink.connection_lost(end, "cut by the test")
+        end.sink.connection_lost(end, LinkLoss(Cause.DROPPED, "cut by the test"))
 
 
 @implementer(IPushProducer)

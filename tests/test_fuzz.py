@@ -82,6 +82,7 @@ from txdilation.wire.errors import (
     NormalCloseUsedOnHalfCloseable,
     RecordError,
 )
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import (
     KCM,
     Ack,
@@ -281,7 +282,7 @@ class _Sink:
     def got_record(self, record: Record) -> None:
         self.records.append(record)
 
-    def connection_lost(self, connection: Any, reason: str) -> None:
+    def connection_lost(self, connection: Any, reason: LinkLoss) -> None:
         self.lost.append(reason)
 
 
@@ -289,14 +290,14 @@ class _Owner:
     def __init__(self, auto_select: bool, sink: _Sink) -> None:
         self.auto_select = auto_select
         self.sink = sink
-        self.failed: list[str] = []
+        self.failed: list[LinkLoss] = []
 
     def candidate_ready(self, connection: DilatedConnectionProtocol) -> None:
         if self.auto_select:
             connection.events.select(self.sink)
             connection.deliver_held()
 
-    def candidate_failed(self, connection: Any, reason: str) -> None:
+    def candidate_failed(self, connection: Any, reason: LinkLoss) -> None:
         self.failed.append(reason)
 
 
@@ -462,10 +463,15 @@ def l2(t: SynchronousTestCase, src: Source) -> None:
 
 def connector(t: SynchronousTestCase, src: Source) -> None:
     """Candidates (direct or relay), failures, peer hints (direct and relay), listener news,
-    timer ticks and stop in any order: at most one connection is selected, the winner is
-    never aborted, every other candidate is aborted once the connector selected or stopped, and
-    after stop no timer of the connector is left pending."""
-    c, owner, reactor = make(src.pick([LEADER, FOLLOWER]), relay_delay=2.0, direct_grace=0.25)
+    timer ticks and stop in any order, with a peer that moves links or not: at most one
+    connection is selected and at most one replaces it (a path upgrade, only for a relayed
+    selection with a peer that moves links, and only by a direct one), the winners are never
+    aborted, every other candidate is aborted once the connector stopped, and after stop no
+    timer of the connector is left pending."""
+    upgrades = src.flag()
+    c, owner, reactor = make(
+        src.pick([LEADER, FOLLOWER]), relay_delay=2.0, direct_grace=0.25, path_upgrade=upgrades
+    )
     candidates: list[FakeCandidate] = []
     failed: set[int] = set()
     while src.left:
@@ -476,7 +482,7 @@ def connector(t: SynchronousTestCase, src: Source) -> None:
                 c.candidate_ready(cand)
             case 2 if candidates:
                 cand = src.pick(candidates)
-                c.candidate_failed(cand, "gone")
+                c.candidate_failed(cand, LinkLoss(Cause.DROPPED, "gone"))
                 failed.add(id(cand))
             case 3:
                 hint = DirectTCPV1Hint("127.0.0.1", 4000 + src.below(5))
@@ -489,9 +495,15 @@ def connector(t: SynchronousTestCase, src: Source) -> None:
                 c.events.stop()
     c.events.stop()
     t.assertLessEqual(len(owner.made), 1)
-    winner = owner.made[0] if owner.made else None
+    upgraded = getattr(owner, "upgraded", [])
+    t.assertLessEqual(len(upgraded), 1)
+    if upgraded:
+        t.assertTrue(upgrades)
+        t.assertFalse(owner.made[0].is_direct)
+        t.assertTrue(upgraded[0].is_direct)
+    winners = [*owner.made, *upgraded]
     for cand in candidates:
-        if cand is winner:
+        if cand in winners:
             t.assertFalse(cand.aborted)
         else:
             t.assertIsNone(cand.selected_with)
@@ -516,7 +528,9 @@ class _Connection(FakeDilatedConnection):
     def _report(self) -> None:
         if not self._reported:
             self._reported = True
-            self._clock.callLater(0, self.link.connection_lost, self, "closed")
+            self._clock.callLater(
+                0, self.link.connection_lost, self, LinkLoss(Cause.CLOSED, "closed")
+            )
 
     def disconnect(self) -> None:
         super().disconnect()
@@ -526,7 +540,7 @@ class _Connection(FakeDilatedConnection):
         super().abort()
         self._report()
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: LinkLoss) -> None:
         self.abort()
 
 
@@ -601,7 +615,7 @@ def manager(t: SynchronousTestCase, src: Source) -> None:
                 m.connector_connection_made(link, 1)
             case 5 if connections:
                 connection, link = src.pick(connections)
-                link.connection_lost(connection, "fuzz")  # type: ignore[arg-type]
+                link.connection_lost(connection, LinkLoss(Cause.DROPPED, "fuzz"))  # type: ignore[arg-type]
             case 6 if m.link is not None:
                 m.link.got_record(record(src))
             case 7:

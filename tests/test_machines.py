@@ -23,6 +23,7 @@ from txdilation.mailbox.manager_lifecycle import manager_machine
 from txdilation.selection.connector import Connector, ConnectorSettings, connector_machine
 from txdilation.settings import NetworkSettings
 from txdilation.testing import missing_transitions
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.roles import FOLLOWER, LEADER
 
 reactor: Any = _reactor
@@ -39,12 +40,12 @@ class CompletenessTests(SynchronousTestCase):
 class Owner:
     def __init__(self) -> None:
         self.ready: list[Any] = []
-        self.failed: list[str] = []
+        self.failed: list[LinkLoss] = []
 
     def candidate_ready(self, connection: Any) -> None:
         self.ready.append(connection)
 
-    def candidate_failed(self, connection: Any, reason: str) -> None:
+    def candidate_failed(self, connection: Any, reason: LinkLoss) -> None:
         self.failed.append(reason)
 
 
@@ -52,7 +53,7 @@ class Sink:
     def got_record(self, record: Any) -> None:
         pass
 
-    def connection_lost(self, connection: Any, reason: str) -> None:
+    def connection_lost(self, connection: Any, reason: LinkLoss) -> None:
         pass
 
 
@@ -101,7 +102,7 @@ class L2MachineFuzzTests(SynchronousTestCase):
             elif step == "select":
                 p.events.select(Sink())
             elif step == "lost":
-                p.events.lost("fuzz")
+                p.events.lost(LinkLoss(Cause.DROPPED, "fuzz"))
             elif step == "data":
                 p.dataReceived(b"\x00\x00\x00\x30" + os.urandom(48))
             else:
@@ -128,7 +129,8 @@ class L2MachineFuzzTests(SynchronousTestCase):
         self.assertTrue(transport.disconnecting)
         p.connectionLost(Failure(Exception("aborted")))
         self.assertEqual(len(owner.failed), 1)
-        self.assertIn("FramingError", owner.failed[0])
+        self.assertIn("FramingError", str(owner.failed[0]))
+        self.assertIs(owner.failed[0].cause, Cause.PROTOCOL_ERROR)
 
     def test_idle_connection_times_out(self) -> None:
         """A connection that never completes the KCM exchange is aborted after the
@@ -174,7 +176,7 @@ class ConnectorMachineFuzzTests(SynchronousTestCase):
                 candidates.append(cand)
                 c.candidate_ready(cand)
             elif step == "fail" and candidates:
-                c.candidate_failed(candidates[-1], "gone")
+                c.candidate_failed(candidates[-1], LinkLoss(Cause.DROPPED, "gone"))
                 failed.add(id(candidates[-1]))
             elif step == "stop":
                 c.events.stop()

@@ -56,6 +56,7 @@ def drive_everything(t: tm.Telemetry, clock: Clock) -> None:
     t.reconnecting()
     t.set_generation(2)
     t.recovered("direct", tm.noticed_by("network_error"), 0.5)
+    t.path_changed("relay", "direct", 1.5)
     t.traffic(10, 1000, 10, 100, 8, 800, 0, final=True)
     t.session_ended("happy")
 
@@ -125,6 +126,7 @@ class RecordTests(SynchronousTestCase):
             "network_change": {"network_change"},
             "peer_report": {"peer_report"},
             "connection_closed": {"closed", "peer_closed", "network_error"},
+            "upgrade": {"path_upgrade"},  # we left the link for a direct path (issue 19)
             "other": {"protocol_error", "stopped", "other"},
         }
         expected = {reason: way for way, reasons in by_way.items() for reason in reasons}

@@ -86,13 +86,14 @@ LOST_REASONS: Final = frozenset(
         "probe_unanswered",  # a probe of a path with unacknowledged records went unanswered
         "network_change",  # our addresses or routes changed
         "peer_report",  # the peer told us (txdilation's ``link-lost``, or ``reconnect``)
+        "path_upgrade",  # we left it for a direct path (a stock peer: a new generation)
         OTHER,
     }
 )
 PATHS: Final = frozenset({"direct", "relay"})
 """What a ``recovered`` record's ``died`` says the lost link was."""
 NOTICED_BY: Final = frozenset(
-    {"probe", "liveness", "network_change", "peer_report", "connection_closed", OTHER}
+    {"probe", "liveness", "network_change", "peer_report", "connection_closed", "upgrade", OTHER}
 )
 """How a loss was noticed (``recovered``'s ``noticed_by``): see :func:`noticed_by`."""
 _NOTICED_BY_REASON: Final = {
@@ -103,6 +104,7 @@ _NOTICED_BY_REASON: Final = {
     "closed": "connection_closed",
     "peer_closed": "connection_closed",
     "network_error": "connection_closed",
+    "path_upgrade": "upgrade",
 }
 END_REASONS: Final = frozenset(
     {"happy", "closed", "lonely", "errory", "scary", "failed", "stopped", OTHER}
@@ -119,6 +121,7 @@ EVENTS: Final = (
     "reconnect",
     "reconnecting",
     "recovered",
+    "path_changed",
     "traffic",
     "ping_rtt",
     "subchannel_opened",
@@ -126,6 +129,8 @@ EVENTS: Final = (
     "session_ended",
 )
 """Every ``event`` name of schema ``txdilation-telemetry/1``."""
+PATH_CHANGE_REASONS: Final = frozenset({"upgrade", OTHER})
+"""Why a link moved to another path of the same generation (``path_changed``'s ``reason``)."""
 
 _SESSION_ID = re.compile(r"[0-9a-f]{16,64}")
 
@@ -457,6 +462,26 @@ class Telemetry:
             "gap_s": _duration(gap_s),
         }
         self._emit("recovered", fields)
+
+    def path_changed(
+        self, from_path: str, to_path: str, after_s: float | None, reason: str = "upgrade"
+    ) -> None:
+        """The link moved to another connection of the same generation (a path upgrade), with
+        nothing lost and no new generation.
+
+        :param from_path: the path it left, ``direct`` or ``relay`` (:data:`PATHS`).
+        :param to_path: the path it moved to.
+        :param after_s: seconds the link had been on ``from_path``.
+        :param reason: one of :data:`PATH_CHANGE_REASONS`.
+        """
+        self._selected_at = self._clock.seconds()
+        fields = {
+            "from_path": vocabulary(from_path, PATHS),
+            "to_path": vocabulary(to_path, PATHS),
+            "after_s": _duration(after_s),
+            "reason": vocabulary(reason, PATH_CHANGE_REASONS),
+        }
+        self._emit("path_changed", fields)
 
     def reconnect(self) -> None:
         """We (the Leader) asked for a new generation."""

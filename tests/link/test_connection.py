@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import gc
 import os
+import socket
 import weakref
 from typing import Any
 
 from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred, DeferredList, inlineCallbacks
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint
-from twisted.internet.error import ConnectionDone
+from twisted.internet.error import ConnectionAborted, ConnectionDone, ConnectionLost
 from twisted.internet.protocol import ClientFactory, ServerFactory
 from twisted.internet.task import Clock
 from twisted.internet.testing import StringTransport
@@ -21,14 +22,17 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from tests.support.harness import start_transit_relay
-from txdilation.link.connection import TCP_BUFFER_SIZE, DilatedConnectionProtocol
+from txdilation.link.connection import TCP_BUFFER_SIZE, DilatedConnectionProtocol, transport_loss
 from txdilation.link.framer import relay_handshake_line
 from txdilation.wire.contracts import ICandidateOwner, IDilatedConnection, IRecordSink
 from txdilation.wire.keys import derive_relay_token
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import Ack, Data, Open, Ping
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 reactor: Any = _reactor
+
+CLEAN_CLOSE = LinkLoss(Cause.CLOSED, "Connection was closed cleanly.")
 
 
 @implementer(IRecordSink)
@@ -39,14 +43,14 @@ class RecordingSink:
         self.records: list[Any] = []
         self.expect = expect
         self.complete: Deferred[list[Any]] = Deferred()
-        self.lost: Deferred[str] = Deferred()
+        self.lost: Deferred[LinkLoss] = Deferred()
 
     def got_record(self, record: Any) -> None:
         self.records.append(record)
         if len(self.records) == self.expect:
             self.complete.callback(self.records)
 
-    def connection_lost(self, connection: Any, reason: str) -> None:
+    def connection_lost(self, connection: Any, reason: LinkLoss) -> None:
         self.lost.callback(reason)
 
 
@@ -57,13 +61,13 @@ class SelectingOwner:
     def __init__(self, sink: RecordingSink) -> None:
         self.sink = sink
         self.selected: Deferred[DilatedConnectionProtocol] = Deferred()
-        self.failed: Deferred[str] = Deferred()
+        self.failed: Deferred[LinkLoss] = Deferred()
 
     def candidate_ready(self, connection: Any) -> None:
         connection.events.select(self.sink)
         self.selected.callback(connection)
 
-    def candidate_failed(self, connection: Any, reason: str) -> None:
+    def candidate_failed(self, connection: Any, reason: LinkLoss) -> None:
         if not self.failed.called:
             self.failed.callback(reason)
 
@@ -93,6 +97,36 @@ RECORDS = [
     Ping(b"\x00\x00\x00\x07"),
     Ack(resp_seqnum=5),
 ]
+
+
+def no_delay(transport: Any) -> bool:
+    """Whether ``transport``'s socket has TCP_NODELAY set (asked of the kernel)."""
+    return bool(transport.getHandle().getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+
+class _RefusingNoDelay(StringTransport):
+    """A transport whose socket refuses TCP_NODELAY (as a UNIX socket does)."""
+
+    def setTcpNoDelay(self, enabled: bool) -> None:
+        raise OSError(95, "Operation not supported")
+
+
+class TuneTransportTests(SynchronousTestCase):
+    def test_transports_without_tcp_options_are_left_alone(self) -> None:
+        """A transport without ``setTcpNoDelay`` or buffer sizes (an in-memory one), or whose
+        socket refuses TCP_NODELAY, still connects: the L2 connection sends its prologue."""
+        for transport in (StringTransport(), _RefusingNoDelay()):
+            conn = DilatedConnectionProtocol(
+                role=LEADER,
+                dilation_key=os.urandom(32),
+                owner=SelectingOwner(RecordingSink(1)),
+                description="memory",
+                is_direct=True,
+                relay_line=None,
+                clock=Clock(),
+            )
+            conn.makeConnection(transport)
+            self.assertTrue(transport.value().startswith(b"Magic-Wormhole Dilation Handshake"))
 
 
 class DirectLinkTests(TestCase):
@@ -130,11 +164,12 @@ class DirectLinkTests(TestCase):
         self.assertEqual(got_at_leader, RECORDS)
         fconn.disconnect()
         reason = yield leader.sink.lost
-        self.assertIsInstance(reason, str)
+        self.assertIsInstance(reason, LinkLoss)
 
     @inlineCallbacks
-    def test_tcp_buffers_raised(self) -> Any:
-        """Each L2 connection raises its TCP transport's read/buffer size and send limit to
+    def test_tcp_tuned(self) -> Any:
+        """Each L2 connection (the dialing and the accepting side) sets TCP_NODELAY on its
+        socket and raises its TCP transport's read/buffer size and send limit to
         TCP_BUFFER_SIZE (Twisted's 64 KiB is less than one 64 KiB record), and 64 records of
         64 KiB written at once arrive intact and in order."""
         key = os.urandom(32)
@@ -145,6 +180,7 @@ class DirectLinkTests(TestCase):
         for conn in (lconn, fconn):
             self.assertEqual(conn.transport.bufferSize, TCP_BUFFER_SIZE)
             self.assertEqual(conn.transport.SEND_LIMIT, TCP_BUFFER_SIZE)
+            self.assertTrue(no_delay(conn.transport))
         follower.sink.expect = 64
         records = [Data(seqnum=i, scid=1, data=os.urandom(65536)) for i in range(64)]
         lconn.send_records(records)
@@ -160,7 +196,7 @@ class DirectLinkTests(TestCase):
         leader, follower = yield self.connect_pair(os.urandom(32), os.urandom(32))
         reasons = yield DeferredList([leader.failed, follower.failed], fireOnOneErrback=True)
         self.assertFalse(leader.selected.called or follower.selected.called)
-        self.assertIn("NoiseError", reasons[1][1] + reasons[0][1])
+        self.assertIn("NoiseError", str(reasons[1][1]) + str(reasons[0][1]))
 
 
 class RelayLinkTests(TestCase):
@@ -169,7 +205,8 @@ class RelayLinkTests(TestCase):
     @inlineCallbacks
     def test_records_flow_through_real_transit_relay(self) -> Any:
         """Both sides connect out to the real transit relay with the sided handshake; after
-        'ok' the L2 handshake runs end to end through it and records arrive intact."""
+        'ok' the L2 handshake runs end to end through it and records arrive intact. Both
+        sides' sockets to the relay have TCP_NODELAY."""
         relay = yield Deferred.fromCoroutine(start_transit_relay(reactor))
         self.addCleanup(relay.stop)
         key = os.urandom(32)
@@ -183,6 +220,7 @@ class RelayLinkTests(TestCase):
         lconn = yield leader.selected
         fconn = yield follower.selected
         self.assertFalse(lconn.is_direct)
+        self.assertTrue(no_delay(lconn.transport) and no_delay(fconn.transport))
         fconn.send_records(RECORDS)
         got = yield leader.sink.complete
         self.assertEqual(got, RECORDS)
@@ -197,13 +235,13 @@ class _ForgetfulOwner:
     def __init__(self, sink: IRecordSink) -> None:
         self.sink = sink
         self.ready = 0
-        self.failed: list[str] = []
+        self.failed: list[LinkLoss] = []
 
     def candidate_ready(self, connection: Any) -> None:
         connection.events.select(self.sink)
         self.ready += 1
 
-    def candidate_failed(self, connection: Any, reason: str) -> None:
+    def candidate_failed(self, connection: Any, reason: LinkLoss) -> None:
         self.failed.append(reason)
 
 
@@ -213,12 +251,12 @@ class _CountingSink:
 
     def __init__(self) -> None:
         self.records: list[Any] = []
-        self.lost: list[str] = []
+        self.lost: list[LinkLoss] = []
 
     def got_record(self, record: Any) -> None:
         self.records.append(record)
 
-    def connection_lost(self, connection: Any, reason: str) -> None:
+    def connection_lost(self, connection: Any, reason: LinkLoss) -> None:
         self.lost.append(reason)
 
 
@@ -276,7 +314,7 @@ class ReferenceCycleTests(SynchronousTestCase):
         refs += [weakref.ref(t) for t in transports]
         for conn in conns:
             conn.connectionLost(Failure(ConnectionDone()))
-        self.assertEqual([o.sink.lost for o in owners], [["Connection was closed cleanly."]] * 2)
+        self.assertEqual([o.sink.lost for o in owners], [[CLEAN_CLOSE]] * 2)
         del conns, transports, conn
         self.assertEqual([r() for r in refs], [None] * 6)
 
@@ -311,7 +349,7 @@ class ReferenceCycleTests(SynchronousTestCase):
         lost.events.lost("again")
         lost.dataReceived(b"\x00\x00\x00\x05hello")
         self.assertEqual(transports[0].value(), b"")
-        self.assertEqual(owners[0].sink.lost, ["Connection was closed cleanly."])
+        self.assertEqual(owners[0].sink.lost, [CLEAN_CLOSE])
 
 
 @implementer(IRecordSink)
@@ -343,3 +381,36 @@ class AbortStopsDeliveryTests(SynchronousTestCase):
         conns[1].dataReceived(transports[0].value())
         self.assertEqual(len(sink.records), 1)
         self.assertTrue(transports[1].disconnecting)
+
+
+class TransportLossTests(SynchronousTestCase):
+    """The typed reason a connection's transport ended with (``transport_loss``)."""
+
+    def test_causes_from_twisted_reasons(self) -> None:
+        """A clean close (or no reason) is CLOSED, any other closed connection (lost, aborted)
+        is DROPPED, any other error TRANSPORT_FAILED; the message is Twisted's, unchanged."""
+        cases = [
+            (Failure(ConnectionDone()), Cause.CLOSED),
+            (Failure(ConnectionLost()), Cause.DROPPED),
+            (Failure(ConnectionAborted()), Cause.DROPPED),
+            (Failure(ValueError("TLS went wrong")), Cause.TRANSPORT_FAILED),
+        ]
+        for failure, cause in cases:
+            self.assertEqual(transport_loss(failure), LinkLoss(cause, failure.getErrorMessage()))
+        self.assertEqual(transport_loss(None), LinkLoss(Cause.CLOSED, "closed"))
+
+    def test_first_failure_wins(self) -> None:
+        """A connection dropped for a protocol error reports that reason to its owner, not
+        the transport's abort that follows; a later fail() changes nothing."""
+        owner = _ForgetfulOwner(_CountingSink())
+        conn = DilatedConnectionProtocol(
+            role=LEADER, dilation_key=os.urandom(32), owner=owner, description="candidate",
+            is_direct=True, relay_line=None, clock=Clock(),
+        )  # fmt: skip
+        conn.makeConnection(StringTransport())
+        conn.dataReceived(b"not a prologue at all, but long enough to be refused")
+        conn.fail(LinkLoss(Cause.HANDSHAKE_TIMEOUT, "later"))
+        conn.connectionLost(Failure(ConnectionAborted()))
+        (loss,) = owner.failed
+        self.assertIs(loss.cause, Cause.PROTOCOL_ERROR)
+        self.assertIn("FramingError", str(loss))

@@ -4,6 +4,7 @@ WebSocket port (magic-wormhole-transit-relay 0.5.0, in-process on 127.0.0.1)."""
 from __future__ import annotations
 
 import hashlib
+import socket
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -100,6 +101,23 @@ class WebSocketEndpointTests(TestCase):
         ws.transport.write(b"late")  # type: ignore[union-attr]  # dropped, as TCP drops it
         await ws.lost
         await tcp.lost
+
+    async def test_tcp_no_delay_reaches_the_tcp_socket(self) -> None:
+        """``setTcpNoDelay`` on the stream's transport (what an L2 connection calls in
+        ``connectionMade``) sets TCP_NODELAY on the TCP socket under the WebSocket, both ways,
+        and ``getTcpNoDelay`` reads it back from that socket."""
+        ws = Recorder("a" * 16)
+        await self.ws_endpoint().connect(factory_for(ws))
+        transport: Any = ws.transport
+        handle = transport._tcp().getHandle()
+        for enabled in (False, True):
+            transport.setTcpNoDelay(enabled)
+            self.assertEqual(transport.getTcpNoDelay(), enabled)
+            self.assertEqual(
+                bool(handle.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)), enabled
+            )
+        transport.loseConnection()
+        await ws.lost
 
     async def test_refused(self) -> None:
         """A closed port fails the connect like TCP: ConnectionRefusedError."""

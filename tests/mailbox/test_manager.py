@@ -30,11 +30,12 @@ from txdilation._stock.manager import Dilator
 from txdilation.mailbox.manager import Manager
 from txdilation.mailbox.manager_lifecycle import MAX_EARLY_HINTS
 from txdilation.mailbox.messages import choose_version
-from txdilation.selection.liveness import normalize_ping_interval
+from txdilation.selection.liveness import SILENCE, normalize_ping_interval
 from txdilation.semantics import STOCK, TWISTED, Semantics
 from txdilation.settings import NetworkSettings, Settings
 from txdilation.testing.fakes import FakeDilatedConnection
 from txdilation.wire.errors import CanOnlyDilateOnceError, OldPeerCannotDilateError
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import Ping, Pong
 
 reactor: Any = _reactor
@@ -602,7 +603,7 @@ class RecoveredTelemetryTests(SynchronousTestCase):
         clock.advance(1.0)
         link.got_record(Ping(b"ping"))
         clock.advance(10.0)
-        link.connection_lost(first, "peer silent for 1.5 ping intervals")  # type: ignore[arg-type]
+        link.connection_lost(first, SILENCE)  # type: ignore[arg-type]
         m.received_dilation_message(b'{"type": "reconnecting"}')
         clock.advance(0.5)
         second = FakeDilatedConnection("second")
@@ -627,7 +628,7 @@ class RecoveredTelemetryTests(SynchronousTestCase):
         clock.advance(3.0)
         m.received_dilation_message(b'{"type": "reconnect"}')
         self.assertTrue(first.aborted)
-        link.connection_lost(first, "Connection was aborted")  # type: ignore[arg-type]
+        link.connection_lost(first, LinkLoss(Cause.DROPPED, "Connection was aborted"))  # type: ignore[arg-type]
         clock.advance(0.25)
         m.connector_connection_made(m.link_for(FakeDilatedConnection("second")), 1)
         lost = [r for r in records if r["event"] == "connection_lost"]

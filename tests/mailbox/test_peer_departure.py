@@ -30,6 +30,7 @@ from txdilation.mailbox.messages import CLOSING, EXTENSIONS, LINK_LOST
 from txdilation.semantics import STOCK, TWISTED, Semantics
 from txdilation.settings import ReconnectPolicy, Settings
 from txdilation.wire.errors import WormholeClosedError
+from txdilation.wire.reasons import Cause, LinkLoss
 
 from .test_manager import (
     LOOPBACK,
@@ -207,7 +208,7 @@ class FakeConnection:
     reading_paused = False
 
     def __init__(self) -> None:
-        self.failed: list[str] = []
+        self.failed: list[LinkLoss] = []
         self.aborted = False
         self.records: list[Any] = []
 
@@ -223,7 +224,7 @@ class FakeConnection:
     def unregisterProducer(self) -> None:
         pass
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: LinkLoss) -> None:
         self.failed.append(reason)
 
     def abort(self) -> None:
@@ -375,7 +376,7 @@ class PeerTimeoutTests(SynchronousTestCase):
         link.stop()  # the fake never answers pings
         clock.advance(1000)
         self.assertIsInstance(m.status.peer_connection, ConnectedPeer)
-        link.connection_lost(conn, "cut")  # type: ignore[arg-type]
+        link.connection_lost(conn, LinkLoss(Cause.DROPPED, "cut"))  # type: ignore[arg-type]
         clock.advance(10)
         self.assertIsInstance(m.status.peer_connection, StoppedPeer)
         m.stop()

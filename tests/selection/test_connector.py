@@ -21,10 +21,11 @@ from twisted.trial.unittest import SynchronousTestCase
 from wormhole._interfaces import IDilationConnector
 
 from txdilation.selection.attempts import LOST_RACE_WINDOW, AttemptLog
-from txdilation.selection.connector import Connector, ConnectorSettings
+from txdilation.selection.connector import PROVEN_GRACE, Connector, ConnectorSettings
 from txdilation.selection.hints import DirectTCPV1Hint, RelayV1Hint
 from txdilation.settings import NetworkSettings
 from txdilation.telemetry import Telemetry
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 RELAY = RelayV1Hint((DirectTCPV1Hint("127.0.0.1", 4001),))
@@ -88,6 +89,15 @@ class RecordingOwner:
         self.candidates.append(candidates)
         self.relays.append(relay)
 
+    upgraded: list[Any]
+    proofs = 0
+
+    def connector_path_upgraded(self, link: SelectedStub) -> None:
+        self.__dict__.setdefault("upgraded", []).append(link.connection)
+
+    def direct_path_proven(self) -> None:
+        self.proofs += 1
+
 
 def make(role: Role, **kw: Any) -> tuple[Connector, RecordingOwner, MemoryReactorClock]:
     reactor = MemoryReactorClock()
@@ -119,7 +129,7 @@ class TimingTests(SynchronousTestCase):
         c = Connector(settings, owner=owner, reactor=reactor)
         lost, kept = FakeCandidate("<-tcp:a:1", True), FakeCandidate("<-tcp:b:2", True)
         c.candidate_ready(lost)
-        c.candidate_failed(lost, "gone")
+        c.candidate_failed(lost, LinkLoss(Cause.DROPPED, "gone"))
         c.candidate_ready(kept)
         self.assertEqual(owner.made, [])
         reactor.advance(0)
@@ -138,11 +148,28 @@ class SelectionPolicyTests(SynchronousTestCase):
             Connector.get_connection_abilities(), [{"type": "direct-tcp-v1"}, {"type": "relay-v1"}]
         )
 
+    def test_leader_takes_a_relay_at_once_while_direct_dials_are_pending(self) -> None:
+        """Leader: relay first. A relay candidate is taken at once while we listen and dial
+        direct hints that have not connected (a better path is moved to later, if the peer
+        can), never held for them."""
+        c, owner, _clock = make(LEADER)
+        c.start()
+        c.got_hints([DirectTCPV1Hint("192.168.1.2", 6000)])  # dialing, not connected
+        relay = FakeCandidate("->relay:tcp:x:1", False)
+        c.candidate_ready(relay)
+        self.assertEqual(owner.made, [relay])
+
+    def in_handshake(self, c: Connector) -> Any:
+        """A direct connection that connected and is in its handshake."""
+        return c._core.build("->tcp:y:2", True, None, None, None, c)
+
     def test_leader_prefers_direct_over_relay_in_grace(self) -> None:
-        """Leader: a relay candidate is held; a direct one completing within the grace period
-        wins, and the relay one is aborted."""
+        """Leader: while a direct connection is in its handshake, a relay candidate is held;
+        the direct one completing within the grace period wins, and the relay one is
+        aborted."""
         c, owner, clock = make(LEADER)
-        c.start()  # listening: a direct connection may still come
+        c.start()
+        self.in_handshake(c)
         relay, direct = FakeCandidate("->relay:tcp:x:1", False), FakeCandidate("->tcp:y:2", True)
         c.candidate_ready(relay)
         self.assertEqual(owner.made, [])
@@ -154,9 +181,11 @@ class SelectionPolicyTests(SynchronousTestCase):
         self.assertFalse(direct.aborted)
 
     def test_leader_takes_relay_after_grace(self) -> None:
-        """Leader: with only a relay candidate, it is selected once the grace period ends."""
+        """Leader: a relay candidate held for a direct one in its handshake is selected once
+        the grace period ends."""
         c, owner, clock = make(LEADER)
         c.start()
+        self.in_handshake(c)
         relay = FakeCandidate("->relay:tcp:x:1", False)
         c.candidate_ready(relay)
         self.assertEqual(owner.made, [])
@@ -168,14 +197,27 @@ class SelectionPolicyTests(SynchronousTestCase):
         a later candidate still can be."""
         c, owner, clock = make(LEADER)
         c.start()
+        self.in_handshake(c)
         relay = FakeCandidate("->relay:tcp:x:1", False)
         c.candidate_ready(relay)
-        c.candidate_failed(relay, "gone")
+        c.candidate_failed(relay, LinkLoss(Cause.DROPPED, "gone"))
         clock.advance(1)
         self.assertEqual(owner.made, [])
         later = FakeCandidate("<-tcp:z:3", True)
         c.candidate_ready(later)
         self.assertEqual(owner.made, [later])
+
+    def test_a_generation_that_prefers_direct_holds_the_relay_longer(self) -> None:
+        """prefer_direct (after a direct path proved to work with a stock peer): a relay
+        candidate is held for PROVEN_GRACE while a direct connection may still come."""
+        c, owner, clock = make(LEADER, prefer_direct=True)
+        c.start()
+        relay = FakeCandidate("->relay:tcp:x:1", False)
+        c.candidate_ready(relay)
+        clock.advance(PROVEN_GRACE - 0.1)
+        self.assertEqual(owner.made, [])
+        clock.advance(0.2)
+        self.assertEqual(owner.made, [relay])
 
     def test_leader_takes_relay_at_once_when_no_direct_can_come(self) -> None:
         """Leader without a listener (no_listen) and no direct attempt or candidate: a relay
@@ -637,10 +679,10 @@ class AttemptLogTests(SynchronousTestCase):
             log.connected(attempt)
             clock.advance(2)
             log.ready(attempt)
-            log.closed(attempt, "Connection was closed cleanly.")
+            log.closed(attempt, LinkLoss(Cause.CLOSED, "Connection was closed cleanly."))
             clock.advance(wait)
             log.race_over()
-            log.closed(attempt, "Connection was closed cleanly.")
+            log.closed(attempt, LinkLoss(Cause.CLOSED, "Connection was closed cleanly."))
             log.selected(attempt)
             self.assertEqual(outcomes(records), [(1, "relay-v1", "outbound", expected)])
             self.assertEqual(

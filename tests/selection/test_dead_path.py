@@ -16,6 +16,7 @@ from txdilation.selection.dead_path import (
     RttEstimator,
 )
 from txdilation.selection.tcp_info import peer_tcp_alive, read_tcp_info
+from txdilation.wire.reasons import Cause, LinkLoss
 
 
 class RttEstimatorTests(unittest.SynchronousTestCase):
@@ -47,7 +48,7 @@ class Harness:
     def __init__(self, kernel: bool | None = None) -> None:
         self.clock = Clock()
         self.probes: list[float] = []
-        self.dead: list[tuple[float, str]] = []
+        self.dead: list[tuple[float, LinkLoss]] = []
         self.kernel = kernel
         self.paused = False
         self.d = DeadPathDetector(
@@ -92,7 +93,8 @@ class DeadPathTests(unittest.SynchronousTestCase):
         self.assertLess(abs(h.probes[0] - 11.0), 0.02)
         self.assertEqual(len(h.dead), 1)
         self.assertLess(abs(h.dead[0][0] - 12.5), 0.02)
-        self.assertIn("probe unanswered", h.dead[0][1])
+        self.assertIn("probe unanswered", str(h.dead[0][1]))
+        self.assertIs(h.dead[0][1].cause, Cause.PROBE_UNANSWERED)
 
     def test_sudden_two_second_delay_is_not_death(self) -> None:
         """The RTT jumps from 5 ms to 2 s: the first ACKs after the jump answer the probe, the
@@ -199,19 +201,37 @@ class LossReasonTests(unittest.SynchronousTestCase):
     """The Manager names each way a link is left in the telemetry vocabulary."""
 
     def test_reasons(self) -> None:
+        """Each loss as it is made where a link dies keeps its log text and maps, by its cause
+        alone, onto the telemetry's reason."""
         from txdilation.mailbox.losses import lost_reason as _lost_reason
+        from txdilation.mailbox.manager_lifecycle import FOLLOWER_REPORT, LEADER_REPORT
+        from txdilation.selection.dead_path import unanswered
+        from txdilation.selection.liveness import SILENCE
         from txdilation.telemetry import LOST_REASONS
 
+        address_gone = LinkLoss(
+            Cause.NETWORK_CHANGE, "network change: our address 10.2.0.2 is gone"
+        )
         cases = {
-            "probe unanswered for 1.5s": "probe_unanswered",
-            "network change: probe unanswered for 1.5s": "network_change",
-            "network change: our address 10.2.0.2 is gone": "network_change",
-            "peer report: the Leader asked to reconnect": "peer_report",
-            "peer report: the Follower says this connection is dead": "peer_report",
-            "peer silent for 1.5 ping intervals": "timeout",
+            unanswered(Cause.PROBE_UNANSWERED, 1.5): (
+                "probe unanswered for 1.5s",
+                "probe_unanswered",
+            ),
+            unanswered(Cause.NETWORK_CHANGE, 1.5): (
+                "network change: probe unanswered for 1.5s",
+                "network_change",
+            ),
+            address_gone: ("network change: our address 10.2.0.2 is gone", "network_change"),
+            LEADER_REPORT: ("peer report: the Leader asked to reconnect", "peer_report"),
+            FOLLOWER_REPORT: (
+                "peer report: the Follower says this connection is dead",
+                "peer_report",
+            ),
+            SILENCE: ("peer silent for 1.5 ping intervals", "timeout"),
         }
-        for text, reason in cases.items():
-            self.assertEqual(_lost_reason(text), reason)
+        for loss, (text, reason) in cases.items():
+            self.assertEqual(str(loss), text)
+            self.assertEqual(_lost_reason(loss), reason)
             self.assertIn(reason, LOST_REASONS)
 
 

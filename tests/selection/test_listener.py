@@ -160,7 +160,7 @@ class ListenTests(TestCase):
 
         real = await attack(PROLOGUE_FOLLOWER)  # sends a correct prologue, then nothing
         await until(
-            lambda: any(x.prologue_received for x in c._connections), 5, "the prologue read"
+            lambda: any(x.prologue_received for x in c._core.candidates), 5, "the prologue read"
         )
         idle = [await attack() for _ in range(6)]
         await until(lambda: sum(a.open for a in idle) == 3, 5, "the oldest idle ones closed")

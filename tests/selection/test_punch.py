@@ -20,7 +20,6 @@ from txdilation.selection.addresses import ipv6_addresses, parse_if_inet6
 from txdilation.selection.connector import Connector
 from txdilation.selection.hints import DirectTCPV1Hint, TorTCPV1Hint
 from txdilation.selection.punch import (
-    PUNCH_GRACE,
     PUNCH_PRIORITY,
     PUNCH_RETRY_DELAY,
     PUNCH_WINDOW,
@@ -202,8 +201,8 @@ class PunchPolicyTests(SynchronousTestCase):
     """The connector's punching policy on a MemoryReactorClock (punching forced on, as if
     it listened on port 5555 of a real reactor)."""
 
-    def punching_leader(self) -> tuple[Connector, RecordingOwner, MemoryReactorClock]:
-        c, owner, reactor = make(LEADER)
+    def punching_leader(self, **kw: Any) -> tuple[Connector, RecordingOwner, MemoryReactorClock]:
+        c, owner, reactor = make(LEADER, **kw)
         c._advertiser.punch, c._advertiser.port = True, 5555
         return c, owner, reactor
 
@@ -217,24 +216,21 @@ class PunchPolicyTests(SynchronousTestCase):
         self.assertEqual(bindings[0]._port, 5555)
         self.assertEqual(bindings[1:], [None])  # the name, resolved by HostnameEndpoint
 
-    def test_relay_held_longer_while_a_punched_dial_is_under_way(self) -> None:
-        """A relay candidate is held for PUNCH_GRACE while the peer's punched hint is being
-        dialled (also when that dial starts after the candidate was held), then taken."""
-        for hints_first in (True, False):
-            with self.subTest(hints_first=hints_first):
-                c, owner, reactor = self.punching_leader()
-                relay = FakeCandidate("->relay:tcp:127.0.0.1:4001", False)
-                c.got_hints([DirectTCPV1Hint("192.168.1.2", 6000)])  # a LAN hint, hanging
-                if hints_first:
-                    c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
-                c.candidate_ready(relay)
-                reactor.advance(0.1)
-                if not hints_first:
-                    c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
-                reactor.advance(PUNCH_GRACE - 0.2)
-                self.assertEqual(owner.made, [])
-                reactor.advance(0.2)
-                self.assertEqual(owner.made, [relay])
+    def test_relay_first_while_punching(self) -> None:
+        """A relay candidate is taken at once while the peer's punched hint is being dialled
+        (the punched path is moved to later, by a peer that moves links); the punched hint is
+        then dialled again from the listening port in the background."""
+        c, owner, reactor = self.punching_leader(path_upgrade=True)
+        relay = FakeCandidate("->relay:tcp:127.0.0.1:4001", False)
+        c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
+        c.candidate_ready(relay)
+        self.assertEqual(owner.made, [relay])
+        first = reactor.tcpClients[-1][2]
+        first.clientConnectionFailed(None, Failure(ConnectionRefusedError()))
+        reactor.advance(1.0)
+        punched = [b for h, _p, _f, _t, b in reactor.tcpClients if h == "198.51.100.7"]
+        self.assertGreaterEqual(len(punched), 2)
+        self.assertTrue(all(b is not None and b._port == 5555 for b in punched))
 
     def test_failed_punched_dial_is_retried_within_the_window(self) -> None:
         """A dial from the listening port that fails (other than by a refusal) is tried again

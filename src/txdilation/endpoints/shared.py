@@ -95,7 +95,7 @@ class SharedWormhole:
         self.code_known.addErrback(self._failed_early)
 
     def _rtt(self) -> float | None:
-        rtt: float | None = getattr(getattr(self.dilated, "_manager", None), "last_rtt", None)
+        rtt: float | None = self.dilated.last_rtt
         return rtt
 
     async def _follow(self) -> str:

@@ -5,7 +5,9 @@ Byte flow in: :class:`~txdilation.link.framer.Framer` (relay ``ok``, prologue, f
 :func:`~txdilation.wire.records.parse_record`. Out: record -> encode -> encrypt -> one
 ``writeSequence([length, payload])``.
 
-Lifecycle (the module-level Automat machine ``l2_machine``)::
+Lifecycle: the module-level Automat machine ``l2_machine`` over an ``L2Core``
+(:mod:`txdilation.link.connection_lifecycle`), which drives this connection through a few
+methods (relay line, prologue, handshake, awaiting the KCM, delivering to the sink)::
 
     idle -> relaying -> prologuing -> handshaking -> confirming -> nominated -> selected
                                         (any) --lost--> closed
@@ -22,6 +24,9 @@ Invariants:
   to the sink, in order, once the owner has taken the connection (stock's rule, for either
   role: records arriving with the KCM are kept and delivered after selection);
 - any :class:`~txdilation.wire.errors.DilationProtocolError` drops this connection only;
+- a connection ends with one typed reason (:class:`~txdilation.wire.reasons.LinkLoss`): the
+  first one given to ``fail``, else what its transport's end says (:func:`transport_loss`);
+  the owner (before selection) or the sink (after) hears it once;
 - once aborted (by us, or by ``fail``) no record is delivered any more, not even the rest of
   the read being processed: an abandoned connection feeds the sink nothing;
 - an unselected connection that does not get selected within ``handshake_timeout`` seconds is
@@ -34,25 +39,30 @@ Invariants:
   transports accept only ``bytes``, so the pieces are ``bytes`` from ``encrypt``); nothing is
   logged per record;
 - once lost, a connection holds no reference cycle, transport or sink (its ``events``
-  becomes a no-op object like the ``closed`` state): it is freed by reference counting;
+  becomes a no-op object like the ``closed`` state, and its machine core lets go of it): it
+  is freed by reference counting;
 - the TCP transport reads and buffers up to :data:`TCP_BUFFER_SIZE` bytes at a time (Twisted's
   default, 64 KiB, is less than one 64 KiB record with its header and tags, which would cost a
-  reactor turn, a pause and a resume per record).
+  reactor turn, a pause and a resume per record);
+- every connection (dialed, accepted, relayed, under a WebSocket) asks for ``TCP_NODELAY``
+  (:func:`tune_transport`): a small record never waits for the peer's delayed ACK, and the
+  records of one reactor turn still leave in one ``send``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from typing import Any
-from typing import Protocol as TypingProtocol
 
-from automat import TypeMachineBuilder
-from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
+from twisted.internet.error import ConnectionClosed, ConnectionDone
+from twisted.internet.interfaces import IPushProducer, IReactorTime
 from twisted.internet.protocol import Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from txdilation.link.connection_lifecycle import L2Connection, L2Core, L2Events, l2_machine
 from txdilation.link.framer import (
     DEFAULT_MAX_RECORD_SIZE,
     Framer,
@@ -64,7 +74,8 @@ from txdilation.link.noise import NoiseSession
 from txdilation.wire.contracts import ICandidateOwner, IDilatedConnection, IRecordSink
 from txdilation.wire.errors import DilationProtocolError, FramingError
 from txdilation.wire.limits import DEFAULT_HANDSHAKE_TIMEOUT
-from txdilation.wire.machines import complete, inert
+from txdilation.wire.machines import inert
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import (
     KCM,
     Record,
@@ -72,7 +83,16 @@ from txdilation.wire.records import (
     parse_record,
     parse_record_view,
 )
-from txdilation.wire.roles import FOLLOWER, LEADER, Role
+from txdilation.wire.roles import Role
+
+__all__ = [
+    "TCP_BUFFER_SIZE",
+    "DilatedConnectionProtocol",
+    "L2Core",
+    "L2Events",
+    "l2_machine",
+    "transport_loss",
+]
 
 #: Bytes the TCP transport reads per ``recv`` and buffers before pausing its producer
 #: (``bufferSize``), and sends per ``send`` (``SEND_LIMIT``), when it has those attributes.
@@ -81,39 +101,50 @@ TCP_BUFFER_SIZE = 2**18
 _log = Logger(namespace="txdilation.link.connection")
 
 
-class L2Events(TypingProtocol):
-    """Lifecycle inputs of one L2 connection."""
+def tune_transport(transport: Any) -> None:
+    """Set up a connection's transport for Dilation's traffic, as far as it allows.
 
-    def connected_via_relay(self) -> None:
-        """TCP connected to a transit relay: send the relay line, wait for ``ok``."""
+    - ``TCP_NODELAY``: a small record (the first DATA on a new subchannel, an interactive
+      write next to a bulk stream, an ACK) goes out at once instead of waiting behind an
+      unacknowledged segment for the peer's delayed ACK (Nagle's algorithm: 40 ms on Linux).
+      Writes stay coalesced without Nagle: Twisted buffers every write of a reactor turn and
+      sends them with one ``send`` of up to ``SEND_LIMIT`` bytes once the socket is writable,
+      so a bulk stream still goes out in large segments;
+    - the read size, buffer bound and send limit raised to :data:`TCP_BUFFER_SIZE`.
 
-    def connected_directly(self) -> None:
-        """TCP connected (either direction) without a relay: send our prologue."""
-
-    def relay_accepted(self) -> None:
-        """The relay answered ``ok``: the peer is on the other end now."""
-
-    def prologue_received(self) -> None:
-        """The peer's prologue arrived intact."""
-
-    def handshake_completed(self) -> None:
-        """The Noise handshake finished; transport messages may flow."""
-
-    def kcm_received(self) -> None:
-        """The peer's KCM arrived (before selection)."""
-
-    def select(self, sink: IRecordSink) -> None:
-        """The connector chose this connection: deliver records to ``sink`` from now on."""
-
-    def lost(self, reason: str) -> None:
-        """The TCP connection is gone."""
+    A transport without ``setTcpNoDelay`` (or whose socket refuses it) is left as it is.
+    """
+    if getattr(transport, "bufferSize", TCP_BUFFER_SIZE) < TCP_BUFFER_SIZE:
+        transport.bufferSize = TCP_BUFFER_SIZE
+    if getattr(transport, "SEND_LIMIT", TCP_BUFFER_SIZE) < TCP_BUFFER_SIZE:
+        transport.SEND_LIMIT = TCP_BUFFER_SIZE
+    set_no_delay = getattr(transport, "setTcpNoDelay", None)
+    if set_no_delay is not None:
+        with suppress(OSError):  # not a TCP socket after all (a UNIX socket, a pipe)
+            set_no_delay(True)
 
 
 def _noop(*args: object) -> None:
     return None
 
 
+def transport_loss(reason: Failure | None) -> LinkLoss:
+    """Why a transport ended, from the reason Twisted gave ``connectionLost``: a clean close
+    (``ConnectionDone``, or no reason), a lost or aborted connection (any other
+    ``ConnectionClosed``), or another error; the message is Twisted's."""
+    if reason is None:
+        return LinkLoss(Cause.CLOSED, "closed")
+    if reason.check(ConnectionDone):  # type: ignore[no-untyped-call]
+        cause = Cause.CLOSED
+    elif reason.check(ConnectionClosed):  # type: ignore[no-untyped-call]
+        cause = Cause.DROPPED
+    else:
+        cause = Cause.TRANSPORT_FAILED
+    return LinkLoss(cause, reason.getErrorMessage())
+
+
 _CLOSED: L2Events = inert(L2Events)
+_DETACHED: L2Connection = inert(L2Connection)  # what a lost connection's core drives
 
 
 @implementer(IDilatedConnection)
@@ -136,7 +167,6 @@ class DilatedConnectionProtocol(Protocol):
         self.role = role
         self.description = description
         self.is_direct = is_direct
-        self._owner = owner
         self._relay_line = relay_line
         self._clock = clock
         self._max_record_size = max_record_size
@@ -145,15 +175,11 @@ class DilatedConnectionProtocol(Protocol):
         self._noise = NoiseSession(role, dilation_key)
         self._sink: IRecordSink | None = None
         self._on_frame: Callable[[memoryview], None] = self._frame_too_early
-        self._timer: IDelayedCall | None = None
-        self._open = False
         self.reading_paused = False
-        self._nominated = False
-        #: records that followed the peer's KCM before we were selected
-        self._held: list[Record] | None = None
-        self._failed_reason: str | None = None
+        self._failed_reason: LinkLoss | None = None
         self._reading = True  # False once failed or aborted: later bytes are not looked at
-        self.events: L2Events = l2_machine(self)
+        self._core = L2Core(self, role, owner)
+        self.events: L2Events = l2_machine(self._core)
 
     def __repr__(self) -> str:
         return f"<DilatedConnectionProtocol {self.role.value} {self.description}>"
@@ -161,13 +187,8 @@ class DilatedConnectionProtocol(Protocol):
     # --- Twisted Protocol ---
 
     def connectionMade(self) -> None:
-        self._open = True
-        transport: Any = self.transport
-        if getattr(transport, "bufferSize", TCP_BUFFER_SIZE) < TCP_BUFFER_SIZE:
-            transport.bufferSize = TCP_BUFFER_SIZE
-        if getattr(transport, "SEND_LIMIT", TCP_BUFFER_SIZE) < TCP_BUFFER_SIZE:
-            transport.SEND_LIMIT = TCP_BUFFER_SIZE
-        self._timer = self._clock.callLater(self._handshake_timeout, self._timed_out)
+        tune_transport(self.transport)
+        self._core.timer = self._clock.callLater(self._handshake_timeout, self._timed_out)
         if self._relay_line is not None:
             self.events.connected_via_relay()
         else:
@@ -196,22 +217,49 @@ class DilatedConnectionProtocol(Protocol):
                 elif type(event) is RelayAccepted:
                     self.events.relay_accepted()
         except DilationProtocolError as e:
-            self.fail(f"{type(e).__name__}: {e}")
+            self.fail(LinkLoss(Cause.PROTOCOL_ERROR, f"{type(e).__name__}: {e}"))
 
     def connectionLost(self, reason: Failure | None = None) -> None:
-        self._open = False
-        why = self._failed_reason or (reason.getErrorMessage() if reason else "closed")
+        why = self._failed_reason or transport_loss(reason)
+        self.transport = None
         self.events.lost(why)
-        # Break the cycles (machine <-> protocol, the bound frame handler) and drop the
-        # transport and sink: a dead connection, its buffers and its Noise session are freed
+        # Break the cycles (protocol -> machine -> core -> protocol, the bound frame handler)
+        # and drop the sink: a dead connection, its buffers and its Noise session are freed
         # by reference counting as soon as nobody else holds it, not at the next full GC.
         # Every input of the ``closed`` state is a no-op, and so is every one of inert's.
         self.events = _CLOSED
+        self._core.connection = _DETACHED
         self._on_frame = _noop
         self._sink = None
-        self.transport = None
 
-    # --- frame handlers, swapped by the machine's behaviours ---
+    # --- what the lifecycle machine has the connection do ---
+
+    def send_relay_line(self) -> None:
+        """Ask the transit relay to connect us to the peer."""
+        assert self._relay_line is not None
+        self._write(self._relay_line)
+
+    def send_prologue(self) -> None:
+        """Send our prologue (connected directly, or the relay answered ``ok``)."""
+        self._write(self._framer.our_prologue)
+
+    def start_handshake(self) -> None:
+        """The peer's prologue arrived: read Noise handshake messages, send ours if we start."""
+        self._on_frame = self._frame_handshake
+        message = self._noise.start()
+        if message is not None:
+            self._write_frame(message)
+
+    def await_kcm(self) -> None:
+        """The handshake completed: read records (only a KCM is accepted before selection)."""
+        self._on_frame = self._frame_before_selection
+
+    def deliver_to(self, sink: IRecordSink) -> None:
+        """Selected: every record received from now on goes to ``sink``."""
+        self._sink = sink
+        self._on_frame = self._frame_selected
+
+    # --- frame handlers, swapped as the connection moves on ---
 
     def _frame_too_early(self, payload: memoryview) -> None:
         raise FramingError("frame before the handshake could start")
@@ -226,16 +274,15 @@ class DilatedConnectionProtocol(Protocol):
     def _frame_before_selection(self, payload: memoryview) -> None:
         record = parse_record(self._noise.decrypt(payload))
         if type(record) is not KCM:
-            if self._held is None:
+            held = self._core.held
+            if held is None:
                 raise DilationProtocolError(f"{type(record).__name__} record before selection")
-            self._held.append(record)  # the peer selected us (or may): keep it for after select()
+            held.append(record)  # the peer selected us (or may): keep it for after select()
             return
-        self.events.kcm_received()
-        if self._nominated:
-            # Tell the owner only once the machine has settled: its select() must not be a
-            # re-entrant input queued behind records it causes to be sent.
-            self._nominated = False
-            self._owner.candidate_ready(self)
+        # The machine settles first; then the owner hears of it, so that its select() is no
+        # re-entrant input queued behind records it causes to be sent.
+        if self.events.kcm_received():
+            self._core.owner.candidate_ready(self)
 
     def _frame_selected(self, payload: memoryview) -> None:
         record = parse_record_view(self._noise.decrypt_view(payload))
@@ -248,7 +295,7 @@ class DilatedConnectionProtocol(Protocol):
     def deliver_held(self) -> None:
         """Hand the sink the records that followed the peer's KCM before we were selected, in
         order. Call once the owner has taken this connection (after ``select``)."""
-        held, self._held = self._held, None
+        held, self._core.held = self._core.held, None
         sink = self._sink
         for record in held or ():
             if not self._reading or sink is not self._sink:
@@ -256,15 +303,14 @@ class DilatedConnectionProtocol(Protocol):
             assert sink is not None
             sink.got_record(record)
 
-    @property
-    def _tcp(self) -> Any:
-        """The TCP transport while open (ITCPTransport + IProducer + IConsumer), else None."""
-        return self.transport if self._open else None
-
     # --- sending ---
 
+    def _write(self, data: bytes) -> None:
+        if self.transport is not None:
+            self.transport.write(data)
+
     def _write_frame(self, payload: bytes) -> None:
-        if self._open and self.transport is not None:
+        if self.transport is not None:
             self.transport.writeSequence(Framer.frame(payload))
 
     def _encrypted(self, record: Record) -> list[bytes]:
@@ -281,14 +327,14 @@ class DilatedConnectionProtocol(Protocol):
         try:
             parts = self._encrypted(record)
         except DilationProtocolError as e:
-            self.fail(f"cannot send {type(record).__name__}: {e}")
+            self.fail(LinkLoss(Cause.PROTOCOL_ERROR, f"cannot send {type(record).__name__}: {e}"))
             return
-        if self._open and self.transport is not None:
+        if self.transport is not None:
             self.transport.writeSequence(parts)
 
     def send_records(self, records: Iterable[Record]) -> None:
         """Send several records with one ``writeSequence``."""
-        if not (self._open and self.transport is not None):
+        if self.transport is None:
             return
         parts: list[bytes] = []
         encrypted = self._encrypted
@@ -296,12 +342,17 @@ class DilatedConnectionProtocol(Protocol):
             for record in records:
                 parts += encrypted(record)
         except DilationProtocolError as e:
-            self.fail(f"cannot send records: {e}")
+            self.fail(LinkLoss(Cause.PROTOCOL_ERROR, f"cannot send records: {e}"))
             return
         if parts:
             self.transport.writeSequence(parts)
 
     # --- IDilatedConnection controls ---
+
+    @property
+    def _tcp(self) -> Any:
+        """The TCP transport (ITCPTransport + IProducer + IConsumer) while open, else None."""
+        return self.transport
 
     def registerProducer(self, producer: IPushProducer, streaming: bool) -> None:
         if self._tcp is not None:
@@ -339,115 +390,21 @@ class DilatedConnectionProtocol(Protocol):
         connections without one first)."""
         return self._framer.framing
 
-    def fail(self, reason: str) -> None:
-        """Drop this connection because of ``reason`` (logged once)."""
+    def fail(self, reason: LinkLoss) -> None:
+        """Drop this connection because of ``reason`` (logged once; the first reason is the
+        one the owner or sink hears)."""
         if self._failed_reason is None:
             self._failed_reason = reason
             _log.info(
-                "dropping L2 connection {desc}: {reason}", desc=self.description, reason=reason
+                "dropping L2 connection {desc}: {reason}",
+                desc=self.description,
+                reason=reason.message,
+                cause=reason.cause.value,
             )
         self.abort()
 
     def _timed_out(self) -> None:
-        self._timer = None
-        self.fail(f"not selected within {self._handshake_timeout:g}s")
-
-    def _cancel_timer(self) -> None:
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
-
-
-def _build_l2_machine() -> Callable[[DilatedConnectionProtocol], L2Events]:
-    b = TypeMachineBuilder(L2Events, DilatedConnectionProtocol)
-    idle = b.state("idle")
-    relaying = b.state("relaying")
-    prologuing = b.state("prologuing")
-    handshaking = b.state("handshaking")
-    confirming = b.state("confirming")
-    nominated = b.state("nominated")
-    selected = b.state("selected")
-    closed = b.state("closed")
-
-    @idle.upon(L2Events.connected_via_relay).to(relaying)
-    def send_relay_line(events: L2Events, c: DilatedConnectionProtocol) -> None:
-        assert c._relay_line is not None and c.transport is not None
-        c.transport.write(c._relay_line)
-
-    @idle.upon(L2Events.connected_directly).to(prologuing)
-    @relaying.upon(L2Events.relay_accepted).to(prologuing)
-    def send_prologue(events: L2Events, c: DilatedConnectionProtocol) -> None:
-        assert c.transport is not None
-        c.transport.write(c._framer.our_prologue)
-
-    @prologuing.upon(L2Events.prologue_received).to(handshaking)
-    def start_handshake(events: L2Events, c: DilatedConnectionProtocol) -> None:
-        c._on_frame = c._frame_handshake
-        message = c._noise.start()
-        if message is not None:
-            c._write_frame(message)
-
-    @handshaking.upon(L2Events.handshake_completed).to(confirming)
-    def await_kcm(events: L2Events, c: DilatedConnectionProtocol) -> None:
-        c._on_frame = c._frame_before_selection
-        if c.role is FOLLOWER:
-            c.send_record(KCM())
-
-    @confirming.upon(L2Events.kcm_received).to(nominated)
-    def nominate(events: L2Events, c: DilatedConnectionProtocol) -> None:
-        c._nominated = True
-        c._held = []  # records may come right behind the KCM, before the owner selects us
-
-    @nominated.upon(L2Events.select).to(selected)
-    def become_selected(events: L2Events, c: DilatedConnectionProtocol, sink: IRecordSink) -> None:
-        c._cancel_timer()
-        c._sink = sink
-        c._on_frame = c._frame_selected
-        if c.role is LEADER:
-            c.send_record(KCM())
-
-    @nominated.upon(L2Events.kcm_received).to(nominated)
-    def second_kcm(events: L2Events, c: DilatedConnectionProtocol) -> None:
-        c.fail("second KCM before selection")
-
-    for state in (idle, relaying, prologuing, handshaking, confirming, nominated):
-
-        @state.upon(L2Events.lost).to(closed)
-        def lost_candidate(events: L2Events, c: DilatedConnectionProtocol, reason: str) -> None:
-            c._cancel_timer()
-            c._owner.candidate_failed(c, reason)
-
-    @selected.upon(L2Events.lost).to(closed)
-    def lost_selected(events: L2Events, c: DilatedConnectionProtocol, reason: str) -> None:
-        assert c._sink is not None
-        c._sink.connection_lost(c, reason)
-
-    # Documented rejections: inputs that can only come from a confused caller or a peer that
-    # broke the protocol. They drop the connection (or are ignored once closed) instead of
-    # raising NoTransition into the reactor.
-    def reject(event: Callable[..., None]) -> Callable[..., None]:
-        why = _REJECTED[event.__name__]
-
-        def rejected(events: L2Events, c: DilatedConnectionProtocol, *args: object) -> None:
-            c.fail(why)
-
-        return rejected
-
-    every = (idle, relaying, prologuing, handshaking, confirming, nominated, selected)
-    complete(b, every, [getattr(L2Events, n) for n in _REJECTED], reject)
-    complete(b, [closed], [getattr(L2Events, n) for n in _INPUTS])
-    return b.build()
-
-
-_INPUTS = [n for n in vars(L2Events) if not n.startswith("_")]
-#: why each input is refused where the protocol has no place for it (``lost`` never is)
-_REJECTED = {
-    "connected_via_relay": "connected twice",
-    "connected_directly": "connected twice",
-    "relay_accepted": "relay ok at the wrong time",
-    "prologue_received": "prologue at the wrong time",
-    "handshake_completed": "handshake completed twice",
-    "kcm_received": "KCM at the wrong time",
-    "select": "selected before the KCM exchange",
-}
-l2_machine = _build_l2_machine()
+        self._core.timer = None
+        self.fail(
+            LinkLoss(Cause.HANDSHAKE_TIMEOUT, f"not selected within {self._handshake_timeout:g}s")
+        )

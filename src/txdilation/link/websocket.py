@@ -19,7 +19,8 @@ Invariants:
 - the wrapped protocol's ``connectionLost`` is called exactly once, and only if it was
   connected; text messages are a protocol violation and drop the connection;
 - flow control passes through: producers register on the TCP transport, and pausing the
-  wrapped protocol's reads pauses the TCP transport's.
+  wrapped protocol's reads pauses the TCP transport's; so does ``setTcpNoDelay`` (the
+  wrapped L2 connection asks for ``TCP_NODELAY`` on whatever carries it).
 """
 
 from __future__ import annotations
@@ -213,6 +214,17 @@ class _MessageTransport:
 
     def getHost(self) -> Any:
         return self._tcp().getHost() if self._tcp() is not None else None
+
+    def setTcpNoDelay(self, enabled: bool) -> None:
+        """Set ``TCP_NODELAY`` on the TCP connection under the WebSocket (through TLS for
+        ``wss://``); autobahn sets it too, by default."""
+        tcp = self._tcp()
+        if tcp is not None:
+            tcp.setTcpNoDelay(enabled)
+
+    def getTcpNoDelay(self) -> bool:
+        tcp = self._tcp()
+        return bool(tcp.getTcpNoDelay()) if tcp is not None else False
 
     def registerProducer(self, producer: Any, streaming: bool) -> None:
         tcp = self._tcp()

@@ -1,13 +1,14 @@
 """L1: what ``w.dilate()`` returns, the application's handle on the dilated link.
 
-A :class:`DilatedWormhole` only forwards to the wormhole's L5 multiplexer; it holds nothing of
-its own (stock's has the same three methods and applications import it from
-``wormhole._dilation.manager``).
+A :class:`DilatedWormhole` only forwards to the wormhole's Manager and L5 multiplexer; it holds
+nothing of its own. Stock's has the same three methods (applications import it from
+``wormhole._dilation.manager``); txdilation's own callers (the session, the endpoints) read what
+they need of the link through the typed additions below, never through the Manager's privates.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import IStreamClientEndpoint, IStreamServerEndpoint
@@ -17,15 +18,39 @@ from txdilation.subchannels.multiplexer import Multiplexer
 __all__ = ["DilatedWormhole"]
 
 
-class _HasMultiplexer(Protocol):
+class _Manager(Protocol):
     _mux: Multiplexer
+
+    @property
+    def last_rtt(self) -> float | None: ...
+
+    @property
+    def connection(self) -> Any: ...
 
 
 class DilatedWormhole:
     """The application's handle on one dilated wormhole."""
 
-    def __init__(self, manager: _HasMultiplexer) -> None:
+    def __init__(self, manager: _Manager) -> None:
         self._manager = manager
+
+    @property
+    def last_rtt(self) -> float | None:
+        """txdilation's addition: the last round-trip time our PINGs measured, in seconds
+        (None before the first PONG)."""
+        return self._manager.last_rtt
+
+    @property
+    def connected(self) -> bool:
+        """txdilation's addition: whether a connection is selected now."""
+        return self._manager.connection is not None
+
+    def abort_connection(self) -> None:
+        """txdilation's addition, a test and debugging aid: abort the selected connection at
+        once, if there is one (Dilation then reconnects, as after any loss)."""
+        connection = self._manager.connection
+        if connection is not None:
+            connection.abort()
 
     def when_dilated(self) -> Deferred[None]:
         """Fires (on a later turn) once the first connection is selected; errbacks with

@@ -1,36 +1,47 @@
 """What the telemetry says of each lost link and of the recovery that follows it.
 
 Invariants: every loss of the selected link is one ``connection_lost`` record whose reason is
-from ``telemetry.LOST_REASONS`` (no free text leaves); the next selection after a loss is one
-``recovered`` record (what died, how it was noticed, the gap), and a first selection is none;
-a loss of the link the Leader asked us to leave (``reconnect``) is the peer's report.
+from ``telemetry.LOST_REASONS`` (no free text leaves), chosen by the cause of the link's typed
+:class:`~txdilation.wire.reasons.LinkLoss` alone (:data:`LOST_REASON`: every cause is mapped);
+the next selection after a loss is one ``recovered`` record (what died, how it was noticed, the
+gap), and a first selection is none; a loss of the link the Leader asked us to leave
+(``reconnect``) is the peer's report.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
+
+from twisted.internet.interfaces import IReactorTime
 
 from txdilation.telemetry import Telemetry, noticed_by
+from txdilation.wire.reasons import Cause, LinkLoss
 
-__all__ = ["LossRecorder", "lost_reason"]
+__all__ = ["LOST_REASON", "LossRecorder", "lost_reason"]
+
+LOST_REASON: Final[Mapping[Cause, str]] = MappingProxyType(
+    {
+        Cause.CLOSED: "closed",
+        Cause.DROPPED: "network_error",
+        Cause.TRANSPORT_FAILED: "network_error",
+        Cause.PROTOCOL_ERROR: "protocol_error",
+        Cause.HANDSHAKE_TIMEOUT: "timeout",
+        Cause.SILENT: "timeout",
+        Cause.PROBE_UNANSWERED: "probe_unanswered",
+        Cause.NETWORK_CHANGE: "network_change",
+        Cause.PEER_REPORT: "peer_report",
+        Cause.PATH_UPGRADE: "path_upgrade",
+    }
+)
+"""Each cause of a lost link as the telemetry names it (``telemetry.LOST_REASONS``)."""
 
 
-def lost_reason(reason: str) -> str:
-    """Map a connection-loss message onto the telemetry vocabulary."""
-    if reason.startswith("probe unanswered"):
-        return "probe_unanswered"
-    if reason.startswith("network change"):
-        return "network_change"
-    if reason.startswith("peer report"):
-        return "peer_report"
-    if "silent" in reason or "not selected within" in reason:
-        return "timeout"
-    if "Error" in reason and "Connection" not in reason:
-        return "protocol_error"
-    if "cleanly" in reason:
-        return "closed"
-    return "network_error"
+def lost_reason(loss: LinkLoss) -> str:
+    """The telemetry's name for a lost link's reason (from its cause)."""
+    return LOST_REASON[loss.cause]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +60,7 @@ class LossRecorder:
     :param clock: ``seconds()`` for the gaps.
     """
 
-    def __init__(self, telemetry: Telemetry, clock: Any) -> None:
+    def __init__(self, telemetry: Telemetry, clock: IReactorTime) -> None:
         self._telemetry = telemetry
         self._clock = clock
         self._last: _Loss | None = None
@@ -59,7 +70,7 @@ class LossRecorder:
         """The Leader said ``reconnect`` while ``link`` was selected: its loss is a report."""
         self._leader_asked = link
 
-    def lost(self, link: Any, reason: str) -> None:
+    def lost(self, link: Any, reason: LinkLoss) -> None:
         """The selected ``link`` (a ``SelectedLink``) was lost because of ``reason``."""
         why = "peer_report" if link is self._leader_asked else lost_reason(reason)
         self._leader_asked = None

@@ -46,6 +46,7 @@ from txdilation.mailbox.losses import LossRecorder
 from txdilation.mailbox.manager_lifecycle import ManagerCore, ManagerEvents, manager_machine
 from txdilation.mailbox.messages import (
     CLOSING,
+    PATH_UPGRADE,
     ConnectionHints,
     Outbox,
     Please,
@@ -63,11 +64,16 @@ from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.telemetry import Telemetry
 from txdilation.wire.errors import OldPeerCannotDilateError
+from txdilation.wire.reasons import LinkLoss
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 __all__ = ["DILATION_VERSIONS", "DilatedWormhole", "Manager"]
 
 DILATION_VERSIONS = ["ged"]
+
+#: seconds between two new generations started because a direct path proved to work while a
+#: stock peer's link was relayed (if one ends on the relay again, the next waits this long)
+PROVEN_BACKOFF = 120.0
 
 _log = Logger(namespace="txdilation.mailbox.manager")
 
@@ -139,6 +145,7 @@ class Manager:
                 handshake_timeout=settings.limits.handshake_timeout,
                 max_unauthenticated=settings.limits.max_unauthenticated,
                 public_addresses=self._public_addresses,  # as known when the generation starts
+                path_upgrade=PATH_UPGRADE in self._core.peer_extensions,
             ),
             outbox=Outbox(sender),
             status=status,
@@ -241,9 +248,9 @@ class Manager:
         link = self._core.link
         if link is not None:
             link.network_changed()
-        connector = self.connector
-        if connector is not None:
-            connector.network_changed()
+        for connector in (self.connector, self._core.upgrader):
+            if connector is not None:
+                connector.network_changed()
         self._network_changed_edge()
 
     def _network_changed_edge(self) -> None:
@@ -372,13 +379,39 @@ class Manager:
         self._losses.selected()
         self.events.connection_made(link)
 
+    def connector_path_upgraded(self, link: SelectedLink) -> None:
+        """The connector that selected this generation's relayed link found a direct
+        connection and (Leader) took it or (Follower) the Leader took it: move there."""
+        self.events.path_upgraded(link)
+
+    def direct_path_proven(self) -> None:
+        """(Leader) a direct connection completed its handshake after this generation's
+        relayed link was selected: with a peer that cannot move a link (stock), a new
+        generation can use it, at most once per :data:`PROVEN_BACKOFF` seconds."""
+        c = self._core
+        link = c.link
+        if c.role is not LEADER or link is None or link.is_direct:
+            return
+        if PATH_UPGRADE in c.peer_extensions:
+            return  # the connector moves the link itself
+        last = c.direct_proven_at
+        if last is not None and self._reactor.seconds() - last < PROVEN_BACKOFF:
+            return
+        self.events.direct_proven()
+
     # --- LinkOwner (the selected link) ---
 
-    def link_lost(self, link: SelectedLink, reason: str) -> None:
+    def link_lost(self, link: SelectedLink, reason: LinkLoss) -> None:
         c = self._core
+        c.retired.discard(link)
         if link is not c.link:
             return
-        _log.info("dilated connection {desc} lost: {reason}", desc=link.description, reason=reason)
+        _log.info(
+            "dilated connection {desc} lost: {reason}",
+            desc=link.description,
+            reason=reason.message,
+            cause=reason.cause.value,
+        )
         c.link = None
         self._losses.lost(link, reason)
         self._mux.connection_lost()

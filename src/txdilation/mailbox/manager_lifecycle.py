@@ -5,6 +5,9 @@ The module-level Automat machine ``manager_machine`` over :class:`ManagerCore`; 
 
     waiting -start-> wanting -please-> connecting -connection_made-> connected
     connected -connection_lost-> disconnected (the Leader sends 'reconnect')
+    connected -path_upgraded-> connected (the link moved to a direct connection, same generation)
+    connected -direct_proven (Leader, peer without path upgrades)-> leaving (sends 'reconnect')
+    leaving -connection_lost-> disconnected;  leaving -reconnecting-> connecting
     disconnected -reconnecting (Leader) | reconnect (Follower)-> connecting
     connected -reconnect (Follower)-> abandoning -connection_lost-> connecting
     connecting -generation_stalled (Leader)-> disconnected (the Leader sends 'reconnect')
@@ -28,7 +31,7 @@ connecting phase is aborted, anything else is ignored.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from typing import Protocol as TypingProtocol
 
@@ -42,11 +45,13 @@ from txdilation.mailbox.messages import LINK_LOST, Outbox, build_please
 from txdilation.mailbox.status import StatusReporter
 from txdilation.selection.connector import Connector, ConnectorSettings
 from txdilation.selection.hints import Hint
+from txdilation.selection.liveness import SILENCE
 from txdilation.selection.selected import SelectedLink
 from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.telemetry import Telemetry
 from txdilation.wire.machines import complete
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,10 +60,23 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Generation", "ManagerCore", "ManagerEvents", "manager_machine"]
 
 CLOSE_TIMEOUT = 5.0
+#: seconds a Leader that asked a stock peer for a new generation (to use a direct path) waits
+#: for it to drop the relayed link before dropping it itself
+LEAVE_TIMEOUT = 10.0
 ABORT_AFTER_DISCONNECT = 1.0
 GENERATION_RETRY = 1.0
 GENERATION_RETRY_MAX = 60.0
 MAX_EARLY_HINTS = 64  # hints kept from a peer whose please came before we could start
+
+#: why we drop the selected link when the peer says it is dead
+FOLLOWER_REPORT = LinkLoss(
+    Cause.PEER_REPORT, "peer report: the Follower says this connection is dead"
+)
+LEADER_REPORT = LinkLoss(Cause.PEER_REPORT, "peer report: the Leader asked to reconnect")
+#: why a Leader drops a stock peer's relayed link it asked to leave (a direct path works)
+LEFT_FOR_DIRECT = LinkLoss(
+    Cause.PATH_UPGRADE, "the peer did not answer 'reconnect' (leaving for a direct path)"
+)
 
 _log = Logger(namespace="txdilation.mailbox.manager_lifecycle")
 
@@ -101,6 +119,15 @@ class ManagerEvents(TypingProtocol):
 
     def connection_lost(self) -> None:
         "The selected link is gone."
+
+    def path_upgraded(self, link: SelectedLink) -> None:
+        "The generation's connector moved the link to this direct connection (path upgrade)."
+
+    def direct_proven(self) -> None:
+        "(Leader) a direct connection worked after a relay was selected (a stock peer)."
+
+    def leave_timeout(self) -> None:
+        "(leaving) the peer did not answer 'reconnect' in time: drop the link ourselves."
 
     def link_silent(self) -> None:
         "The selected link was silent for 1.5 ping intervals."
@@ -150,6 +177,17 @@ class ManagerCore:
     reconnectings: int = 0  # 'reconnecting' messages sent (Follower) or received (Leader)
     stall_timer: IDelayedCall | None = None
     stall_delay: float = GENERATION_RETRY
+    #: the generation's connector while it keeps trying direct paths for a relayed link
+    upgrader: Connector | None = None
+    #: when the current link was selected (or the link last moved to another path)
+    selected_at: float | None = None
+    #: (Leader) when a direct path last proved to work while a stock peer's link was relayed:
+    #: the next generation prefers a direct connection (see ``prefer_direct``)
+    direct_proven_at: float | None = None
+    prefer_direct: bool = False
+    leave_timer: IDelayedCall | None = None
+    #: links the wormhole moved away from, still open for what is in flight on them
+    retired: set[SelectedLink] = field(default_factory=set)
     early_please: str | None = None
     early_hints: list[Hint] = field(default_factory=list)
     dilated: bool = False
@@ -169,9 +207,11 @@ class ManagerCore:
         assert self.role is not None and self.dilation_key is not None
         self.telemetry.set_role(self.role)
         self.telemetry.set_generation(generation.number)
-        connector = generation.connector = self.owner._new_connector(
-            self.connector_settings(self.role, self.dilation_key)
-        )
+        settings = self.connector_settings(self.role, self.dilation_key)
+        if self.prefer_direct:  # once: the generation after a direct path proved to work
+            self.prefer_direct = False
+            settings = replace(settings, prefer_direct=True)
+        connector = generation.connector = self.owner._new_connector(settings)
         if self.role is LEADER:
             self.watch_generation()
         self.owner._launch_connector(connector)
@@ -181,6 +221,46 @@ class ManagerCore:
         if generation.connector is not None:
             generation.connector.events.stop()
             generation.connector = None
+
+    def stop_upgrader(self) -> None:
+        """The link is going (or gone): no more attempts at a better path for it."""
+        upgrader, self.upgrader = self.upgrader, None
+        if upgrader is not None:
+            upgrader.events.stop()
+
+    def switch_path(self, link: SelectedLink) -> None:
+        """Move the wormhole to ``link`` (same generation): L4 replays what is unacknowledged
+        on it, the old link is retired (what is in flight on it still arrives)."""
+        old = self.link
+        now = self.reactor.seconds()
+        since = self.selected_at
+        self.link, self.selected_at = link, now
+        self.mux.connection_made(link)
+        if old is not None:
+            old.retire()
+            self.retired.add(old)
+            _log.info(
+                "moved from {old} to {new} (path upgrade)",
+                old=old.description,
+                new=link.description,
+            )
+        self.status.connected(self.generation, link.description)
+        self.telemetry.path_changed(
+            _path(old), _path(link), None if since is None else now - since, "upgrade"
+        )
+        if link.is_direct:
+            self.stop_upgrader()
+
+    def drop_retired(self) -> None:
+        """The wormhole is done: close the links it moved away from now."""
+        retired, self.retired = self.retired, set()
+        for link in retired:
+            link.abort()
+
+    def cancel_leave_timer(self) -> None:
+        if self.leave_timer is not None and self.leave_timer.active():
+            self.leave_timer.cancel()
+        self.leave_timer = None
 
     def watch_generation(self) -> None:
         self.cancel_stall_timer()
@@ -195,6 +275,9 @@ class ManagerCore:
 
     def peer_left(self) -> None:
         self.cancel_stall_timer()
+        self.cancel_leave_timer()
+        self.stop_upgrader()
+        self.drop_retired()
         self.absence.stop()
         if self.link is not None:
             self.link.abort()
@@ -202,6 +285,8 @@ class ManagerCore:
         self.mux.stop("the peer closed the wormhole")
 
     def finish(self) -> None:
+        self.stop_upgrader()
+        self.drop_retired()
         self.telemetry.session_ended("closed")
         self.absence.stop()
         self.stopped = True
@@ -209,6 +294,11 @@ class ManagerCore:
         waiters, self.stopped_waiters = self.stopped_waiters, []
         for d in waiters:
             d.callback(None)
+
+
+def _path(link: SelectedLink | None) -> str:
+    """The telemetry path of a link: ``direct`` or ``relay``."""
+    return "direct" if link is not None and link.is_direct else "relay"
 
 
 def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
@@ -232,6 +322,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         b.state("disconnected"),
         b.state("abandoning"),
     )
+    leaving = b.state("leaving")
     peer_leaving, peer_gone = b.state("peer_leaving"), b.state("peer_gone")
     stopping, stopped = b.state("stopping", deadline), b.state("stopped")
 
@@ -271,8 +362,12 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
 
     @connecting.upon(E.connection_made).to(connected)
     def use_link(events: ManagerEvents, c: ManagerCore, g: Generation, link: SelectedLink) -> None:
-        g.connector = None  # it closed everything else when it selected
-        c.link = link
+        # it closed everything else when it selected, unless it goes on trying direct paths
+        # for a relayed link (a peer that speaks path upgrades)
+        if g.connector is not None and g.connector.upgrading:
+            c.upgrader = g.connector
+        g.connector = None
+        c.link, c.selected_at = link, c.reactor.seconds()
         c.status.connected(g.number, link.description)
         c.mux.connection_made(link)  # L4 writes through the link (dead-path detection)
         if not c.dilated:
@@ -305,8 +400,50 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         g.number = c.generation
         c.launch(g)
 
+    @connected.upon(E.path_upgraded).loop()
+    def move_link(events: ManagerEvents, c: ManagerCore, link: SelectedLink) -> None:
+        c.switch_path(link)
+
+    @connected.upon(E.rx_hints).loop()
+    def hints_for_upgrade(events: ManagerEvents, c: ManagerCore, hints: list[Hint]) -> None:
+        """Hints after selection: for the connector looking for a direct path, if any (a
+        peer that moves links publishes new addresses after a network change)."""
+        if c.upgrader is not None:
+            c.upgrader.got_hints(hints)
+
+    @connected.upon(E.direct_proven).to(leaving)
+    def leave_for_direct(events: ManagerEvents, c: ManagerCore) -> None:
+        """A stock peer cannot move a link: start a new generation that prefers the direct
+        path, keeping the relayed link until the peer drops it (it does on 'reconnect')."""
+        _log.info("a direct connection works: starting a new generation to use it")
+        c.direct_proven_at = c.reactor.seconds()
+        c.prefer_direct = True
+        c.stop_upgrader()
+        c.send_reconnect()
+        c.leave_timer = c.reactor.callLater(LEAVE_TIMEOUT, events.leave_timeout)
+
+    @leaving.upon(E.leave_timeout).loop()
+    def stop_waiting(events: ManagerEvents, c: ManagerCore) -> None:
+        c.leave_timer = None
+        if c.link is not None:
+            c.link.fail(LEFT_FOR_DIRECT)
+
+    @leaving.upon(E.connection_lost).to(disconnected)
+    def left(events: ManagerEvents, c: ManagerCore) -> None:
+        c.cancel_leave_timer()
+        c.status.reconnecting(c.generation)
+
+    @leaving.upon(E.rx_reconnecting).to(connecting)
+    def left_early(events: ManagerEvents, c: ManagerCore) -> None:
+        """The peer answered before we saw the link end: it dropped it (stock does)."""
+        c.cancel_leave_timer()
+        if c.link is not None:
+            c.link.abort()
+        c.status.connecting(c.generation)
+
     @connected.upon(E.connection_lost).to(disconnected)
     def lost(events: ManagerEvents, c: ManagerCore) -> None:
+        c.stop_upgrader()
         c.status.reconnecting(c.generation)
         if c.role is LEADER:
             c.send_reconnect()
@@ -314,11 +451,12 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
             c.outbox.send(type="link-lost", generation=c.reconnectings)
 
     @connected.upon(E.link_silent).loop()
+    @leaving.upon(E.link_silent).loop()
     @abandoning.upon(E.link_silent).loop()
     @peer_leaving.upon(E.link_silent).loop()
     def give_up_link(events: ManagerEvents, c: ManagerCore) -> None:
         if c.link is not None:
-            c.link.fail("peer silent for 1.5 ping intervals")
+            c.link.fail(SILENCE)
 
     @stopping.upon(E.link_silent).loop()
     def give_up_draining(events: ManagerEvents, c: ManagerCore, deadline: IDelayedCall) -> None:
@@ -329,12 +467,13 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         if generation != c.reconnectings:
             _log.debug("ignoring 'link-lost' for generation {g}", g=generation)
         elif c.link is not None:
-            c.link.fail("peer report: the Follower says this connection is dead")
+            c.link.fail(FOLLOWER_REPORT)
 
     @connected.upon(E.rx_reconnect).to(abandoning)
     def abandon(events: ManagerEvents, c: ManagerCore) -> None:
+        c.stop_upgrader()
         if c.link is not None:
-            c.link.fail("peer report: the Leader asked to reconnect")
+            c.link.fail(LEADER_REPORT)
 
     @disconnected.upon(E.rx_reconnecting).to(connecting)
     def leader_reconnects(events: ManagerEvents, c: ManagerCore) -> None:
@@ -369,9 +508,12 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     @connected.upon(E.stop).to(stopping)
     @abandoning.upon(E.stop).to(stopping)
     @peer_leaving.upon(E.stop).to(stopping)
+    @leaving.upon(E.stop).to(stopping)
     def drain(events: ManagerEvents, c: ManagerCore) -> None:
         """What was written (a last CLOSE, the last DATA) is acknowledged before the link goes
         (the stopping state's deadline bounds the wait)."""
+        c.stop_upgrader()
+        c.cancel_leave_timer()
 
     @stopping.upon(E.drained).loop()
     def disconnect(events: ManagerEvents, c: ManagerCore, deadline: IDelayedCall) -> None:
@@ -399,7 +541,10 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     # --- the peer left ('closing', or silent for the peer timeout) ---
     @connected.upon(E.rx_closing).to(peer_leaving)
     @abandoning.upon(E.rx_closing).to(peer_leaving)
+    @leaving.upon(E.rx_closing).to(peer_leaving)
     def let_peer_finish(events: ManagerEvents, c: ManagerCore) -> None:
+        c.stop_upgrader()
+        c.cancel_leave_timer()
         c.absence.stop()  # it drains its last records, then drops the link: no reconnection
 
     @waiting.upon(E.rx_closing).to(peer_gone)
@@ -408,6 +553,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     @peer_leaving.upon(E.connection_lost).to(peer_gone)
     @disconnected.upon(E.peer_absent).to(peer_gone)
     @abandoning.upon(E.peer_absent).to(peer_gone)
+    @leaving.upon(E.peer_absent).to(peer_gone)
     def peer_left(events: ManagerEvents, c: ManagerCore) -> None:
         c.peer_left()
 
@@ -419,7 +565,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
 
     # --- everything else: documented no-ops (logged where the peer could be at fault) ---
     def refuse(event: Callable[..., None]) -> Callable[..., None]:
-        if event is E.connection_made:  # outside a generation's connecting phase (defensive)
+        if event in (E.connection_made, E.path_upgraded):  # outside their states (defensive)
 
             def refuse_link(events: ManagerEvents, c: ManagerCore, *args: object) -> None:
                 _log.warn("aborting a link selected outside a generation's connecting phase")
@@ -434,13 +580,13 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
 
         return ignored
 
-    every: list[Any] = [waiting, wanting, connecting, connected, disconnected, abandoning]
+    every: list[Any] = [waiting, wanting, connecting, connected, leaving, disconnected]
+    every += [abandoning]
     every += [peer_leaving, peer_gone, stopping, stopped]
-    complete(b, every, [getattr(E, n) for n in _INPUTS], refuse)
+    complete(b, every, otherwise=refuse)
     return b.build()
 
 
-_INPUTS = [n for n in vars(ManagerEvents) if not n.startswith("_")]
 _PEER_INPUTS = {
     "rx_please": "a second 'please'",
     "rx_hints": "hints outside a generation's connecting phase",

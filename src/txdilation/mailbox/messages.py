@@ -35,6 +35,7 @@ __all__ = [
     "CLOSING",
     "EXTENSIONS",
     "LINK_LOST",
+    "PATH_UPGRADE",
     "Closing",
     "ConnectionHints",
     "DilationMessage",
@@ -58,7 +59,11 @@ _log = Logger(namespace="txdilation.mailbox.messages")
 #: Extension names listed in our ``please``.
 CLOSING: Final = "closing-v1"
 LINK_LOST: Final = "link-lost-v1"
-EXTENSIONS: Final = (CLOSING, LINK_LOST)
+#: a relayed link moves to a direct connection of the same generation once one works: the
+#: generation's connectors keep listening and dialing direct hints after selecting a relay,
+#: and the Leader's KCM on a later connection moves the link there (docs/connectivity.md)
+PATH_UPGRADE: Final = "path-upgrade-v1"
+EXTENSIONS: Final = (CLOSING, LINK_LOST, PATH_UPGRADE)
 
 
 class MalformedDilationMessage(ValueError):

@@ -16,8 +16,11 @@ Outcomes (``attempt_ended.outcome``):
   (every connection still open when the race ends is closed by us and ends at once);
 - ``timeout``: not ready (or not selected) within the handshake timeout;
 - ``handshake_failed``: we dropped it for a protocol error (relay line, prologue, Noise, KCM),
-  or the peer or the network closed it before it was ready and the race did not end soon after.
+  its transport failed with an error other than a closed connection, or the peer or the
+  network closed it before it was ready and the race did not end soon after.
 
+Each candidate's end is its L2 connection's typed reason
+(:class:`~txdilation.wire.reasons.LinkLoss`); only its cause decides the outcome.
 A candidate the peer (or the network) closes while our race is still on is, most often, one the
 peer dropped because its own race ended (the Leader closes its losers before our side sees its
 KCM on the winner). Such an attempt is held back and resolved when our race ends: ended within
@@ -43,18 +46,15 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.python.failure import Failure
 
 from txdilation.telemetry import Telemetry
+from txdilation.wire.reasons import Cause, LinkLoss
 
 LOST_RACE_WINDOW: Final = 2.0
 """Seconds between a peer's close of a candidate and the end of our race within which the
 candidate counts as having lost the race rather than failed."""
 
-HANDSHAKE_TIMEOUT_REASON: Final = "not selected within"
-"""How the L2 connection's reason starts when its handshake timeout dropped it."""
-
-TCP_CLOSE_REASON: Final = "Connection"
-"""How Twisted's messages for a TCP connection closed by the peer or the network start
-(``ConnectionDone``, ``ConnectionLost``, ``ConnectionAborted``); the L2 connection's own
-protocol-failure reasons never do."""
+TRANSPORT_CLOSED: Final = frozenset({Cause.CLOSED, Cause.DROPPED})
+"""The causes of a candidate whose connection was closed (by the peer, the network, or us):
+while the race is on, such a candidate is held back (see the module docstring)."""
 
 
 @dataclass(eq=False, slots=True)
@@ -122,15 +122,15 @@ class AttemptLog:
         """The connection was selected."""
         self._end(attempt, "selected")
 
-    def closed(self, attempt: Attempt, reason: str) -> None:
+    def closed(self, attempt: Attempt, reason: LinkLoss) -> None:
         """The connection closed before it was selected; ``reason`` is the L2 connection's."""
         if attempt.ended or attempt.closed_at is not None:
             return
         if self._race_over:
             self._end(attempt, self._lost_race_outcome(attempt))
-        elif reason.startswith(HANDSHAKE_TIMEOUT_REASON):
+        elif reason.cause is Cause.HANDSHAKE_TIMEOUT:
             self._end(attempt, "timeout")
-        elif reason.startswith(TCP_CLOSE_REASON):
+        elif reason.cause in TRANSPORT_CLOSED:
             attempt.closed_at = self._clock.seconds()
             self._held.append(attempt)
         else:
@@ -181,4 +181,4 @@ class AttemptLog:
         )
 
 
-__all__ = ["LOST_RACE_WINDOW", "Attempt", "AttemptLog"]
+__all__ = ["LOST_RACE_WINDOW", "TRANSPORT_CLOSED", "Attempt", "AttemptLog"]

@@ -57,6 +57,13 @@ class IConnectorOwner(TypingProtocol):
         it, ``candidates`` how many connections reached the selectable point, ``relay`` the
         relay endpoint that carries it (None: direct)."""
 
+    def connector_path_upgraded(self, link: Any) -> None:
+        """(``path_upgrade``) a direct connection replaces the relayed one selected before:
+        ``link`` is what ``link_for`` gave for it."""
+
+    def direct_path_proven(self) -> None:
+        """(Leader, a stock peer) a direct path works while the selected link is relayed."""
+
 
 @dataclass(frozen=True, slots=True)
 class ConnectorSettings:
@@ -77,3 +84,9 @@ class ConnectorSettings:
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
     max_unauthenticated: int = DEFAULT_MAX_UNAUTHENTICATED
     public_addresses: tuple[str, ...] = ()
+    #: the peer speaks ``path-upgrade-v1``: a relayed selection is only a start; direct
+    #: hints keep being tried and the link moves to the first direct connection that works
+    path_upgrade: bool = False
+    #: (Leader) hold relay candidates for ``direct_grace`` seconds while a direct one may
+    #: still come: the generation after a direct path proved to work with a stock peer
+    prefer_direct: bool = False

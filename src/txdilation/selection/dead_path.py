@@ -44,6 +44,8 @@ from collections.abc import Callable
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
+from txdilation.wire.reasons import Cause, LinkLoss
+
 __all__ = [
     "DATA_PROBE_FACTOR",
     "INITIAL_RTO",
@@ -52,6 +54,7 @@ __all__ = [
     "PING_PROBE_FACTOR",
     "DeadPathDetector",
     "RttEstimator",
+    "unanswered",
 ]
 
 #: seconds: the floor of the retransmission-style timeout (TCP's, RFC 6298)
@@ -101,7 +104,8 @@ class DeadPathDetector:
 
     :param clock: the reactor's time.
     :param send_probe: writes one PING (ours, so its PONG is reported to :meth:`pong`).
-    :param on_dead: called once with a reason when the path is dead.
+    :param on_dead: called once with the reason (``PROBE_UNANSWERED``, or ``NETWORK_CHANGE``
+        for the probe of :meth:`probe_now`) when the path is dead.
     :param kernel_alive: given the probe's timeout in seconds, True when the kernel says the
         peer's TCP is alive, False when it says not, None when it cannot tell.
     :param reading_paused: True while we deliberately stopped reading.
@@ -112,7 +116,7 @@ class DeadPathDetector:
         clock: IReactorTime,
         *,
         send_probe: Callable[[], None],
-        on_dead: Callable[[str], None],
+        on_dead: Callable[[LinkLoss], None],
         kernel_alive: Callable[[float], bool | None] = lambda timeout: None,
         reading_paused: Callable[[], bool] = lambda: False,
     ) -> None:
@@ -126,7 +130,7 @@ class DeadPathDetector:
         self._sent: deque[tuple[int, float]] = deque()
         self._probe_deadline: float | None = None  # a probe waits for its answer until then
         self._probe_timeout = 0.0
-        self._cause = ""  # what the verdict's reason starts with (a network change)
+        self._cause = Cause.PROBE_UNANSWERED  # the verdict's cause (or a network change)
         self._quiet_until = 0.0  # no data probe before then
         self._timer: IDelayedCall | None = None
         self._stopped = False
@@ -165,12 +169,12 @@ class DeadPathDetector:
             return
         self._start_probe(max(PING_PROBE_FACTOR * self.rtt.rto, PING_PROBE_FACTOR * MIN_RTO))
 
-    def probe_now(self, cause: str) -> None:
-        """Probe at once (a local network change): an unanswered probe's verdict names
-        ``cause``. Nothing happens while a probe is out already."""
+    def probe_now(self) -> None:
+        """Probe at once because our addresses or routes changed: an unanswered probe's
+        verdict is a ``NETWORK_CHANGE``. Nothing happens while a probe is out already."""
         if self._stopped or self._probe_deadline is not None:
             return
-        self._cause = f"{cause}: "
+        self._cause = Cause.NETWORK_CHANGE
         rto = self.rtt.rto
         self._start_probe(max(DATA_PROBE_FACTOR * rto, DATA_PROBE_FACTOR * MIN_RTO))
 
@@ -190,7 +194,7 @@ class DeadPathDetector:
     def _answered(self) -> None:
         if self._probe_deadline is not None:
             self._probe_deadline = None
-            self._cause = ""
+            self._cause = Cause.PROBE_UNANSWERED
             self._quiet_until = self._clock.seconds() + self.rtt.rto
         # the pending timer fires at the old deadline and re-arms for the new one: no
         # timer churn per ACK
@@ -233,10 +237,10 @@ class DeadPathDetector:
             if not self._reading_paused() and self._kernel_alive(self._probe_timeout) is not True:
                 self._stopped = True
                 self._sent.clear()
-                self._on_dead(f"{self._cause}probe unanswered for {self._probe_timeout:.3g}s")
+                self._on_dead(unanswered(self._cause, self._probe_timeout))
                 return
             self.kernel_saves += 1
-            self._cause = ""
+            self._cause = Cause.PROBE_UNANSWERED
             _log.debug("probe unanswered but the peer's TCP is alive (or we are not reading)")
             self._probe_deadline = None
             self._quiet_until = now + self._probe_timeout
@@ -247,3 +251,10 @@ class DeadPathDetector:
             self._start_probe(max(DATA_PROBE_FACTOR * rto, DATA_PROBE_FACTOR * MIN_RTO))
             return
         self._arm()
+
+
+def unanswered(cause: Cause, timeout: float) -> LinkLoss:
+    """The verdict on a probe unanswered for ``timeout`` seconds (``cause``:
+    ``PROBE_UNANSWERED``, or ``NETWORK_CHANGE`` for a probe sent because of one)."""
+    prefix = "network change: " if cause is Cause.NETWORK_CHANGE else ""
+    return LinkLoss(cause, f"{prefix}probe unanswered for {timeout:.3g}s")

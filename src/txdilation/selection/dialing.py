@@ -4,29 +4,37 @@ A :class:`Dialer` is owned by the :class:`~txdilation.selection.connector.Connec
 every direct hint the peer publishes, highest priority first; relay hints are dialed at once
 when there is no direct hint to try (or we do not listen), else after ``relay_delay`` seconds or
 as soon as every direct attempt has failed, whichever comes first
-(:mod:`txdilation.selection.relays` states how several relays race). Each dial's connection is
-built by the Connector (``build``), which collects the candidates; the Dialer only learns from it
-when a direct connection it dialed closes (:meth:`Dialer.direct_attempt_over`) and reports back
-through the narrow callbacks given to it: ``hint_status`` (the hints being tried),
-``punch_dial_started`` (the Leader may hold a relay candidate longer) and ``selected`` (whether
-the race ended in a selection, so that relays are not started any more).
+(:mod:`txdilation.selection.relays` states how several relays race). Each dial is one
+:class:`Dial` record, from its first try to its end (a punch retry is the same dial tried
+again); its connection is built by the Connector (``build(dial)``), which keeps the dial with
+that candidate and tells the Dialer when its connection closes (:meth:`Dialer.dial_over`). The
+Dialer reports back through the narrow callbacks given to it: ``hint_status`` (the hints being
+tried) and ``selected`` (whether the race ended in a selection, so that relays are not started
+any more).
 
 Hole punching (:mod:`txdilation.selection.punch`): while ``bind_port()`` names the listening
 port, every direct dial to an IP literal starts from that port. A dial to a punched hint of the
-peer's follows a :class:`~txdilation.selection.punch_schedule.PunchPlan`: it waits for the
-expiry probe (once per generation and address family), its first SYN may have a low TTL
-(:mod:`txdilation.selection.punch_dial` makes that socket), and when it fails it is dialled
-again as the plan says (soon after a refusal, at once after an expiry, else every
-``punch.PUNCH_RETRY_DELAY`` seconds) until ``punch.PUNCH_WINDOW`` has passed since its first
-try.
-:meth:`Dialer.relay_grace` is how long the Leader holds a relay candidate, longer while a
-punched dial is under way.
+peer's follows a :class:`~txdilation.selection.punch_schedule.PunchPlan`: its first SYN may
+have a low TTL after a refusal, where the expiry probe (once per generation and address
+family) finds such a connect survives (:mod:`txdilation.selection.punch_dial` makes that
+socket), and a try that fails is made again as the plan says (soon after a refusal, at once
+after an expiry, else every ``punch.PUNCH_RETRY_DELAY`` seconds) until ``punch.PUNCH_WINDOW``
+has passed since its first try.
+
+:meth:`Dialer.go_on_in_background` turns a Dialer whose generation selected a relayed link
+into the background dialer of a path upgrade (``path-upgrade-v1``): relay dials end, and every
+direct hint of the peer's (punched ones included, from the listening port) is dialed again at
+the times of a :class:`~txdilation.selection.upgrade.RetrySchedule`, each try given at most
+``upgrade.BACKGROUND_CONNECT_TIMEOUT`` seconds (a try still connecting at the next time is
+given up for a new one), until the race ends for good.
 
 Invariants: after :meth:`Dialer.cancel_attempts` nothing is dialed any more (the cancelled
-direct dials ending there start no relay dial, no punch retry follows, the expiry probe stops);
-the same relay endpoint is dialed at most once per generation; a punch retry is the same
-outstanding direct attempt as its first try; every dial is one telemetry attempt when an
-:class:`~txdilation.selection.attempts.AttemptLog` is given.
+direct dials ending there start no relay dial, no punch retry follows); the same relay endpoint
+is dialed at most once per generation, and none once in the background; a direct dial is
+outstanding from its first try until it fails for good or its connection closes, and it ends
+once (:meth:`Dialer.dial_over`, the one place that ends it), a punch retry or a background try
+being the same dial; every try is one telemetry attempt when
+an :class:`~txdilation.selection.attempts.AttemptLog` is given.
 """
 
 from __future__ import annotations
@@ -34,9 +42,10 @@ from __future__ import annotations
 import ipaddress
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.endpoints import (
     HostnameEndpoint,
     TCP4ClientEndpoint,
@@ -68,21 +77,43 @@ from txdilation.selection.hints import (
 from txdilation.selection.punch_dial import ExpiryProbe, punched_endpoint
 from txdilation.selection.punch_schedule import LOW_TTLS, PunchPlan, Verdict, outcome_of
 from txdilation.selection.relays import RELAY_CONNECT_TIMEOUT, relays_to_dial
+from txdilation.selection.upgrade import BACKGROUND_CONNECT_TIMEOUT, RetrySchedule
 from txdilation.wire.keys import derive_relay_token
 
 if TYPE_CHECKING:
     from txdilation.selection.connector_settings import ConnectorSettings
 
-__all__ = ["BuildProtocol", "Dialer"]
+__all__ = ["BuildProtocol", "Dial", "Dialer"]
 
 #: the connector's logger: the split into modules changes no log line
 _log = Logger(namespace="txdilation.selection.connector")
 
-#: ``build(description, is_direct, relay_line, attempt, relay)``: the Connector's
-#: ``build_protocol``, the L2 protocol for a new TCP connection
-BuildProtocol = Callable[
-    [str, bool, bytes | None, Attempt | None, RelayEndpoint | None], DilatedConnectionProtocol
-]
+
+@dataclass(eq=False, slots=True)
+class Dial:
+    """One outbound dial to one hint of the peer's, from its first try to its end (a punch
+    retry is the same dial, tried again)."""
+
+    hint: RelayEndpoint
+    via_relay: bool
+    description: str
+    relay_line: bytes | None  # what we say to the relay first (None: not through a relay)
+    started: float  # the first try (the punch window counts from it)
+    attempt: Attempt | None = None  # the current try's telemetry attempt
+    connecting: Deferred[Any] | None = None  # the current try's connect(), while in progress
+    punching: bool = False  # the current try dials a punched hint from our listening port
+    plan: PunchPlan | None = None  # a punched hint's: its tries' TTLs and retries
+    retry: IDelayedCall | None = None  # the next try, while one is due
+    over: bool = False  # a direct dial that failed for good, or whose connection closed
+
+    @property
+    def relay(self) -> RelayEndpoint | None:
+        """The relay this dial goes through (None for a direct or Tor dial)."""
+        return self.hint if self.via_relay else None
+
+
+#: ``build(dial)``: the Connector's L2 protocol for the TCP connection a dial made
+BuildProtocol = Callable[[Dial], DilatedConnectionProtocol]
 
 
 class Dialer:
@@ -97,13 +128,11 @@ class Dialer:
         build: BuildProtocol,
         bind_port: Callable[[], int | None],
         hint_status: Callable[[list[DilationHint]], None],
-        punch_dial_started: Callable[[], None],
         selected: Callable[[], bool],
     ) -> None:
         """
         :param bind_port: the listening port direct dials start from (hole punching), or None.
         :param hint_status: told which hints are being tried.
-        :param punch_dial_started: a dial to a punched hint of the peer's started.
         :param selected: whether a connection was selected (relays are not started then).
         """
         self._settings = settings
@@ -112,31 +141,45 @@ class Dialer:
         self._build = build
         self._bind_port = bind_port
         self._hint_status = hint_status
-        self._punch_dial_started = punch_dial_started
         self._selected = selected
         self._closed = False  # the race is over: no punch retries
-        self.attempts: set[Deferred[Any]] = set()
+        self._rng = random.Random()  # punch retry spacing
+        self._expiry = ExpiryProbe(reactor, LOW_TTLS[0])  # do low-TTL first SYNs survive?
+        self._dials: list[Dial] = []  # every dial of this generation, in the order started
         self.deferred_relays: list[RelayEndpoint] = []
         self._relay_timer: IDelayedCall | None = None
         self._relays_started = False
-        #: direct attempts not over yet (a punch retry is its first try's attempt)
-        self.direct_outstanding = 0
         self._used_relays: set[RelayEndpoint] = set()
-        self.punch_retries: set[IDelayedCall] = set()
-        self._punching: set[Deferred[Any]] = set()  # dials to the peer's punched hints
-        self._rng = random.Random()  # punch retry spacing
-        self._expiry = ExpiryProbe(reactor, LOW_TTLS[0])  # do low-TTL first SYNs survive?
-        #: when we published punched hints and when we last dialled a punched hint
-        self._punch_marks: list[float] = []
+        #: the schedule of background dials, once the generation selected a relayed link
+        self._background: RetrySchedule | None = None
+        self._background_timer: IDelayedCall | None = None
 
     @property
     def busy(self) -> bool:
         """A dial is in progress, relays wait for their delay, or a punch retry is due."""
-        return bool(self.attempts or self.deferred_relays or self.punch_retries)
+        return bool(self.deferred_relays) or any(
+            d.connecting is not None or d.retry is not None for d in self._dials
+        )
 
-    def punched_hints_published(self) -> None:
-        """We published punched hints now (the peer's SYN to them follows)."""
-        self._punch_marks.append(self._reactor.seconds())
+    @property
+    def direct_outstanding(self) -> int:
+        """Direct dials not over yet (connecting, retrying, or their connection still open)."""
+        return sum(1 for d in self._dials if not d.via_relay and not d.over)
+
+    @property
+    def punch_retries(self) -> set[IDelayedCall]:
+        """The punch retries due."""
+        return {d.retry for d in self._dials if d.retry is not None}
+
+    @property
+    def in_background(self) -> bool:
+        """Whether this Dialer dials direct hints again for a path upgrade."""
+        return self._background is not None
+
+    @property
+    def direct_dials(self) -> list[Dial]:
+        """The direct dials of this generation (one per hint of the peer's)."""
+        return [d for d in self._dials if not d.via_relay]
 
     def use_hints(self, hints: list[Hint]) -> None:
         """Dial the peer's hints (relay hints now or later); report those being tried."""
@@ -149,12 +192,16 @@ class Dialer:
         if s.tor is not None:  # WebSocket relays are not dialed through Tor
             fresh = [h for h in fresh if not isinstance(h, WebSocketHint)]
         made_direct = False
+        dialing = {d.hint for d in self._dials}
         for d in direct:
             if isinstance(d, TorTCPV1Hint) and s.tor is None:
                 continue
             status.append(DilationHint(hint_url(d), True))
-            self._attempt(d, via_relay=False)
+            if d not in dialing:  # a hint published again (after a network change)
+                self._dial(d, via_relay=False)
             made_direct = True
+        if self._background is not None:  # a path upgrade: no relay any more
+            fresh = []
         self._used_relays.update(fresh)
         status.extend(DilationHint(hint_url(h), False) for h in fresh)
         if made_direct and not s.no_listen and not self._relays_started:
@@ -163,7 +210,7 @@ class Dialer:
                 self._relay_timer = self._reactor.callLater(s.relay_delay, self._start_relays)
         else:
             for h in fresh:
-                self._attempt(h, via_relay=True)
+                self._dial(h, via_relay=True)
         if status:
             self._hint_status(status)
 
@@ -178,15 +225,27 @@ class Dialer:
         self._relays_started = True
         pending, self.deferred_relays = self.deferred_relays, []
         for h in pending:
-            self._attempt(h, via_relay=True)
+            self._dial(h, via_relay=True)
 
-    def _attempt(
-        self, hint: RelayEndpoint, *, via_relay: bool, plan: PunchPlan | None = None
-    ) -> None:
+    def _dial(self, hint: RelayEndpoint, *, via_relay: bool) -> None:
         s = self._settings
+        relay_line = None
+        if via_relay:
+            relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
+        description = describe_outbound(hint, via_relay=via_relay, tor=s.tor is not None)
+        dial = Dial(hint, via_relay, description, relay_line, self._reactor.seconds())
+        self._dials.append(dial)
+        self._try(dial)
+
+    def _try(self, dial: Dial) -> None:
+        """Dial ``dial``'s hint (its first try, or a punch retry)."""
+        s = self._settings
+        hint, via_relay = dial.hint, dial.via_relay
         timeout = (
             min(s.handshake_timeout, RELAY_CONNECT_TIMEOUT) if via_relay else s.handshake_timeout
         )
+        if self._background is not None:
+            timeout = min(timeout, BACKGROUND_CONNECT_TIMEOUT)
         endpoint: IStreamClientEndpoint | None = None
         local: tuple[str, int] | None = None  # dialled from: hole punching's listening port
         # a direct TCP dial, when hole punching may bind it to the listening port
@@ -209,151 +268,179 @@ class Dialer:
                 self._reactor,
                 hint.hostname,
                 hint.port,
-                timeout=s.handshake_timeout,
+                timeout=timeout,
                 bindAddress=makeBinding(*local, reuseAddress=True, reusePort=True),
             )
         elif local is None:
             endpoint = _tcp_client_endpoint(self._reactor, hint, timeout)
-        relay_line = None
-        if via_relay:
-            relay_line = relay_handshake_line(derive_relay_token(s.dilation_key), s.side)
-        elif plan is None:  # a punch retry is still the same outstanding attempt
-            self.direct_outstanding += 1
-        if punched and plan is None:
-            plan = PunchPlan(self._reactor.seconds(), self._rng)
         log = self._attempt_log
-        attempt = None
+        attempt = dial.attempt = None
         if log is not None:
-            attempt = log.started(_hint_type(hint, via_relay), "outbound")
-        factory = _OutboundFactory(
-            self._build,
-            describe_outbound(hint, via_relay=via_relay, tor=s.tor is not None),
-            not via_relay,
-            relay_line,
-            attempt,
-            hint if via_relay else None,
-        )
+            attempt = dial.attempt = log.started(_hint_type(hint, via_relay), "outbound")
+        factory = _OutboundFactory(self._build, dial)
         d: Deferred[Any]
         if endpoint is not None:
             d = endpoint.connect(factory)
         else:  # a punched hint: see selection.punch_schedule
-            assert plan is not None and local is not None and punchable is not None
-            host, port = punchable.hostname, punchable.port
-            known = self._expiry.known(host)
-            if known is not None and plan.verdict is None:
-                plan.probed(known)
-            # a low-TTL dial, if one survives here, waits for the probe to know; others
-            # start it (for the dials after a refusal) and dial at once
-            waits = plan.wants_verdict
-            now: Deferred[Verdict | None] = Deferred()
-            d = self._expiry.verdict(host, port, local[0]) if waits else now
-            self._punching.add(d)  # before it dials: the relay hold counts it
-            d.addCallback(self._punched_dial, punchable, local, plan, factory)
-            if not waits:
-                self._expiry.start(host, port, local[0])
-                now.callback(None)
-        self.attempts.add(d)
-        if punched:
-            self._punching.add(d)
+            assert local is not None and punchable is not None
+            if dial.plan is None:
+                dial.plan = PunchPlan(dial.started, self._rng)
+            d = self._punched_try(dial.plan, punchable, local, timeout, factory)
+        dial.connecting = d
+        dial.punching = punched
 
         def done(result: object) -> None:
-            self.attempts.discard(d)
-            self._punching.discard(d)
+            dial.connecting = None  # this try is the dial's latest: a retry follows a failure
+            dial.punching = False
             if isinstance(result, Failure):
                 if log is not None and attempt is not None:
                     log.connect_failed(attempt, result)
-                retrying = (
-                    plan is not None
-                    and punchable is not None
-                    and self._retry_punch(punchable, plan, result)
-                )
-                if not via_relay and not retrying:
-                    self.direct_attempt_over()
+                retrying = dial.plan is not None and self._retry_punch(dial, result)
+                if not retrying:
+                    self.dial_over(dial)
                 _log.debug(
                     "attempt {desc} failed: {why}",
-                    desc=factory.description,
+                    desc=dial.description,
                     why=result.getErrorMessage(),
                 )
 
         d.addBoth(done)
 
-    def _punched_dial(
+    def _punched_try(
         self,
-        verdict: Verdict | None,
+        plan: PunchPlan,
         hint: TCPHint,
         local: tuple[str, int],
-        plan: PunchPlan,
+        timeout: float,
         factory: _OutboundFactory,
     ) -> Deferred[Any]:
-        """Dial a punched hint from ``local``, its first SYN's TTL as ``plan`` says (with the
-        expiry probe's ``verdict`` if the dial waited for it)."""
-        if verdict is not None:
-            plan.probed(verdict)
-        now = self._reactor.seconds()
-        ttl = plan.dial(now)
-        self._punch_marks.append(now)
-        self._punch_dial_started()
-        timeout = self._settings.handshake_timeout
-        endpoint = punched_endpoint(
-            self._reactor, hint.hostname, hint.port, local, ttl=ttl, timeout=timeout
-        )
-        return endpoint.connect(factory)
+        """A try of a punched hint from ``local``, its first SYN's TTL as ``plan`` says: one
+        that would have a low TTL if such a connect survives here waits for the expiry probe
+        to know; the others start the probe (for the tries after a refusal) and dial at
+        once."""
+        known = self._expiry.known(hint.hostname)
+        if known is not None and plan.verdict is None:
+            plan.probed(known)
+        waiting: Deferred[Any]
+        if plan.wants_verdict:
+            waiting = self._expiry.verdict(hint.hostname, hint.port, local[0])
+        else:
+            self._expiry.start(hint.hostname, hint.port, local[0])
+            waiting = succeed(None)
 
-    def _retry_punch(self, hint: TCPHint, plan: PunchPlan, failure: Failure) -> bool:
-        """Dial ``hint`` from the listening port again when ``plan`` says so (its last dial
-        failed with ``failure``); whether it will be."""
-        outcome = outcome_of(failure, low_ttl=plan.last_ttl is not None)
-        delay = None if self._closed else plan.again(outcome, self._reactor.seconds())
-        if delay is None:
+        def dial(verdict: Verdict | None) -> Deferred[Any]:
+            if verdict is not None:
+                plan.probed(verdict)
+            ttl = plan.dial(self._reactor.seconds())
+            endpoint = punched_endpoint(
+                self._reactor, hint.hostname, hint.port, local, ttl=ttl, timeout=timeout
+            )
+            return endpoint.connect(factory)
+
+        return waiting.addCallback(dial)
+
+    def _retry_punch(self, dial: Dial, failure: Failure) -> bool:
+        """Dial the punched hint of ``dial`` from the listening port again when its plan says
+        so (its try failed with ``failure``; the plan learns from it in the background too,
+        where the background schedule makes the tries); whether it will be."""
+        assert dial.plan is not None
+        outcome = outcome_of(failure, low_ttl=dial.plan.last_ttl is not None)
+        delay = dial.plan.again(outcome, self._reactor.seconds())
+        if self._closed or self._background is not None or delay is None:
             return False
 
         def again() -> None:
-            self.punch_retries.discard(timer)
+            dial.retry = None
             if self._closed:
                 return
-            self._attempt(hint, via_relay=False, plan=plan)
+            self._try(dial)
 
-        timer = self._reactor.callLater(delay, again)
-        self.punch_retries.add(timer)
+        dial.retry = self._reactor.callLater(delay, again)
         return True
 
-    def relay_grace(self, held_since: float | None) -> float:
-        """How long from now the Leader holds a relay candidate (held since ``held_since``, or
-        from now): ``direct_grace``; while a punched dial is under way, until
-        ``punch.PUNCH_GRACE`` after the later of our punched hints' publication and the latest
-        punched dial's start (the peer's SYN follows our hints; ours follows its hints), if
-        that is later."""
-        now: float = self._reactor.seconds()
-        held = held_since if held_since is not None else now
-        until = held + self._settings.direct_grace
-        if self._punching or self.punch_retries:
-            since = max(self._punch_marks, default=held)
-            until = max(until, since + punch.PUNCH_GRACE)
-        return max(0.0, until - now)
-
-    def direct_attempt_over(self) -> None:
-        """A direct attempt failed, or its connection closed: relays are due once none is
-        left."""
-        self.direct_outstanding -= 1
-        if self.direct_outstanding <= 0 and self.deferred_relays and not self._selected():
+    def dial_over(self, dial: Dial) -> None:
+        """``dial`` failed for good, or the connection it made closed (the Connector says so):
+        a direct dial is not outstanding any more (once), and relays are due once no direct
+        dial is left. A relay dial's end changes nothing here."""
+        if dial.via_relay or dial.over:
+            return
+        dial.over = True
+        if self.direct_outstanding == 0 and self.deferred_relays and not self._selected():
             self._start_relays()
+
+    def go_on_in_background(self, schedule: RetrySchedule) -> None:
+        """The generation selected a relayed link and the peer moves links: no more relay
+        dials; the direct hints are dialed again on ``schedule`` (see the module docstring)."""
+        self._background = schedule
+        self._relays_started = True  # none deferred will start
+        self.deferred_relays.clear()
+        if self._relay_timer is not None and self._relay_timer.active():
+            self._relay_timer.cancel()
+        self._relay_timer = None
+        for dial in self._dials:
+            if dial.retry is not None and dial.retry.active():
+                dial.retry.cancel()
+            dial.retry = None
+            if dial.via_relay and dial.connecting is not None:
+                d, dial.connecting = dial.connecting, None
+                d.cancel()
+        self._arm_background()
+
+    def dial_again_now(self) -> None:
+        """(Background) the network changed: dial every direct hint now, then the quick
+        retries again."""
+        if self._background is None or self._closed:
+            return
+        self._background.restart(self._reactor.seconds())
+        self._background_dials()
+        self._arm_background()
+
+    def _arm_background(self) -> None:
+        if self._background is None or self._closed:
+            return
+        if self._background_timer is not None and self._background_timer.active():
+            self._background_timer.cancel()
+        now = self._reactor.seconds()
+        delay = self._background.next_after(now) - now
+        self._background_timer = self._reactor.callLater(delay, self._background_tick)
+
+    def _background_tick(self) -> None:
+        self._background_timer = None
+        self._background_dials()
+        self._arm_background()
+
+    def _background_dials(self) -> None:
+        """Try every direct dial again whose connection is not open: one still connecting is
+        given up for a new try (its SYNs may have been lost while the path was blocked, and
+        TCP retransmits them ever more slowly: a new try sends one now)."""
+        for dial in self.direct_dials:
+            if dial.connecting is not None:
+                d, dial.connecting = dial.connecting, None
+                d.cancel()  # (it ends the dial: dial_over)
+            elif not dial.over:
+                continue  # its connection is open, in its handshake
+            dial.over = False  # outstanding again, until this try fails or its connection ends
+            self._try(dial)
 
     def cancel_attempts(self) -> None:
         """The race is over: cancel every dial in progress (no punch retry follows)."""
         self._closed = True
         self._expiry.stop()
-        for d in list(self.attempts):
-            d.cancel()
-        self.attempts.clear()
+        for dial in self._dials:
+            d, dial.connecting = dial.connecting, None
+            if d is not None:
+                d.cancel()
 
     def cancel_timers(self) -> None:
         """The race is over: cancel the relay delay and punch retries, forget deferred relays."""
-        for timer in (self._relay_timer, *self.punch_retries):
+        timers = [self._relay_timer, self._background_timer, *(d.retry for d in self._dials)]
+        for timer in timers:
             if timer is not None and timer.active():
                 timer.cancel()
-        self._relay_timer = None
-        self.punch_retries.clear()
-        self._punching.clear()
+        self._relay_timer = self._background_timer = None
+        for dial in self._dials:
+            dial.retry = None
+            dial.punching = False
         self.deferred_relays.clear()
 
 
@@ -377,25 +464,13 @@ def _hint_type(hint: RelayEndpoint, via_relay: bool) -> str:
 
 
 class _OutboundFactory(ClientFactory):
-    noisy = False  # one factory per attempt: no "Starting/Stopping factory" log lines
+    noisy = False  # one factory per try: no "Starting/Stopping factory" log lines
 
-    def __init__(
-        self,
-        build: BuildProtocol,
-        description: str,
-        is_direct: bool,
-        relay_line: bytes | None,
-        attempt: Attempt | None,
-        relay: RelayEndpoint | None = None,
-    ) -> None:
+    def __init__(self, build: BuildProtocol, dial: Dial) -> None:
         self.build = build
-        self.description = description
-        self.is_direct = is_direct
-        self.relay_line = relay_line
-        self.attempt = attempt
-        self.relay = relay
+        self.dial = dial
 
     def buildProtocol(self, addr: object) -> DilatedConnectionProtocol:
-        p = self.build(self.description, self.is_direct, self.relay_line, self.attempt, self.relay)
+        p = self.build(self.dial)
         p.factory = self
         return p

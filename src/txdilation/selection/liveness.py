@@ -18,12 +18,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from typing import Final
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
+from txdilation.wire.reasons import Cause, LinkLoss
+
 __all__ = [
     "DEFAULT_PING_INTERVAL",
+    "SILENCE",
     "SILENT_TICKS",
     "TICKS_PER_INTERVAL",
     "Liveness",
@@ -34,6 +38,9 @@ __all__ = [
 TICKS_PER_INTERVAL = 4
 SILENT_TICKS = 6  # 1.5 ping intervals
 DEFAULT_PING_INTERVAL = 30.0
+
+SILENCE: Final = LinkLoss(Cause.SILENT, "peer silent for 1.5 ping intervals")
+"""Why a link that :class:`Liveness` found silent is given up."""
 
 
 def normalize_ping_interval(ping_interval: float | int | None) -> float:

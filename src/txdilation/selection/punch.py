@@ -46,7 +46,6 @@ from twisted.internet.tcp import makeBinding
 from txdilation.selection.hints import DirectTCPV1Hint, TCPHint
 
 __all__ = [
-    "PUNCH_GRACE",
     "PUNCH_PRIORITY",
     "PUNCH_RETRY_DELAY",
     "PUNCH_WINDOW",
@@ -68,11 +67,6 @@ PUNCH_WINDOW = 5.0
 
 PUNCH_RETRY_DELAY = 0.5
 """Seconds between such retries."""
-
-PUNCH_GRACE = 1.5
-"""Seconds the Leader holds a relay candidate (instead of ``direct_grace``) while a dial to a
-punched hint of the peer's is still under way: the relay path is ready about as soon as the
-hints are exchanged, the punched one a round trip after the later of the two dials."""
 
 
 def is_punched(hint: TCPHint) -> bool:

@@ -188,14 +188,17 @@ class PunchPlan:
 
     def again(self, outcome: Outcome, now: float) -> float | None:
         """The last dial failed with ``outcome`` at ``now``: seconds before the next one, or
-        ``None`` for no more."""
+        ``None`` for no more. What the outcome says (a refusal, an expiry) is kept either way,
+        for tries that something else schedules (a path upgrade's background dials)."""
+        if outcome is Outcome.EXPIRED:
+            self.low_ttl = False
+        elif outcome is Outcome.REFUSED:
+            self.refused = True
         if outcome is Outcome.TAKEN or now - self.started >= self.window:
             return None
         if outcome is Outcome.EXPIRED:
-            self.low_ttl = False
             return 0.0
         if outcome is Outcome.REFUSED:
-            self.refused = True
             low_next = self.low_ttl and self.verdict is not Verdict.ABORTED
             took = 0.0 if low_next else now - self._last_dial
             return refused_delay(took, self.rng)

@@ -13,14 +13,22 @@ Invariants:
   handler is logged and dropped (the L2 layer already refuses a KCM after selection);
 - any record is a sign of life (its arrival time is kept: ``last_received_at``); a link
   silent for 1.5 ping intervals is reported once to the
-  owner (``link_silent``), and the connection's end once (``link_lost``, with the reason), after
+  owner (``link_silent``), and the connection's end once (``link_lost``, with its typed
+  :class:`~txdilation.wire.reasons.LinkLoss`), after
   which nothing more is dispatched: the owner hears only those two, and ``on_alive(rtt)`` after
   each PING or PONG (status freshness);
 - L4 writes through the selected link (it is the ``IDilatedConnection`` L4 sees), so the
   :class:`~txdilation.selection.dead_path.DeadPathDetector` sees every sequenced record written
   and every ACK: a path whose records and then whose probe go unanswered is aborted at once
-  (reason ``probe unanswered ...``), never left through a drain (``abortConnection``);
-- nothing here blocks or queues: records go straight through.
+  (cause ``PROBE_UNANSWERED``), never left through a drain (``abortConnection``); after a
+  local network change, a connection bound to an address we lost is dropped at once and any
+  other is probed (cause ``NETWORK_CHANGE`` either way);
+- nothing here blocks or queues: records go straight through;
+- a link the wormhole moved away from (a path upgrade, ``retire``) is written to no more and
+  checked no more, but still dispatches what arrives on it (records already in flight, in
+  their order; L4 drops what the new link replays again) until it is aborted
+  :data:`RETIRE_GRACE` seconds later, or closed earlier by the peer. Its end is reported as any
+  link's; the owner knows it is no longer the current one.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from twisted.internet.interfaces import IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -37,9 +45,16 @@ from txdilation.selection.liveness import Liveness, PingTracker
 from txdilation.selection.netwatch import address_is_local
 from txdilation.selection.tcp_info import peer_tcp_alive
 from txdilation.wire.contracts import IDilatedConnection, IRecordSink
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import Ack, Close, Data, Open, Ping, Pong, Record
 
 _SEQUENCED = (Data, Open, Close)
+
+#: Seconds a retired link stays open for what is still in flight on it: the peer moves to the
+#: new link within about one round trip of the old path, and anything still unacknowledged
+#: is replayed on the new link anyway.
+RETIRE_GRACE = 2.0
+RETIRED = LinkLoss(Cause.PATH_UPGRADE, "retired: the wormhole moved to another path")
 
 
 def _transport(connection: Any) -> Any:
@@ -55,7 +70,7 @@ def _local_host(transport: Any) -> str | None:
     return host if isinstance(host, str) else None
 
 
-__all__ = ["LinkOwner", "SelectedLink"]
+__all__ = ["RETIRE_GRACE", "LinkOwner", "SelectedLink"]
 
 _log = Logger(namespace="txdilation.selection.selected")
 
@@ -66,8 +81,8 @@ Handler = Callable[[Any], object]
 class LinkOwner(Protocol):
     """What a selected link reports to (the Manager)."""
 
-    def link_lost(self, link: SelectedLink, reason: str) -> None:
-        """The connection is gone (for whatever reason). Called once."""
+    def link_lost(self, link: SelectedLink, reason: LinkLoss) -> None:
+        """The connection is gone, because of ``reason``. Called once."""
 
     def link_silent(self, link: SelectedLink) -> None:
         """Nothing arrived for 1.5 ping intervals. Called at most once."""
@@ -109,6 +124,9 @@ class SelectedLink:
         self.last_received_at: float | None = None
         """``clock.seconds()`` when the last record arrived (None before the first)."""
         self._lost = False
+        self.retired = False
+        """True once the wormhole moved to another link (see :meth:`retire`)."""
+        self._retire_call: IDelayedCall | None = None
         self._dispatch: dict[type[Record], Handler] = dict(handlers)
         self._dispatch[Ping] = self._got_ping
         self._dispatch[Pong] = self._got_pong
@@ -160,11 +178,14 @@ class SelectedLink:
             return
         handler(record)
 
-    def connection_lost(self, connection: IDilatedConnection, reason: str) -> None:
+    def connection_lost(self, connection: IDilatedConnection, reason: LinkLoss) -> None:
         if self._lost:
             return
         self._lost = True
         self._stop_checks()
+        if self._retire_call is not None and self._retire_call.active():
+            self._retire_call.cancel()
+        self._retire_call = None
         self._owner.link_lost(self, reason)
 
     def _got_ack(self, record: Ack, handler: Handler) -> None:
@@ -216,12 +237,17 @@ class SelectedLink:
         longer have is dropped at once; any other is probed now."""
         host = _local_host(_transport(self.connection))
         if host is not None and not address_is_local(host):
-            self.fail(f"network change: our address {host} is gone")
+            self.fail(LinkLoss(Cause.NETWORK_CHANGE, f"network change: our address {host} is gone"))
         else:
-            self.dead_path.probe_now("network change")
+            self.dead_path.probe_now()
 
-    def _dead(self, reason: str) -> None:
-        _log.info("{link!r}: {reason}: abandoning it", link=self, reason=reason)
+    def _dead(self, reason: LinkLoss) -> None:
+        _log.info(
+            "{link!r}: {reason}: abandoning it",
+            link=self,
+            reason=reason.message,
+            cause=reason.cause.value,
+        )
         self.fail(reason)
 
     def send_app_ping(self, ping_id: bytes) -> None:
@@ -256,7 +282,7 @@ class SelectedLink:
         """No more liveness checks (the link is being closed on purpose)."""
         self._stop_checks()
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: LinkLoss) -> None:
         """Drop the connection now because of ``reason`` (logged by the L2 layer)."""
         self._stop_checks()
         self.connection.fail(reason)
@@ -265,6 +291,22 @@ class SelectedLink:
         """Drop the connection now (``abortConnection``)."""
         self._stop_checks()
         self.connection.abort()
+
+    def retire(self, grace: float = RETIRE_GRACE) -> None:
+        """The wormhole moved to another link: no more checks (its silence means nothing
+        now); abort the connection ``grace`` seconds from now (whatever it still holds is
+        replayed on the new link: no reason to wait for a slow or dead path to drain). What
+        arrives meanwhile is still dispatched. Idempotent."""
+        if self.retired or self._lost:
+            return
+        self.retired = True
+        self._stop_checks()
+        self._retire_call = self._clock.callLater(grace, self._close_retired)
+
+    def _close_retired(self) -> None:
+        self._retire_call = None
+        if not self._lost:
+            self.connection.fail(RETIRED)
 
     def disconnect(self) -> None:
         """Close the connection politely (``loseConnection``): only for a link whose peer

@@ -54,7 +54,9 @@ from twisted.application.service import Service
 from twisted.internet.defer import CancelledError, Deferred
 from twisted.logger import ILogObserver, Logger
 from twisted.python.failure import Failure
+from wormhole.errors import LonelyError, ServerError, WrongPasswordError
 
+from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.semantics import semantics_named
 from txdilation.session.advice import explain, unwrap
 from txdilation.session.config import SessionConfig
@@ -63,6 +65,7 @@ from txdilation.session.observe import LinkObserver, LinkState
 from txdilation.session.status import StatusWriter
 from txdilation.session.statuslog import StatusLog
 from txdilation.settings import Settings
+from txdilation.wire.errors import WormholeClosedError
 
 __all__ = ["SEMANTICS", "Session", "SessionService", "library_settings", "session_machine"]
 
@@ -117,7 +120,7 @@ class SessionCore:
     settings: Settings | None = None
     observer: LinkObserver = field(init=False)
     wormhole: Any = None
-    dilated: Any = None
+    dilated: DilatedWormhole | None = None
     startup: Deferred[None] | None = None
     waiters: list[Deferred[None]] = field(default_factory=list)
     outcome: str = "stopped"
@@ -195,7 +198,7 @@ class SessionCore:
         self.writer.emit("dilated", **(selected if link.hint is not None else {}))
 
     def _startup_failed(self, f: Failure, where: str = "startup") -> None:
-        closed = type(unwrap(f)).__name__ == "WormholeClosedError"
+        closed = isinstance(unwrap(f), WormholeClosedError)
         if closed and self.wormhole is not None and not self.closing:
             self.wormhole_stopped()  # not the cause: the wormhole's close says why it closed
             return
@@ -208,8 +211,7 @@ class SessionCore:
         self._inputs().failed(explained.message, where, explained.advice)
 
     def rtt(self) -> float | None:
-        rtt: float | None = getattr(getattr(self.dilated, "_manager", None), "last_rtt", None)
-        return rtt
+        return self.dilated.last_rtt if self.dilated is not None else None
 
     def wormhole_stopped(self) -> None:
         """The dilation stopped without us closing: the peer left (our close then succeeds),
@@ -250,7 +252,7 @@ class SessionCore:
         except CancelledError:
             return "timeout"
         except Exception as e:
-            return _MOODS.get(type(e).__name__, "errory")
+            return _MOODS.get(type(e), "errory")
         return result if isinstance(result, str) else "happy"
 
     def finish(self, mood: str) -> None:
@@ -299,7 +301,11 @@ def _fire(d: Deferred[Any], result: object) -> None:
         d.callback(result)
 
 
-_MOODS = {"LonelyError": "lonely", "WrongPasswordError": "scary", "ServerError": "errory"}
+_MOODS: dict[type[Exception], str] = {
+    LonelyError: "lonely",
+    WrongPasswordError: "scary",
+    ServerError: "errory",
+}
 
 
 def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
@@ -442,12 +448,11 @@ class Session:
 
         :returns: False when no connection is selected at the moment.
         """
-        manager = getattr(self._core.dilated, "_manager", None)
-        connection = getattr(manager, "connection", None)
-        if connection is None:
+        dilated = self._core.dilated
+        if dilated is None or not dilated.connected:
             return False
         self._core.writer.emit("link-cut", generation=self.link.generation)
-        connection.abort()
+        dilated.abort_connection()
         return True
 
 

@@ -47,7 +47,6 @@ from typing import Protocol as TypingProtocol
 
 import attrs
 from automat import TypeMachine, TypeMachineBuilder
-from automat._typed import TypedState
 from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import (
     IAddress,
@@ -72,6 +71,7 @@ from txdilation.wire.errors import (
     UnexpectedSubprotocol,
 )
 from txdilation.wire.limits import DEFAULT_MAX_RECORD_SIZE
+from txdilation.wire.machines import TypedState
 
 #: The largest ``write()`` by default: its DATA record (9 bytes more) must not exceed the largest
 #: record a txdilation peer accepts by default (``TXDILATION_MAX_RECORD_SIZE``).

@@ -11,6 +11,8 @@ from typing import Any
 
 from automat import NoTransition, TypeMachine
 
+from txdilation.wire.machines import automaton_of, machine_input_names
+
 __all__ = ["missing_transitions"]
 
 
@@ -20,8 +22,8 @@ def missing_transitions(machine: TypeMachine[Any, Any]) -> list[tuple[str, str]]
     Inputs are every method of the machine's input protocol (not only those some transition
     uses), states every state of its automaton.
     """
-    automaton = machine.__automat_automaton__
-    inputs = sorted(name for name in vars(machine.__automat_type__) if not name.startswith("__"))
+    automaton = automaton_of(machine)
+    inputs = machine_input_names(machine)
     missing = []
     for state in sorted(automaton.states(), key=lambda s: s.name):
         for name in inputs:

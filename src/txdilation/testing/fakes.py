@@ -22,6 +22,7 @@ from twisted.internet.task import Clock
 from zope.interface import implementer
 
 from txdilation.wire.contracts import IDilatedConnection
+from txdilation.wire.reasons import LinkLoss
 from txdilation.wire.records import Record
 
 __all__ = [
@@ -62,7 +63,7 @@ class FakeDilatedConnection:
         self.pause_reading_calls = 0
         self.disconnected = False
         self.aborted = False
-        self.failed_reason: str | None = None
+        self.failed_reason: LinkLoss | None = None
 
     @property
     def closed(self) -> bool:
@@ -105,7 +106,7 @@ class FakeDilatedConnection:
     def abort(self) -> None:
         self.aborted = True
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: LinkLoss) -> None:
         if self.failed_reason is None:
             self.failed_reason = reason
         self.abort()

@@ -47,6 +47,7 @@ from txdilation.durable.inbound import ACK_DELAY
 from txdilation.semantics import Semantics, default_semantics
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.wire.contracts import IDilatedConnection
+from txdilation.wire.reasons import LinkLoss
 from txdilation.wire.records import Record
 from txdilation.wire.roles import FOLLOWER, LEADER
 
@@ -94,7 +95,7 @@ class _MemoryConnection:
     def abort(self) -> None:
         self._link.pair._lose(self._link)
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: LinkLoss) -> None:
         self.abort()
 
 

@@ -15,12 +15,11 @@ Only the interfaces below cross those boundaries.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from zope.interface import Attribute, Interface
 
-if TYPE_CHECKING:  # pragma: no cover
-    pass
+from txdilation.wire.reasons import LinkLoss
 
 
 class IDilatedConnection(Interface):
@@ -58,8 +57,9 @@ class IDilatedConnection(Interface):
     def abort() -> None:
         """Close at once (abortConnection): for dead paths and protocol violations."""
 
-    def fail(reason: str) -> None:
-        """Close at once, as ``abort()``, logging ``reason`` (a short sentence) once."""
+    def fail(reason: LinkLoss) -> None:
+        """Close at once, as ``abort()``, because of ``reason`` (logged once; the first reason
+        given is the one the record sink hears in ``connection_lost``)."""
 
 
 class IRecordSink(Interface):
@@ -68,8 +68,8 @@ class IRecordSink(Interface):
     def got_record(record: Any) -> None:
         """One parsed record (never KCM before selection; a later KCM is a violation)."""
 
-    def connection_lost(connection: IDilatedConnection, reason: str) -> None:
-        """The selected connection is gone (for whatever reason). Called exactly once."""
+    def connection_lost(connection: IDilatedConnection, reason: LinkLoss) -> None:
+        """The selected connection is gone, because of ``reason``. Called exactly once."""
 
 
 class ICandidateOwner(Interface):
@@ -82,8 +82,8 @@ class ICandidateOwner(Interface):
         records arriving in the same read are delivered). Leader: the Follower's KCM arrived.
         """
 
-    def candidate_failed(connection: Any, reason: str) -> None:
-        """The connection closed or failed before it was selected."""
+    def candidate_failed(connection: Any, reason: LinkLoss) -> None:
+        """The connection closed or failed before it was selected, because of ``reason``."""
 
 
 class IMultiplexer(Interface):

@@ -1,0 +1,88 @@
+"""L3: when a relayed link tries direct paths again, in the background (I/O-free).
+
+Once a generation's link is selected on a relay, the connectors of two peers that speak
+``path-upgrade-v1`` keep their listeners and go on dialing each other's direct hints, so that
+the link moves to a direct connection as soon as one works (a network that unblocks, a NAT
+mapping that opens, a better route after a network change). :class:`RetrySchedule` says when.
+
+The dial times are counted from the moment the link was selected (``origin``): both peers learn
+of the selection within one relay trip of each other, so their dials, and with them the SYNs of
+a TCP simultaneous open through two NATs, line up without any message. They come quickly at
+first (:data:`FIRST_RETRIES`: a direct path often works a moment after the relay did), then
+every :data:`STEADY_RETRY` seconds, and every :data:`SLOW_RETRY` seconds once
+:data:`SLOW_AFTER` seconds have passed without success (a path blocked for that long is
+likely to stay so; a network change starts the schedule over: :meth:`RetrySchedule.restart`).
+
+Invariants: the times returned only grow; every time is on the grid that starts at ``origin``
+(or at the last restart), so two schedules with the same origin agree however late they are
+asked; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate
+
+__all__ = [
+    "BACKGROUND_CONNECT_TIMEOUT",
+    "FIRST_RETRIES",
+    "SLOW_AFTER",
+    "SLOW_RETRY",
+    "STEADY_RETRY",
+    "RetrySchedule",
+]
+
+FIRST_RETRIES = (0.5, 1.0, 2.0)
+"""The first intervals between background dials (seconds)."""
+
+STEADY_RETRY = 4.0
+"""Then one dial every this many seconds (a dial still connecting at the next one is given up
+for it: with TCP's own SYN retransmissions one and three seconds into a dial, a SYN leaves at
+least every two seconds, so a path that unblocks is found within about that long)."""
+
+SLOW_AFTER = 120.0
+"""Seconds after the origin from which dials are only every :data:`SLOW_RETRY` seconds."""
+
+SLOW_RETRY = 30.0
+
+BACKGROUND_CONNECT_TIMEOUT = 3.5
+"""Seconds a background dial may take to connect (one SYN and its retransmissions at 1 and 3
+seconds) before it fails by itself."""
+
+_OFFSETS = tuple(accumulate(FIRST_RETRIES))
+
+
+class RetrySchedule:
+    """The times of the background dials of one relayed link (see the module docstring).
+
+    :param origin: when the link was selected (clock seconds).
+    """
+
+    def __init__(self, origin: float) -> None:
+        self._origin = origin
+
+    @property
+    def origin(self) -> float:
+        """Where the grid starts (the selection, or the last restart)."""
+        return self._origin
+
+    def restart(self, now: float) -> None:
+        """Something changed (the network): the quick first retries again, from ``now``."""
+        self._origin = now
+
+    def next_after(self, now: float) -> float:
+        """The first dial time strictly after ``now``."""
+        elapsed = now - self._origin
+        if elapsed < _OFFSETS[-1]:
+            offset = next((o for o in _OFFSETS if o > elapsed), _OFFSETS[-1])
+        elif elapsed < SLOW_AFTER:
+            offset = (
+                _OFFSETS[-1] + (int((elapsed - _OFFSETS[-1]) // STEADY_RETRY) + 1) * STEADY_RETRY
+            )
+            if offset > SLOW_AFTER:
+                offset = SLOW_AFTER + SLOW_RETRY
+        else:
+            offset = SLOW_AFTER + (int((elapsed - SLOW_AFTER) // SLOW_RETRY) + 1) * SLOW_RETRY
+        t = self._origin + offset
+        while t <= now:  # ``origin + offset`` rounded down to ``now`` itself: the next one
+            t = self.next_after(t + max(abs(t), 1.0) * 1e-12)
+        return t

@@ -1,0 +1,208 @@
+"""The selected link (txdilation.selection.selected) alone, on a Clock over a fake connection:
+the record dispatch, PING/PONG, liveness, dead-path detection, network changes, and its end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet.address import IPv4Address
+from twisted.internet.task import Clock
+from twisted.trial.unittest import SynchronousTestCase
+from zope.interface.verify import verifyObject
+
+from txdilation.selection.liveness import PingTracker
+from txdilation.selection.selected import SelectedLink
+from txdilation.testing.fakes import FakeDilatedConnection
+from txdilation.wire.contracts import IDilatedConnection, IRecordSink
+from txdilation.wire.reasons import Cause, LinkLoss
+from txdilation.wire.records import Ack, Close, Data, Open, Ping, Pong
+
+INTERVAL = 4.0
+
+
+class Owner:
+    """What the link reports to: its losses (with the reason) and its silences."""
+
+    def __init__(self) -> None:
+        self.lost: list[tuple[SelectedLink, LinkLoss]] = []
+        self.silent: list[SelectedLink] = []
+
+    def link_lost(self, link: SelectedLink, reason: LinkLoss) -> None:
+        self.lost.append((link, reason))
+
+    def link_silent(self, link: SelectedLink) -> None:
+        self.silent.append(link)
+
+
+class Harness:
+    def __init__(self, pong_allowed: bool = True, interval: float = INTERVAL) -> None:
+        self.clock = Clock()
+        self.connection = FakeDilatedConnection("->tcp:127.0.0.1:4001")
+        self.owner = Owner()
+        self.handled: list[Any] = []
+        self.alive: list[float | None] = []
+        self.pings = PingTracker(self.clock)
+        self.pong_allowed = pong_allowed
+        handlers = {kind: self.handled.append for kind in (Data, Open, Close, Ack)}
+        self.link = SelectedLink(
+            self.connection,
+            owner=self.owner,
+            handlers=handlers,
+            pings=self.pings,
+            may_send_pong=lambda: self.pong_allowed,
+            clock=self.clock,
+            ping_interval=interval,
+            on_alive=self.alive.append,
+        )
+
+    def pings_sent(self) -> list[Ping]:
+        return [r for r in self.connection.sent if isinstance(r, Ping)]
+
+
+class DispatchTests(SynchronousTestCase):
+    def test_provides_both_interfaces(self) -> None:
+        """The link is the record sink of its connection and the connection L4 writes
+        through."""
+        link = Harness().link
+        self.assertTrue(verifyObject(IRecordSink, link))
+        self.assertTrue(verifyObject(IDilatedConnection, link))
+
+    def test_each_record_to_its_handler_once(self) -> None:
+        """DATA, OPEN, CLOSE and ACK go to their handlers, in order, once; a record type
+        without a handler is dropped; any record is a sign of life, with its time kept."""
+        h = Harness()
+        records = [Open(0, 1, b"x"), Data(1, 1, b"d"), Ack(1), Close(2, 1)]
+        h.clock.advance(2.5)
+        for record in records:
+            h.link.got_record(record)
+        self.assertEqual(h.handled, records)
+        self.assertEqual(h.link.last_received_at, 2.5)
+        bare = Harness()
+        bare.link._dispatch.pop(Data)  # as if L4 gave no DATA handler
+        bare.link.got_record(Data(0, 1, b"d"))
+        self.assertEqual(bare.handled, [])
+
+    def test_ping_answered_and_pong_measured(self) -> None:
+        """A PING is answered with a PONG (only while one may be written) and reported alive
+        without an RTT; the PONG of our own PING gives the RTT."""
+        h = Harness()
+        h.link.got_record(Ping(b"abcd"))
+        self.assertEqual(h.connection.of_type(Pong), [Pong(b"abcd")])
+        h.pong_allowed = False
+        h.link.got_record(Ping(b"efgh"))
+        self.assertEqual(h.connection.of_type(Pong), [Pong(b"abcd")])
+        h.clock.advance(INTERVAL / 4)  # our first PING goes out
+        ping = h.pings_sent()[0]
+        h.clock.advance(0.5)
+        h.link.got_record(Pong(ping.ping_id))
+        self.assertEqual(h.alive, [None, None, 0.5])
+        self.assertEqual(h.pings.last_rtt, 0.5)
+
+    def test_sequenced_writes_are_noted_for_the_dead_path(self) -> None:
+        """L4 writes through the link: the records reach the connection as they were sent
+        (one call each, a batch in one), and unacknowledged ones are probed after an RTO."""
+        h = Harness()
+        h.link.send_record(Data(0, 1, b"a"))
+        h.link.send_records([Data(1, 1, b"b"), Ack(0), Data(2, 1, b"c")])
+        self.assertEqual(len(h.connection.send_calls), 2)
+        self.assertEqual(h.link.dead_path.probes, 0)
+        h.clock.advance(1.0)  # INITIAL_RTO: nothing acknowledged
+        self.assertEqual(h.link.dead_path.probes, 1)
+        h.link.got_record(Ack(2))  # answers the probe: nothing more to probe
+        h.clock.advance(5.0)
+        self.assertEqual(h.link.dead_path.probes, 1)
+        self.assertIsNone(h.connection.failed_reason)
+
+
+class EndTests(SynchronousTestCase):
+    def test_loss_reported_once_and_checks_stop(self) -> None:
+        """The connection's end reaches the owner once, with its typed reason; no PING is
+        sent after it."""
+        h = Harness()
+        loss = LinkLoss(Cause.CLOSED, "Connection was closed cleanly.")
+        h.link.connection_lost(h.connection, loss)
+        h.link.connection_lost(h.connection, LinkLoss(Cause.DROPPED, "again"))
+        self.assertEqual(h.owner.lost, [(h.link, loss)])
+        h.clock.advance(10 * INTERVAL)
+        self.assertEqual(h.pings_sent(), [])
+
+    def test_silence_reported_once(self) -> None:
+        """Nothing heard for 1.5 ping intervals: the owner hears it once (and decides). (A
+        2 s interval: silence is noticed before the probe of the first PING times out.)"""
+        h = Harness(interval=2.0)
+        h.clock.pump([0.5] * 5)
+        self.assertEqual(h.owner.silent, [])
+        h.clock.pump([0.5])
+        self.assertEqual(h.owner.silent, [h.link])
+        h.clock.pump([0.5] * 8)
+        self.assertEqual(h.owner.silent, [h.link])
+
+    def test_unanswered_probe_fails_the_connection(self) -> None:
+        """Records written and never acknowledged, then the probe unanswered: the connection
+        is failed with a PROBE_UNANSWERED reason (the connection logs and reports it)."""
+        h = Harness()
+        h.link.send_record(Data(0, 1, b"a"))
+        h.clock.pump([0.5] * 10)
+        reason = h.connection.failed_reason
+        assert reason is not None
+        self.assertIs(reason.cause, Cause.PROBE_UNANSWERED)
+        self.assertTrue(str(reason).startswith("probe unanswered for "), reason)
+        self.assertTrue(h.connection.aborted)
+
+    def test_stop_and_close(self) -> None:
+        """stop() ends the checks (no PING later); disconnect() and abort() close the
+        connection politely or at once; fail() gives the connection the reason."""
+        h = Harness()
+        h.link.stop()
+        h.clock.advance(10 * INTERVAL)
+        self.assertEqual(h.pings_sent(), [])
+        h.link.disconnect()
+        self.assertTrue(h.connection.disconnected)
+        h.link.abort()
+        self.assertTrue(h.connection.aborted)
+        other = Harness()
+        other.link.fail(LinkLoss(Cause.PEER_REPORT, "peer report: told"))
+        self.assertEqual(
+            other.connection.failed_reason, LinkLoss(Cause.PEER_REPORT, "peer report: told")
+        )
+
+
+class Transport:
+    """A transport whose local address is ``host``."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+
+    def getHost(self) -> IPv4Address:
+        return IPv4Address("TCP", self.host, 4001)
+
+
+class NetworkChangeTests(SynchronousTestCase):
+    def test_address_gone(self) -> None:
+        """Bound to an address this host no longer has: dropped at once, NETWORK_CHANGE."""
+        h = Harness()
+        h.connection.transport = Transport("192.0.2.77")  # type: ignore[attr-defined]
+        h.link.network_changed()
+        self.assertEqual(
+            h.connection.failed_reason,
+            LinkLoss(Cause.NETWORK_CHANGE, "network change: our address 192.0.2.77 is gone"),
+        )
+
+    def test_probed_and_unanswered(self) -> None:
+        """Bound to an address we still have: probed at once; unanswered, the connection is
+        failed with NETWORK_CHANGE; an answer keeps it."""
+        h = Harness()
+        h.connection.transport = Transport("127.0.0.1")  # type: ignore[attr-defined]
+        h.link.network_changed()
+        self.assertEqual(len(h.pings_sent()), 1)
+        h.clock.advance(1.5)
+        self.assertEqual(
+            h.connection.failed_reason,
+            LinkLoss(Cause.NETWORK_CHANGE, "network change: probe unanswered for 1.5s"),
+        )
+        kept = Harness()
+        kept.connection.transport = Transport("127.0.0.1")  # type: ignore[attr-defined]
+        kept.link.network_changed()
+        kept.link.got_record(Pong(kept.pings_sent()[0].ping_id))
+        kept.clock.advance(1.5)
+        self.assertIsNone(kept.connection.failed_reason)
