@@ -412,8 +412,12 @@ class Dialer:
     def _background_dials(self) -> None:
         """Try every direct dial again whose connection is not open: one still connecting is
         given up for a new try (its SYNs may have been lost while the path was blocked, and
-        TCP retransmits them ever more slowly: a new try sends one now)."""
+        TCP retransmits them ever more slowly: a new try sends one now), unless it is a
+        punched try with a low TTL younger than ``punch_schedule.LOW_TTL_HOLD``."""
+        now = self._reactor.seconds()
         for dial in self.direct_dials:
+            if dial.plan is not None and dial.connecting is not None and dial.plan.holds(now):
+                continue  # a low-TTL try, waiting for its SYN's retransmission to cross
             if dial.connecting is not None:
                 d, dial.connecting = dial.connecting, None
                 d.cancel()  # (it ends the dial: dial_over)

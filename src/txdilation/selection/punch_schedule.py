@@ -22,7 +22,10 @@ What this module decides, for each punched hint (a :class:`PunchPlan`):
   does. How many hops our outermost NAT is away is unknown (1 behind a home router, more
   behind a carrier-grade NAT), so successive low-TTL dials cycle through :data:`LOW_TTLS`,
   smallest first; a TTL too small opens nothing (the peer's SYN is refused at our NAT, and the
-  peer tries again), one too large reaches the peer's NAT (refused, like a normal SYN).
+  peer tries again: one side's working TTL is enough), one too large reaches the peer's NAT or
+  a router that reports its expiry: a refusal that comes before the SYN's retransmission, or
+  an expiry reported for it, keeps later low TTLs below it. A low-TTL try is left connecting
+  for :data:`LOW_TTL_HOLD` before another replaces it: its retransmission is what crosses.
 - **Only where the connecting socket survives the expiry.** The router where that SYN dies
   usually answers with an ICMP time exceeded. BSD, macOS and Windows keep a connecting socket
   on such an error; Linux aborts it (``EHOSTUNREACH``), and a mapping left open with no socket
@@ -31,8 +34,8 @@ What this module decides, for each punched hint (a :class:`PunchPlan`):
   So alongside the first punched dial a probe (:data:`PROBE_WAIT`) sends such a SYN from
   another port: a connect that fails at once (:attr:`Verdict.ABORTED`) or that reaches
   something (:attr:`Verdict.REACHED`: the NATs are too close) means normal TTLs only; silence
-  (:attr:`Verdict.SURVIVES`) allows low TTLs. A low-TTL dial aborted all the same
-  (:attr:`Outcome.EXPIRED`) gives them up for its hint and dials again at once.
+  (:attr:`Verdict.SURVIVES`) allows low TTLs. A dial with the smallest low TTL aborted all the
+  same (:attr:`Outcome.EXPIRED`) gives them up for its hint and dials again at once.
 - **Retries that line up.** A refused dial (the peer's NAT was still closed) is dialled again
   soon: after :data:`REFUSED_SPACING` or a little more when the next dial has a low TTL; else
   after a random delay of up to about one round trip to the peer's NAT (:func:`refused_delay`),
@@ -62,8 +65,10 @@ from txdilation.selection.punch import PUNCH_RETRY_DELAY, PUNCH_WINDOW
 
 __all__ = [
     "LOW_TTLS",
+    "LOW_TTL_HOLD",
     "PROBE_WAIT",
     "REFUSED_SPACING",
+    "SYN_RETRANSMISSION",
     "Outcome",
     "PunchPlan",
     "Verdict",
@@ -78,6 +83,15 @@ router and dies at the first router beyond it; 3 and 4 pass a carrier-grade NAT 
 PROBE_WAIT = 0.1
 """Seconds the expiry probe waits for its low-TTL connect to fail: an ICMP time exceeded from
 the first routers beyond our NAT comes back well within this."""
+
+SYN_RETRANSMISSION = 1.0
+"""Seconds after which the kernel sends a connecting socket's SYN again (the initial RTO of
+RFC 6298): a low-TTL try crosses the peer's with that retransmission, so it is given
+:data:`LOW_TTL_HOLD` before another try replaces it."""
+
+LOW_TTL_HOLD = 1.5
+"""Seconds a low-TTL try is left connecting before a new try of the same hint replaces it (a
+path upgrade's background schedule tries again sooner than that early on)."""
 
 REFUSED_SPACING = 0.025
 """Seconds: the least delay before a refused punched dial is made again, and the least span of
@@ -156,6 +170,7 @@ class PunchPlan:
     low_ttl: bool = True
     refused: bool = False
     verdict: Verdict | None = None
+    _ttls: tuple[int, ...] = LOW_TTLS
     _low_dials: int = 0
     _last_ttl: int | None = None
     _last_dial: float = 0.0
@@ -182,24 +197,40 @@ class PunchPlan:
         self._last_dial = now
         self._last_ttl = None
         if self.refused and self.low_ttl and self.verdict is Verdict.SURVIVES:
-            self._last_ttl = LOW_TTLS[self._low_dials % len(LOW_TTLS)]
+            self._last_ttl = self._ttls[self._low_dials % len(self._ttls)]
             self._low_dials += 1
         return self._last_ttl
+
+    def holds(self, now: float) -> bool:
+        """Whether the last try, a low-TTL one, should be left connecting at ``now`` rather
+        than replaced by a new try (:data:`LOW_TTL_HOLD`)."""
+        return self._last_ttl is not None and now - self._last_dial < LOW_TTL_HOLD
+
+    def _too_high(self, ttl: int) -> None:
+        """``ttl`` reached farther than our NATs (an expiry reported beyond the first hops, or
+        a refusal before the SYN's retransmission): low TTLs stay below it from now on."""
+        lower = tuple(t for t in self._ttls if t < ttl)
+        if lower:
+            self._ttls, self._low_dials = lower, 0
+        else:
+            self.low_ttl = False
 
     def again(self, outcome: Outcome, now: float) -> float | None:
         """The last dial failed with ``outcome`` at ``now``: seconds before the next one, or
         ``None`` for no more. What the outcome says (a refusal, an expiry) is kept either way,
         for tries that something else schedules (a path upgrade's background dials)."""
-        if outcome is Outcome.EXPIRED:
-            self.low_ttl = False
+        ttl, took = self._last_ttl, now - self._last_dial
+        if outcome is Outcome.EXPIRED and ttl is not None:
+            self._too_high(ttl)  # the smallest: expiries are reported after all
         elif outcome is Outcome.REFUSED:
             self.refused = True
+            if ttl is not None and took < SYN_RETRANSMISSION:
+                self._too_high(ttl)  # that SYN itself reached the peer's NAT
         if outcome is Outcome.TAKEN or now - self.started >= self.window:
             return None
         if outcome is Outcome.EXPIRED:
             return 0.0
         if outcome is Outcome.REFUSED:
             low_next = self.low_ttl and self.verdict is not Verdict.ABORTED
-            took = 0.0 if low_next else now - self._last_dial
-            return refused_delay(took, self.rng)
+            return refused_delay(0.0 if low_next else took, self.rng)
         return PUNCH_RETRY_DELAY
