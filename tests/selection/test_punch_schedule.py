@@ -18,8 +18,10 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from txdilation.selection.punch import PUNCH_RETRY_DELAY, PUNCH_WINDOW
 from txdilation.selection.punch_schedule import (
+    LOW_TTL_HOLD,
     LOW_TTLS,
     REFUSED_SPACING,
+    SYN_RETRANSMISSION,
     Outcome,
     PunchPlan,
     Verdict,
@@ -84,6 +86,38 @@ class TTLTests(SynchronousTestCase):
         p.probed(Verdict.SURVIVES)
         self.assertIsNone(p.dial(100.2))
         self.assertFalse(p.wants_verdict)
+
+    def test_a_ttl_that_reached_too_far_is_not_used_again(self) -> None:
+        """A low-TTL dial refused before its SYN's retransmission (that SYN itself reached the
+        peer's NAT), or whose expiry is reported for a TTL above the smallest, keeps later low
+        TTLs below it; a refusal of the retransmission (the peer had not dialled yet) does
+        not."""
+        p = refused_plan()
+        self.assertEqual(p.dial(100.0), 2)
+        p.again(Outcome.REFUSED, 100.0 + SYN_RETRANSMISSION + 0.01)  # the retransmission's
+        self.assertEqual(p.dial(102.0), 3)
+        p.again(Outcome.REFUSED, 102.001)  # at once: TTL 3 reached the peer's NAT
+        self.assertEqual([p.dial(102.1 + i) for i in range(3)], [2, 2, 2])
+        p = refused_plan()
+        self.assertEqual(p.dial(100.0), 2)
+        p.again(Outcome.REFUSED, 101.1)
+        self.assertEqual(p.dial(101.2), 3)
+        self.assertEqual(p.again(Outcome.EXPIRED, 101.201), 0.0)  # reported beyond our NAT
+        self.assertEqual([p.dial(101.3 + i) for i in range(2)], [2, 2])
+        self.assertTrue(p.low_ttl)
+
+    def test_a_low_ttl_try_is_held_for_its_retransmission(self) -> None:
+        """A low-TTL try is left connecting for LOW_TTL_HOLD (past the kernel's SYN
+        retransmission) before another try of the hint replaces it; a normal try is not
+        held."""
+        self.assertGreater(LOW_TTL_HOLD, SYN_RETRANSMISSION)
+        p = refused_plan()
+        self.assertEqual(p.dial(100.0), 2)
+        self.assertTrue(p.holds(100.0 + SYN_RETRANSMISSION))
+        self.assertFalse(p.holds(100.0 + LOW_TTL_HOLD))
+        q = refused_plan(Verdict.ABORTED)
+        self.assertIsNone(q.dial(100.0))
+        self.assertFalse(q.holds(100.1))
 
 
 class RetryTests(SynchronousTestCase):
