@@ -32,6 +32,8 @@ Case = tuple[tuple[Host, str], tuple[Host, str], tuple[str, ...]]  # Leader, Fol
 FALLBACK_BOUND = 15.0  # seconds: generous; the measured fall back is about 2 s
 RESET_RUNS = 4  # pairs behind resetting NATs (benchmarks.reach runs 20)
 LATENCY_RUNS = 2  # pairs behind resetting NATs 20 ms apart
+UPGRADE_RUNS = 2  # pairs behind resetting NATs with a relay (one at a time: they stay up)
+UPGRADE_BOUND = 5.0  # seconds from dilating to the direct path (the issue's target)
 RESET_BOUND = 10.0  # seconds: generous; measured 1.5 s (the SYN retransmission is 1 s)
 
 
@@ -138,6 +140,34 @@ class ReachSlowTests(NamespaceTestCase):
         self.report("tx-tx, resetting NATs, no relay", outcomes)
         self.assertEqual([o["path"] for o in outcomes], ["direct"] * RESET_RUNS, outcomes)
         self.assertLess(max(o["seconds"] for o in outcomes), RESET_BOUND, outcomes)
+
+    async def test_resetting_nats_with_a_relay_move_to_direct(self) -> None:
+        """The resetting NATs of the test above, a relay offered: the link may start on the
+        relay (relay first), and moves to the punched path within UPGRADE_BOUND of dilating,
+        every run: the punched hint's tries go on in the background with the same low-TTL
+        first SYNs."""
+        servers, a, b = self.behind_nats(
+            NatKind.PORT_PRESERVING, Firewall.RESET, report_ttl_expiry=False
+        )
+        outcomes = []
+        for _ in range(UPGRADE_RUNS):
+            outcomes.append(
+                await dilate_once(
+                    self.reactor,
+                    servers.mailbox_url,
+                    (a, TX),
+                    (b, TX),
+                    relay=servers.relay_hint,
+                    stay=UPGRADE_BOUND + 1,
+                )
+            )
+        self.report("tx-tx, resetting NATs, relay offered", outcomes)
+        print(f"moved to direct after: {[o['moved_after'] for o in outcomes]} s")
+        for outcome in outcomes:
+            self.assertIn(outcome["path"], ("relay", "direct"), outcome)
+            self.assertEqual(outcome["path_after"], "direct", outcome)
+            if outcome["path"] == "relay":
+                self.assertLess(outcome["moved_after"], UPGRADE_BOUND, outcome)
 
     async def test_resetting_nats_reported_expiry_and_latency(self) -> None:
         """The same NATs, a router that reports expired TTLs (so these Linux hosts keep

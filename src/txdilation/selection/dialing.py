@@ -378,9 +378,11 @@ class Dialer:
             self._relay_timer.cancel()
         self._relay_timer = None
         for dial in self._dials:
-            if dial.retry is not None and dial.retry.active():
-                dial.retry.cancel()
-            dial.retry = None
+            if dial.retry is not None:
+                if dial.retry.active():
+                    dial.retry.cancel()
+                dial.retry = None
+                self.dial_over(dial)  # its next try is the schedule's (over: tried again)
             if dial.via_relay and dial.connecting is not None:
                 d, dial.connecting = dial.connecting, None
                 d.cancel()
