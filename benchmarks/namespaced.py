@@ -28,7 +28,15 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from tests.support.harness import PeerPair  # noqa: E402
-from tests.support.netns import Host, NatKind, Network, Node, namespace_support  # noqa: E402
+from tests.support.netns import (  # noqa: E402
+    Firewall,
+    Host,
+    NatKind,
+    Network,
+    Node,
+    Shape,
+    namespace_support,
+)
 from tests.support.peers import placement  # noqa: E402
 from tests.support.reach import within as within  # noqa: E402  (re-exported)
 from tests.support.servers import NamespacedServers, start_servers  # noqa: E402
@@ -51,20 +59,34 @@ class Scene:
     extra: dict[str, Host]
 
 
-def build_scene(stack: ExitStack, nat: NatKind | None = None, hosts: Sequence[str] = ()) -> Scene:
+def build_scene(
+    stack: ExitStack,
+    nat: NatKind | None = None,
+    hosts: Sequence[str] = (),
+    *,
+    firewall: Firewall = Firewall.DROP,
+    report_ttl_expiry: bool = True,
+    nat_delay: float = 0.0,
+) -> Scene:
     """
     Build a scene (closed by ``stack``): ``a`` and ``b`` on the router, or each behind its own
-    NAT of kind ``nat``; more hosts named in ``hosts`` go on the router.
+    NAT of kind ``nat`` whose firewall is ``firewall``; more hosts named in ``hosts`` go on the
+    router; ``report_ttl_expiry``: whether the router answers an expired TTL with an ICMP time
+    exceeded (``tests.support.netns``); ``nat_delay``: seconds each way on each NAT's link to
+    the router (so twice that between the two NATs).
     """
     net = stack.enter_context(Network())
-    internet = net.router()
+    internet = net.router(report_ttl_expiry=report_ttl_expiry)
     servers = start_servers(net.host("servers", internet))
     stack.callback(servers.stop)
     if nat is None:
         a, b = net.host("a", internet), net.host("b", internet)
     else:
-        a = net.host("a", net.nat("nat-a", internet, nat))
-        b = net.host("b", net.nat("nat-b", internet, nat))
+        nats = [net.nat(f"nat-{h}", internet, nat, firewall=firewall) for h in "ab"]
+        if nat_delay:
+            for n in nats:
+                net.impair(n, up=Shape(nat_delay), down=Shape(nat_delay))
+        a, b = net.host("a", nats[0]), net.host("b", nats[1])
     extra = {name: net.host(name, internet) for name in hosts}
     return Scene(net, servers, a, b, extra)
 

@@ -33,6 +33,7 @@ from tests.support.namespaces import (
 )
 from tests.support.netns import (
     PUBLIC4,
+    Firewall,
     NamespacesRequired,
     NatKind,
     NetnsError,
@@ -147,15 +148,44 @@ class TopologyTests(NamespaceTestCase):
         self.assertEqual({address for address, _ in seen}, {nat.address})
         self.assertNotEqual([port for _, port in seen], [40000, 40001, 40002])
 
-    def test_nat_drops_unsolicited_inbound(self) -> None:
-        """A NAT, like a home router, drops what nobody behind it asked for (no RST: the
-        connect times out rather than being refused)."""
+    def test_nat_firewalls(self) -> None:
+        """A NAT lets in only what belongs to a connection from behind it: its firewall drops
+        an unsolicited SYN (``Firewall.DROP``: the connect times out) or answers it at once
+        with a RST (``Firewall.RESET``: refused), while a connection from the host behind it
+        works either way."""
         internet = self.net.router()
-        nat = self.net.nat("nat", internet, NatKind.PORT_PRESERVING)
-        self.net.host("a", nat)
-        outcome = probe(internet, "connect", nat.address, "40000", "--timeout", "1")
-        self.assertFalse(outcome["ok"])
-        self.assertIn("TimeoutError", outcome["error"])
+        for firewall, name in ((Firewall.DROP, "nat-d"), (Firewall.RESET, "nat-r")):
+            nat = self.net.nat(name, internet, NatKind.PORT_PRESERVING, firewall=firewall)
+            host = self.net.host(name.replace("nat", "host"), nat)
+            self.assertEqual(nat.firewall, firewall)
+            outcome = probe(internet, "connect", nat.address, "40000", "--timeout", "1")
+            self.assertFalse(outcome["ok"], firewall)
+            if firewall is Firewall.DROP:
+                self.assertIn("TimeoutError", outcome["error"])
+            else:
+                self.assertIn("ConnectionRefused", outcome["error"])
+                self.assertLess(outcome["after"], 0.5)
+            self.assertEqual(seen_source(host, internet, 40001), (nat.address, 40001))
+
+    def test_ttl_expiry_reported_or_silent(self) -> None:
+        """A SYN whose TTL runs out at the router (TTL 2 from behind a NAT: the NAT is the
+        first hop) is answered with an ICMP time exceeded, which fails the connect at once,
+        unless the router was made with ``report_ttl_expiry=False``: then it goes unanswered.
+        One more hop reaches the host beyond the router (which refuses: nothing listens)."""
+        for report in (True, False):
+            with Network() as net:
+                internet = net.router(report_ttl_expiry=report)
+                a = net.host("a", net.nat("nat", internet, NatKind.PORT_PRESERVING))
+                b = net.host("b", internet)
+                short = probe(a, "connect", b.address, "9", "--ttl", "2", "--timeout", "1")
+                self.assertFalse(short["ok"])
+                if report:
+                    self.assertIn("No route to host", short["error"])
+                    self.assertLess(short["after"], 0.5)
+                else:
+                    self.assertIn("TimeoutError", short["error"])
+                longer = probe(a, "connect", b.address, "9", "--ttl", "3", "--timeout", "1")
+                self.assertIn("ConnectionRefused", longer["error"], report)
 
     def test_blackhole_drops_and_removal_restores(self) -> None:
         """A black hole between two hosts drops their traffic both ways and nothing else;
@@ -423,12 +453,13 @@ class PeersInNamespacesTests(NamespaceTestCase):
     async def test_txdilation_peers_dilate_through_namespaced_servers(self) -> None:
         """Two txdilation peers on two dual-stack hosts dilate through the real servers in the
         router namespace over a direct path between the hosts' own addresses (IPv4 or IPv6,
-        whichever wins the race), and echo data."""
+        whichever wins the race), and echo data. (No relay offered: the first path that works
+        is selected, and on a routed network a relayed one may win the race.)"""
         internet = self.net.router()
         servers = start_servers(internet)
         self.addCleanup(servers.stop)
         a, b = self.net.host("a", internet), self.net.host("b", internet)
-        common = ["--impl", "txdilation", "--relay", servers.relay_hint]
+        common = ["--impl", "txdilation"]
         left, right = await run_peer_pair(
             self.reactor,
             servers.mailbox_url,

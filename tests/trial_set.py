@@ -154,6 +154,8 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.selection.test_netwatch": kinds("namespaces processes reactor unit"),
     "tests.selection.test_probe": kinds("unit"),
     "tests.selection.test_punch": kinds("reactor unit"),
+    "tests.selection.test_punch_dial": kinds("reactor"),
+    "tests.selection.test_punch_schedule": kinds("unit"),
     "tests.selection.test_race": kinds("unit"),
     "tests.selection.test_relays": kinds("unit"),
     "tests.selection.test_selected": kinds("unit"),

@@ -477,7 +477,7 @@ class CloseFlushTests(DilatedPairBase):
         m.connector_connection_made(link, 1)
         m.multiplexer.connector_for("x").connect(Factory.forProtocol(Collector))
         clock.advance(0)
-        link.connection_lost(link, "cut")  # type: ignore[arg-type]
+        link.connection_lost(link, LinkLoss(Cause.DROPPED, "cut"))
         d = m_dilator_flush(m, clock)
         assert d is not None
         results: list[int] = []

@@ -193,6 +193,20 @@ class PunchTests(SynchronousTestCase):
         h.dialer.cancel_timers()
         self.assertEqual(h.reactor.getDelayedCalls(), [])
 
+    def test_background_tries_a_punched_dial_whose_retry_was_due(self) -> None:
+        """A punched dial refused just before the generation went on in the background (its
+        retry was due, and is cancelled) is tried again on the background schedule."""
+        h = Harness(bind_port=5555)
+        h.dialer.use_hints([PUNCHED])
+        h.refuse(-1)
+        self.assertTrue(h.dialer.punch_retries)
+        h.dialer.go_on_in_background(RetrySchedule(h.reactor.seconds()))
+        self.assertFalse(h.dialer.punch_retries)
+        tries = len(h.reactor.tcpClients)
+        h.reactor.advance(FIRST_RETRIES[0])
+        self.assertEqual(len(h.reactor.tcpClients), tries + 1)
+        self.assertEqual(h.dialer.direct_outstanding, 1)
+
     def test_background_leaves_a_connected_dial_alone(self) -> None:
         """A direct dial whose connection is open (in its handshake) is not dialled again."""
         h = Harness()

@@ -11,7 +11,7 @@ from typing import Any
 
 from twisted.internet import reactor as _reactor
 from twisted.internet.defer import inlineCallbacks
-from twisted.internet.error import ConnectError, ConnectionRefusedError
+from twisted.internet.error import ConnectError, ConnectionRefusedError, TimeoutError
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
@@ -28,6 +28,7 @@ from txdilation.selection.punch import (
     punched_hints,
     sockets_reusable,
 )
+from txdilation.selection.punch_schedule import REFUSED_SPACING
 from txdilation.settings import NetworkSettings, Settings
 from txdilation.wire.roles import LEADER
 
@@ -232,14 +233,15 @@ class PunchPolicyTests(SynchronousTestCase):
         self.assertTrue(all(b is not None and b._port == 5555 for b in punched))
 
     def test_failed_punched_dial_is_retried_within_the_window(self) -> None:
-        """A dial from the listening port that fails is tried again after PUNCH_RETRY_DELAY,
-        until PUNCH_WINDOW has passed since the first; meanwhile the connector is busy."""
+        """A dial from the listening port that fails (other than by a refusal) is tried again
+        after PUNCH_RETRY_DELAY, until PUNCH_WINDOW has passed since the first; meanwhile the
+        connector is busy."""
         c, _owner, reactor = self.punching_leader()
         c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
         dials = 1
         while reactor.seconds() < PUNCH_WINDOW + 2:
             factory = reactor.tcpClients[-1][2]
-            factory.clientConnectionFailed(None, Failure(ConnectionRefusedError()))
+            factory.clientConnectionFailed(None, Failure(TimeoutError()))
             if not c._dialer.punch_retries:
                 break
             self.assertTrue(c.busy)
@@ -247,6 +249,28 @@ class PunchPolicyTests(SynchronousTestCase):
             dials += 1
             self.assertEqual(len(reactor.tcpClients), dials)
         self.assertEqual(dials, int(PUNCH_WINDOW / PUNCH_RETRY_DELAY) + 1)
+        self.assertFalse(c.busy)
+
+    def test_refused_punched_dial_is_retried_soon(self) -> None:
+        """A refused punched dial (the peer's NAT resets SYNs it was not expecting) is made
+        again within a couple of REFUSED_SPACING (here the refusal comes at once), each time,
+        until the window has passed: many more dials than other failures get."""
+        c, _owner, reactor = self.punching_leader()
+        c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
+        dials = 1
+        while True:
+            factory = reactor.tcpClients[-1][2]
+            factory.clientConnectionFailed(None, Failure(ConnectionRefusedError()))
+            if not c._dialer.punch_retries:
+                break
+            (retry,) = c._dialer.punch_retries
+            delay = retry.getTime() - reactor.seconds()
+            self.assertTrue(REFUSED_SPACING <= delay <= 2 * REFUSED_SPACING, delay)
+            reactor.advance(delay)
+            dials += 1
+            self.assertEqual(len(reactor.tcpClients), dials)
+        self.assertGreaterEqual(reactor.seconds(), PUNCH_WINDOW)
+        self.assertGreater(dials, PUNCH_WINDOW / (2 * REFUSED_SPACING))
         self.assertFalse(c.busy)
 
     def test_no_retry_for_ordinary_hints_or_an_existing_connection(self) -> None:

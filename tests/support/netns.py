@@ -27,6 +27,10 @@ Building "two hosts behind port-preserving NATs, servers on the internet"::
         a = net.host("a", net.nat("nat-a", internet, NatKind.PORT_PRESERVING))
         b = net.host("b", net.nat("nat-b", internet, NatKind.PORT_PRESERVING))
 
+A NAT's firewall drops what the WAN sends unsolicited (``Firewall.DROP``, the default) or
+refuses it with a RST (``Firewall.RESET``, OpenWrt's default); the router reports a TTL that
+runs out with an ICMP time exceeded unless made with ``report_ttl_expiry=False``.
+
 Faults: ``net.blackhole(a, b)`` drops everything between two nodes at the router until
 ``.remove()``; ``net.impair(node, delay=2.0)`` delays (with jitter and loss) every packet the
 router forwards to and from a node attached to it; ``host.change_address()`` moves a host to
@@ -87,6 +91,7 @@ __all__ = [
     "PUBLIC4",
     "PUBLIC6",
     "BlackHole",
+    "Firewall",
     "Host",
     "Impairment",
     "Link",
@@ -126,6 +131,25 @@ class NatKind(enum.Enum):
     """Endpoint-independent: the source port is kept when free (what hole punching needs)."""
     PORT_RANDOMIZING = "masquerade fully-random"
     """A random public port for every new connection (hole punching cannot work)."""
+
+
+class Firewall(enum.Enum):
+    """What a NAT's firewall does with an unsolicited packet from the WAN (no port forwards)."""
+
+    DROP = "drop"
+    """Drop it without a word (many consumer routers): an unsolicited SYN goes unanswered, so
+    the sender's connect hangs and its SYN is retransmitted."""
+    RESET = "reset"
+    """Refuse it, as OpenWrt's default ``wan`` zone (``REJECT``) and many Linux-based routers
+    do: an unsolicited TCP segment is answered with a RST (anything else with an ICMP port
+    unreachable), so the sender's connect fails at once."""
+
+    @property
+    def verdicts(self) -> tuple[str, ...]:
+        """The nftables rules (in order) for what the WAN sends that nobody asked for."""
+        if self is Firewall.DROP:
+            return ("drop",)
+        return ("meta l4proto tcp reject with tcp reset", "reject")
 
 
 @dataclass(eq=False)
@@ -295,6 +319,7 @@ class Nat(Node):
     """A NAT gateway: its WAN side on a router link, LAN hosts on links below it."""
 
     kind: NatKind = NatKind.PORT_PRESERVING
+    firewall: Firewall = Firewall.DROP
 
 
 @dataclass(eq=False)
@@ -407,7 +432,13 @@ class Network:
         )
         return node
 
-    def router(self, name: str = "internet", *, silent_unroutable: bool = True) -> Router:
+    def router(
+        self,
+        name: str = "internet",
+        *,
+        silent_unroutable: bool = True,
+        report_ttl_expiry: bool = True,
+    ) -> Router:
         """
         The router ("internet") namespace, answering on ``PUBLIC4`` and ``PUBLIC6``.
 
@@ -416,12 +447,26 @@ class Network:
             without a word, as the internet mostly does, so that a connection attempt to
             them hangs until its timeout; ``False``: answer with ICMP unreachable (it fails
             at once).
+        :param report_ttl_expiry: answer a packet whose TTL (hop limit) runs out here with an
+            ICMP time exceeded, as most routers do; ``False``: drop it without a word, as some
+            routers and filtering firewalls do (a SYN sent with too small a TTL then simply
+            goes unanswered).
         """
         router: Router = self._namespace(name, Router)
         router.ip(f"addr add {PUBLIC4}/32 dev lo", f"addr add {PUBLIC6}/128 dev lo")
         if silent_unroutable:
             router.ip(*[f"route add blackhole {prefix}" for prefix in UNROUTABLE4])
             router.ip(*[f"-6 route add blackhole {prefix}" for prefix in UNROUTABLE6])
+        if not report_ttl_expiry:
+            router.nft(
+                "table inet txdn_ttl {\n"
+                "  chain output {\n"
+                "    type filter hook output priority filter; policy accept;\n"
+                "    icmp type time-exceeded drop\n"
+                "    icmpv6 type time-exceeded drop\n"
+                "  }\n"
+                "}\n"
+            )
         router.addresses4, router.addresses6 = [PUBLIC4], [PUBLIC6]
         return router
 
@@ -458,16 +503,21 @@ class Network:
         self.links.append(link)
         return link
 
-    def nat(self, name: str, upstream: Router, kind: NatKind) -> Nat:
+    def nat(
+        self, name: str, upstream: Router, kind: NatKind, *, firewall: Firewall = Firewall.DROP
+    ) -> Nat:
         """
         A NAT on its own router link (IPv4 only): hosts behind it get ``192.168.n.0/24`` and
-        reach the router through nftables masquerade (``kind``). Like a home router, it drops
-        unsolicited packets from the WAN (no port forwards).
+        reach the router through nftables masquerade (``kind``). Like a home router, it lets in
+        from the WAN only what belongs to a connection from the LAN (conntrack ``established``
+        or ``related``, which includes the reply to a SYN it let out and the peer's SYN of a
+        simultaneous open); everything else it drops or refuses with a RST (``firewall``).
         """
         if not isinstance(upstream, Router):
             raise ValueError("a NAT hangs off the router")
-        nat: Nat = self._namespace(name, Nat, kind=kind)
+        nat: Nat = self._namespace(name, Nat, kind=kind, firewall=firewall)
         self._link(upstream, nat, ipv4=True, ipv6=False, lan=False)
+        unsolicited = "".join(f'    iifname "wan0" {v}\n' for v in firewall.verdicts)
         nat.nft(
             "table ip txdn_nat {\n"
             "  chain postrouting {\n"
@@ -477,12 +527,12 @@ class Network:
             "  chain forward {\n"
             "    type filter hook forward priority filter; policy accept;\n"
             '    iifname "wan0" ct state established,related accept\n'
-            '    iifname "wan0" drop\n'
+            f"{unsolicited}"
             "  }\n"
             "  chain input {\n"
             "    type filter hook input priority filter; policy accept;\n"
             '    iifname "wan0" ct state established,related accept\n'
-            '    iifname "wan0" drop\n'
+            f"{unsolicited}"
             "  }\n"
             "}\n"
         )

@@ -8,8 +8,9 @@ its ``--timeout`` (or the flood's own bound); none of them needs anything but th
   program); prints ``{"sent": n, "received": n, "rtt": [seconds, ...]}``.
 - ``serve ADDRESS PORT``: listen on TCP, print ``{"listening": [host, port]}``, then
   ``{"peer": [host, port]}`` for each accepted connection (closed at once) until ``--count``.
-- ``connect ADDRESS PORT``: connect (from ``--source-port`` if given) and print
-  ``{"ok": true, "local": [host, port]}`` or ``{"ok": false, "error": "..."}``.
+- ``connect ADDRESS PORT``: connect (from ``--source-port`` if given; its SYNs with an IP
+  TTL / hop limit of ``--ttl`` if given) and print ``{"ok": true, "local": [host, port]}``
+  or ``{"ok": false, "error": "...", "after": seconds}``.
 - ``flood ADDRESS PORT``: open ``--count`` connections within ``--within`` seconds, a fraction
   of them (``--garbage``) writing 64 bytes of garbage; watch each for ``--watch`` seconds after
   it connected and report how many were refused, never connected, and closed or left open.
@@ -108,17 +109,29 @@ def serve(address: str, port: int, count: int, timeout: float) -> None:
             emit(peer=list(peer[:2]))
 
 
-def connect(address: str, port: int, source_port: int | None, timeout: float) -> dict[str, Any]:
+def connect(
+    address: str, port: int, source_port: int | None, timeout: float, ttl: int | None = None
+) -> dict[str, Any]:
     """One TCP connection, closed at once; what happened."""
+    v6 = _family(address) == socket.AF_INET6
     with socket.socket(_family(address), socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if source_port is not None:
-            s.bind(("::" if _family(address) == socket.AF_INET6 else "0.0.0.0", source_port))
+            s.bind(("::" if v6 else "0.0.0.0", source_port))
+        if ttl is not None:
+            level, name = (
+                (socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS)
+                if v6
+                else (socket.IPPROTO_IP, socket.IP_TTL)
+            )
+            s.setsockopt(level, name, ttl)
         s.settimeout(timeout)
+        started = time.monotonic()
         try:
             s.connect((address, port))
         except OSError as e:
-            return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            after = round(time.monotonic() - started, 3)
+            return {"ok": False, "error": f"{type(e).__name__}: {e}", "after": after}
         return {"ok": True, "local": list(s.getsockname()[:2])}
 
 
@@ -261,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         c.add_argument("--timeout", type=float, default=10.0)
         c.add_argument("--count", type=int, default=1)
         c.add_argument("--source-port", type=int, default=None)
+        c.add_argument("--ttl", type=int, default=None)
         c.add_argument("--within", type=float, default=1.0)
         c.add_argument("--garbage", type=float, default=0.5)
         c.add_argument("--watch", type=float, default=5.0)
@@ -270,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "serve":
         serve(args.address, args.port, args.count, args.timeout)
     elif args.command == "connect":
-        emit(**connect(args.address, args.port, args.source_port, args.timeout))
+        emit(**connect(args.address, args.port, args.source_port, args.timeout, args.ttl))
     else:
         emit(**flood(args.address, args.port, args.count, args.within, args.garbage, args.watch))
     return 0

@@ -8,7 +8,9 @@ leads (its dilation side is forced higher), the right one follows; both echo two
 (``--sizes 1,1000``) once dilated. The path is read from both peers' first ``ConnectedPeer``
 status (``direct``, ``relay``, ``mixed: ...`` when they disagree) or ``failed`` when they had
 not both dilated within ``cap`` seconds of both having the code; the time to dilate runs from
-that moment to the later peer's dilation. Both peers are killed and waited for before it returns.
+that moment to the later peer's dilation. With ``stay``, the link is kept up that long and the
+path it ended on is reported too (a relayed start may move to a direct path). Both peers are
+killed and waited for before it returns.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from twisted.internet.defer import Deferred, TimeoutError
 
 from tests.support.harness import PeerPair
 from tests.support.netns import Node
-from tests.support.peers import first_path, placement
+from tests.support.peers import connections, first_path, path_of, placement
 
 LEADER_SIDE = "f" * 16  # the higher dilation side leads
 FOLLOWER_SIDE = "0" * 16
@@ -45,18 +47,25 @@ async def dilate_once(
     relay: str | None,
     cap: float = 30.0,
     extra: Sequence[str] = (),
+    stay: float = 0.0,
 ) -> dict[str, Any]:
     """
     Dilate the Leader ``left = (node, impl)`` with the Follower ``right`` (``impl``:
     ``txdilation`` or ``stock``), the ``relay`` hint offered to both (or none).
 
     :param extra: more peer arguments for both.
-    :returns: ``{"path": ..., "seconds": ...}`` (``seconds`` is ``None`` when it failed).
+    :param stay: keep the link up this many seconds after dilating (the Follower exchanges a
+        message every 50 ms meanwhile) and report the path it ended on too.
+    :returns: ``{"path": ..., "seconds": ...}`` (``seconds`` is ``None`` when it failed); with
+        ``stay``, also ``path_after`` (the last link's path) and ``moved_after`` (seconds from
+        the first link to the first direct one after a relayed start, else ``None``).
     """
     common = ["--sizes", "1,1000", *(["--relay", relay] if relay else []), *extra]
     (left_node, left_impl), (right_node, right_impl) = left, right
     left_args = ["--impl", left_impl, "--side", LEADER_SIDE, "--scenario", "echo-server"]
     right_args = ["--impl", right_impl, "--side", FOLLOWER_SIDE, "--scenario", "echo-client"]
+    if stay:
+        right_args[-1:] = ["echo-steady", "--duration", str(stay)]
     pair = PeerPair(
         reactor,
         mailbox_url,
@@ -76,7 +85,7 @@ async def dilate_once(
             left_over = max(0.0, ends - time.monotonic())
             dilated.append(await within(reactor, pair.when(side, "dilated"), left_over))
         if joined and all(dilated):
-            await within(reactor, pair.when("right", "result"), 20)
+            await within(reactor, pair.when("right", "result"), 20 + stay)
     finally:
         pair.kill()
         await pair.ended()
@@ -85,4 +94,23 @@ async def dilate_once(
     paths = {first_path(peer) for peer in pair.results}
     path = paths.pop() if len(paths) == 1 else "mixed: " + ",".join(sorted(paths))
     seconds = max(float(d["t"]) for d in dilated if d) - float(joined["t"])
-    return {"path": path, "seconds": round(seconds, 3)}
+    outcome: dict[str, Any] = {"path": path, "seconds": round(seconds, 3)}
+    if stay:
+        outcome |= moves(pair.results)
+    return outcome
+
+
+def moves(results: Sequence[Any]) -> dict[str, Any]:
+    """Where the peers' links went after the first: the last link's path (``mixed: ...`` when
+    they disagree) and, after a relayed start, the seconds until the first direct link (the
+    later peer's; ``None`` if it never came)."""
+    lasts, moved = set(), []
+    for peer in results:
+        links = connections(peer)
+        lasts.add(path_of(links[-1].get("hint_description")) if links else "none")
+        direct = [c for c in links if path_of(c.get("hint_description")) == "direct"]
+        if links and direct and path_of(links[0].get("hint_description")) == "relay":
+            moved.append(float(direct[0]["t"]) - float(links[0]["t"]))
+    last = lasts.pop() if len(lasts) == 1 else "mixed: " + ",".join(sorted(lasts))
+    after = round(max(moved), 3) if moved and len(moved) == len(results) else None
+    return {"path_after": last, "moved_after": after}

@@ -13,9 +13,13 @@ tried) and ``selected`` (whether the race ended in a selection, so that relays a
 any more).
 
 Hole punching (:mod:`txdilation.selection.punch`): while ``bind_port()`` names the listening
-port, every direct dial to an IP literal starts from that port, and a dial to a punched hint of
-the peer's that fails early is retried every ``punch.PUNCH_RETRY_DELAY`` seconds until
-``punch.PUNCH_WINDOW`` has passed since its first try, so that both peers' SYNs cross.
+port, every direct dial to an IP literal starts from that port. A dial to a punched hint of the
+peer's follows a :class:`~txdilation.selection.punch_schedule.PunchPlan`: its first SYN may
+have a low TTL after a refusal, where the expiry probe (once per generation and address
+family) finds such a connect survives (:mod:`txdilation.selection.punch_dial` makes that
+socket), and a try that fails is made again as the plan says (soon after a refusal, at once
+after an expiry, else every ``punch.PUNCH_RETRY_DELAY`` seconds) until ``punch.PUNCH_WINDOW``
+has passed since its first try.
 
 :meth:`Dialer.go_on_in_background` turns a Dialer whose generation selected a relayed link
 into the background dialer of a path upgrade (``path-upgrade-v1``): relay dials end, and every
@@ -36,11 +40,12 @@ an :class:`~txdilation.selection.attempts.AttemptLog` is given.
 from __future__ import annotations
 
 import ipaddress
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.endpoints import (
     HostnameEndpoint,
     TCP4ClientEndpoint,
@@ -48,6 +53,7 @@ from twisted.internet.endpoints import (
 )
 from twisted.internet.interfaces import IDelayedCall, IStreamClientEndpoint
 from twisted.internet.protocol import ClientFactory
+from twisted.internet.tcp import makeBinding
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from wormhole._status import DilationHint
@@ -68,6 +74,8 @@ from txdilation.selection.hints import (
     hint_url,
     websocket_address,
 )
+from txdilation.selection.punch_dial import ExpiryProbe, punched_endpoint
+from txdilation.selection.punch_schedule import LOW_TTLS, PunchPlan, Verdict, outcome_of
 from txdilation.selection.relays import RELAY_CONNECT_TIMEOUT, relays_to_dial
 from txdilation.selection.upgrade import BACKGROUND_CONNECT_TIMEOUT, RetrySchedule
 from txdilation.wire.keys import derive_relay_token
@@ -94,6 +102,7 @@ class Dial:
     attempt: Attempt | None = None  # the current try's telemetry attempt
     connecting: Deferred[Any] | None = None  # the current try's connect(), while in progress
     punching: bool = False  # the current try dials a punched hint from our listening port
+    plan: PunchPlan | None = None  # a punched hint's: its tries' TTLs and retries
     retry: IDelayedCall | None = None  # the next try, while one is due
     over: bool = False  # a direct dial that failed for good, or whose connection closed
 
@@ -134,6 +143,8 @@ class Dialer:
         self._hint_status = hint_status
         self._selected = selected
         self._closed = False  # the race is over: no punch retries
+        self._rng = random.Random()  # punch retry spacing
+        self._expiry = ExpiryProbe(reactor, LOW_TTLS[0])  # do low-TTL first SYNs survive?
         self._dials: list[Dial] = []  # every dial of this generation, in the order started
         self.deferred_relays: list[RelayEndpoint] = []
         self._relay_timer: IDelayedCall | None = None
@@ -235,17 +246,15 @@ class Dialer:
         )
         if self._background is not None:
             timeout = min(timeout, BACKGROUND_CONNECT_TIMEOUT)
-        endpoint: IStreamClientEndpoint
-        binding = None
+        endpoint: IStreamClientEndpoint | None = None
+        local: tuple[str, int] | None = None  # dialled from: hole punching's listening port
         # a direct TCP dial, when hole punching may bind it to the listening port
         punchable: TCPHint | None = None
         listen_port = self._bind_port()
-        if not via_relay and listen_port:
-            punchable = None if isinstance(hint, WebSocketHint) else hint
-            if punchable is not None:
-                binding = punch.dial_binding(
-                    punchable, listen_port, s.network.listen_interface or None
-                )
+        if not via_relay and listen_port and not isinstance(hint, WebSocketHint):
+            punchable = hint
+            local = punch.dial_address(hint, listen_port, s.network.listen_interface or None)
+        punched = local is not None and punchable is not None and punch.is_punched(punchable)
         if isinstance(hint, WebSocketHint):
             host, port, path = websocket_address(hint)
             endpoint = WebSocketClientEndpoint(
@@ -253,23 +262,32 @@ class Dialer:
             )
         elif s.tor is not None:
             endpoint = s.tor.stream_via(hint.hostname, hint.port)
-        elif binding is not None:
+            punched = False
+        elif local is not None and not punched:
             endpoint = TCP4ClientEndpoint(  # IP literals of either family; see selection.punch
                 self._reactor,
                 hint.hostname,
                 hint.port,
                 timeout=timeout,
-                bindAddress=binding,
+                bindAddress=makeBinding(*local, reuseAddress=True, reusePort=True),
             )
-        else:
+        elif local is None:
             endpoint = _tcp_client_endpoint(self._reactor, hint, timeout)
         log = self._attempt_log
         attempt = dial.attempt = None
         if log is not None:
             attempt = dial.attempt = log.started(_hint_type(hint, via_relay), "outbound")
-        d = dial.connecting = endpoint.connect(_OutboundFactory(self._build, dial))
-        if binding is not None and punchable is not None and punch.is_punched(punchable):
-            dial.punching = True
+        factory = _OutboundFactory(self._build, dial)
+        d: Deferred[Any]
+        if endpoint is not None:
+            d = endpoint.connect(factory)
+        else:  # a punched hint: see selection.punch_schedule
+            assert local is not None and punchable is not None
+            if dial.plan is None:
+                dial.plan = PunchPlan(dial.started, self._rng)
+            d = self._punched_try(dial.plan, punchable, local, timeout, factory)
+        dial.connecting = d
+        dial.punching = punched
 
         def done(result: object) -> None:
             dial.connecting = None  # this try is the dial's latest: a retry follows a failure
@@ -277,13 +295,7 @@ class Dialer:
             if isinstance(result, Failure):
                 if log is not None and attempt is not None:
                     log.connect_failed(attempt, result)
-                retrying = (
-                    self._background is None
-                    and binding is not None
-                    and punchable is not None
-                    and punch.worth_retrying(punchable, result)
-                    and self._retry_punch(dial)
-                )
+                retrying = dial.plan is not None and self._retry_punch(dial, result)
                 if not retrying:
                     self.dial_over(dial)
                 _log.debug(
@@ -294,11 +306,47 @@ class Dialer:
 
         d.addBoth(done)
 
-    def _retry_punch(self, dial: Dial) -> bool:
-        """Dial the punched hint of ``dial`` from the listening port again shortly, if still
-        within the punch window (the peer's SYN may not have opened its NAT yet); whether it
-        will be."""
-        if self._closed or self._reactor.seconds() - dial.started >= punch.PUNCH_WINDOW:
+    def _punched_try(
+        self,
+        plan: PunchPlan,
+        hint: TCPHint,
+        local: tuple[str, int],
+        timeout: float,
+        factory: _OutboundFactory,
+    ) -> Deferred[Any]:
+        """A try of a punched hint from ``local``, its first SYN's TTL as ``plan`` says: one
+        that would have a low TTL if such a connect survives here waits for the expiry probe
+        to know; the others start the probe (for the tries after a refusal) and dial at
+        once."""
+        known = self._expiry.known(hint.hostname)
+        if known is not None and plan.verdict is None:
+            plan.probed(known)
+        waiting: Deferred[Any]
+        if plan.wants_verdict:
+            waiting = self._expiry.verdict(hint.hostname, hint.port, local[0])
+        else:
+            self._expiry.start(hint.hostname, hint.port, local[0])
+            waiting = succeed(None)
+
+        def dial(verdict: Verdict | None) -> Deferred[Any]:
+            if verdict is not None:
+                plan.probed(verdict)
+            ttl = plan.dial(self._reactor.seconds())
+            endpoint = punched_endpoint(
+                self._reactor, hint.hostname, hint.port, local, ttl=ttl, timeout=timeout
+            )
+            return endpoint.connect(factory)
+
+        return waiting.addCallback(dial)
+
+    def _retry_punch(self, dial: Dial, failure: Failure) -> bool:
+        """Dial the punched hint of ``dial`` from the listening port again when its plan says
+        so (its try failed with ``failure``; the plan learns from it in the background too,
+        where the background schedule makes the tries); whether it will be."""
+        assert dial.plan is not None
+        outcome = outcome_of(failure, low_ttl=dial.plan.last_ttl is not None)
+        delay = dial.plan.again(outcome, self._reactor.seconds())
+        if self._closed or self._background is not None or delay is None:
             return False
 
         def again() -> None:
@@ -307,7 +355,7 @@ class Dialer:
                 return
             self._try(dial)
 
-        dial.retry = self._reactor.callLater(punch.PUNCH_RETRY_DELAY, again)
+        dial.retry = self._reactor.callLater(delay, again)
         return True
 
     def dial_over(self, dial: Dial) -> None:
@@ -330,9 +378,11 @@ class Dialer:
             self._relay_timer.cancel()
         self._relay_timer = None
         for dial in self._dials:
-            if dial.retry is not None and dial.retry.active():
-                dial.retry.cancel()
-            dial.retry = None
+            if dial.retry is not None:
+                if dial.retry.active():
+                    dial.retry.cancel()
+                dial.retry = None
+                self.dial_over(dial)  # its next try is the schedule's (over: tried again)
             if dial.via_relay and dial.connecting is not None:
                 d, dial.connecting = dial.connecting, None
                 d.cancel()
@@ -364,8 +414,12 @@ class Dialer:
     def _background_dials(self) -> None:
         """Try every direct dial again whose connection is not open: one still connecting is
         given up for a new try (its SYNs may have been lost while the path was blocked, and
-        TCP retransmits them ever more slowly: a new try sends one now)."""
+        TCP retransmits them ever more slowly: a new try sends one now), unless it is a
+        punched try with a low TTL younger than ``punch_schedule.LOW_TTL_HOLD``."""
+        now = self._reactor.seconds()
         for dial in self.direct_dials:
+            if dial.plan is not None and dial.connecting is not None and dial.plan.holds(now):
+                continue  # a low-TTL try, waiting for its SYN's retransmission to cross
             if dial.connecting is not None:
                 d, dial.connecting = dial.connecting, None
                 d.cancel()  # (it ends the dial: dial_over)
@@ -377,6 +431,7 @@ class Dialer:
     def cancel_attempts(self) -> None:
         """The race is over: cancel every dial in progress (no punch retry follows)."""
         self._closed = True
+        self._expiry.stop()
         for dial in self._dials:
             d, dial.connecting = dial.connecting, None
             if d is not None:

@@ -13,7 +13,10 @@ Hole punching (a TCP simultaneous open through two address-and-port-preserving N
   peer's SYN to that port while the peer's outgoing SYN opens its NAT for ours. Whichever SYN
   is dropped first, the retransmission of it gets through; both sockets then see a *connected*
   socket (an outbound connection on both sides, never an accept), and the connection's Noise
-  role comes from Dilation's Leader/Follower, never from who dialled.
+  role comes from Dilation's Leader/Follower, never from who dialled. A NAT that refuses an
+  unsolicited SYN with a RST instead of dropping it needs more: the first SYN of a punched
+  dial with a low TTL, and retries that line up (:mod:`txdilation.selection.punch_schedule`,
+  the sockets in :mod:`txdilation.selection.punch_dial`).
 
 Nothing here changes the wire: a peer that does not punch just sees one more direct hint,
 which it may dial (it fails or hangs like any unreachable hint) or ignore.
@@ -35,11 +38,10 @@ import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from twisted.internet.error import CannotListenError, ConnectBindError
+from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import ServerFactory
 from twisted.internet.tcp import makeBinding
-from twisted.python.failure import Failure
 
 from txdilation.selection.hints import DirectTCPV1Hint, TCPHint
 
@@ -47,13 +49,13 @@ __all__ = [
     "PUNCH_PRIORITY",
     "PUNCH_RETRY_DELAY",
     "PUNCH_WINDOW",
+    "dial_address",
     "dial_binding",
     "is_punched",
     "listen",
     "public_addresses",
     "punched_hints",
     "sockets_reusable",
-    "worth_retrying",
 ]
 
 PUNCH_PRIORITY = -1.0
@@ -71,9 +73,6 @@ def is_punched(hint: TCPHint) -> bool:
     """Whether a peer's hint is a punched one (a punching peer advertises its public address
     below the ordinary priority; stock advertises every direct hint at 0.0)."""
     return isinstance(hint, DirectTCPV1Hint) and hint.priority <= PUNCH_PRIORITY
-
-
-_TAKEN = (errno.EADDRNOTAVAIL, errno.EADDRINUSE, errno.EISCONN)
 
 
 def public_addresses(welcome: Mapping[str, Any]) -> tuple[str, ...]:
@@ -132,16 +131,6 @@ def _normal(address: str) -> str:
         return address
 
 
-def worth_retrying(hint: TCPHint, failure: Failure) -> bool:
-    """Whether a failed dial from the listening port to ``hint`` should be tried again:
-    only a punched hint, and not when the connection already exists (our listener accepted
-    the peer's dial from the same two ports: the kernel refuses a second socket for them)."""
-    if not is_punched(hint) or failure.check(ConnectBindError):  # type: ignore[no-untyped-call]
-        return False
-    value = failure.value
-    return getattr(value, "osError", None) not in _TAKEN
-
-
 def sockets_reusable(reactor: Any) -> bool:
     """Whether this reactor makes real sockets whose ``SO_REUSEPORT`` we can set."""
     from twisted.internet.posixbase import PosixReactorBase
@@ -182,10 +171,10 @@ def listen(
     raise last
 
 
-def dial_binding(hint: TCPHint, listen_port: int, interface: str | None) -> Any:
-    """The local binding for a direct dial to ``hint`` from our listening port, or ``None``
-    when that hint cannot be dialled from it (a host name; another family than a configured
-    listen interface)."""
+def dial_address(hint: TCPHint, listen_port: int, interface: str | None) -> tuple[str, int] | None:
+    """The local address a direct dial to ``hint`` starts from, our listening port, or
+    ``None`` when that hint cannot be dialled from it (a host name; another family than a
+    configured listen interface)."""
     try:
         target = ipaddress.ip_address(hint.hostname)
     except ValueError:
@@ -196,7 +185,14 @@ def dial_binding(hint: TCPHint, listen_port: int, interface: str | None) -> Any:
                 return None
         except ValueError:
             return None
-        local = interface
-    else:
-        local = "::" if target.version == 6 else "0.0.0.0"
-    return makeBinding(local, listen_port, reuseAddress=True, reusePort=True)
+        return interface, listen_port
+    return ("::" if target.version == 6 else "0.0.0.0"), listen_port
+
+
+def dial_binding(hint: TCPHint, listen_port: int, interface: str | None) -> Any:
+    """The local binding (``SO_REUSEADDR`` and ``SO_REUSEPORT``) for a direct dial to
+    ``hint`` from our listening port (:func:`dial_address`), or ``None``."""
+    local = dial_address(hint, listen_port, interface)
+    if local is None:
+        return None
+    return makeBinding(*local, reuseAddress=True, reusePort=True)

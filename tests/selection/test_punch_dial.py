@@ -1,0 +1,181 @@
+"""The sockets of hole punching (selection.punch_dial) on the real reactor, over loopback: a
+punched dial from our listening port whose first SYN's TTL is restored once it has left, its
+failures as connectTCP reports them, its timeout and cancellation, and the expiry probe's
+verdicts (the one loopback cannot show, a connect aborted by an ICMP time exceeded, is in the
+namespace tests: tests/test_netns_support.py, tests/test_reach.py)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from twisted.internet import reactor as _reactor
+from twisted.internet.defer import CancelledError, Deferred, inlineCallbacks
+from twisted.internet.error import ConnectBindError, ConnectionRefusedError, TimeoutError
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.testing import MemoryReactorClock
+from twisted.trial.unittest import TestCase
+
+from txdilation.selection.punch import listen, sockets_reusable
+from txdilation.selection.punch_dial import ExpiryProbe, PunchEndpoint
+from txdilation.selection.punch_schedule import Verdict
+
+reactor: Any = _reactor
+LOOPBACK = "127.0.0.1"
+
+
+class Peers(Factory):
+    """Records the peer address of every connection it accepts."""
+
+    def __init__(self) -> None:
+        self.peers: list[tuple[str, int]] = []
+
+    def buildProtocol(self, addr: Any) -> Protocol:
+        self.peers.append((addr.host, addr.port))
+        return Protocol()
+
+
+class Client(Factory):
+    protocol = Protocol
+
+
+def system_ttl() -> int:
+    with socket.socket() as s:
+        return int(s.getsockopt(socket.IPPROTO_IP, socket.IP_TTL))
+
+
+class Fixture(TestCase):
+    timeout = 10
+
+    def setUp(self) -> None:
+        if not sockets_reusable(reactor):
+            self.skipTest("no SO_REUSEPORT here")
+
+    def our_port(self) -> int:
+        """Our listening port (SO_REUSEPORT, as hole punching listens), on loopback."""
+        listener = listen(reactor, Peers(), 0, LOOPBACK, reuse_port=True)
+        self.addCleanup(listener.stopListening)
+        port: int = listener.getHost().port
+        return port
+
+    def server(self) -> tuple[Peers, int]:
+        peers = Peers()
+        listener = reactor.listenTCP(0, peers, interface=LOOPBACK)
+        self.addCleanup(listener.stopListening)
+        return peers, listener.getHost().port
+
+    def bound_socket(self) -> int:
+        """A port held by a socket that does not listen (connecting to it is refused) and has
+        no SO_REUSEPORT (binding it again fails)."""
+        s = socket.socket()
+        self.addCleanup(s.close)
+        s.bind((LOOPBACK, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+    def hanging(self) -> int:
+        """A port whose SYNs go unanswered: a listener whose accept queue is full."""
+        s = socket.socket()
+        self.addCleanup(s.close)
+        s.bind((LOOPBACK, 0))
+        s.listen(0)
+        filler = socket.create_connection(s.getsockname(), timeout=2)
+        self.addCleanup(filler.close)
+        port: int = s.getsockname()[1]
+        return port
+
+    def assertOffTheReactor(self) -> None:
+        self.assertFalse([w for w in reactor.getWriters() if w.logPrefix() == "punch"])
+
+
+class PunchEndpointTests(Fixture):
+    @inlineCallbacks
+    def test_connects_from_our_port_with_the_ttl_restored(self) -> Any:
+        """The dial starts from our listening port; once its first SYN (TTL 1 here: loopback
+        does not forward) has left, the socket has the system's TTL again, so a connection
+        made by it travels normally."""
+        ours = self.our_port()
+        peers, port = self.server()
+        endpoint = PunchEndpoint(reactor, LOOPBACK, port, (LOOPBACK, ours), ttl=1, timeout=5)
+        protocol = yield endpoint.connect(Client())
+        self.addCleanup(protocol.transport.loseConnection)
+        self.assertEqual(protocol.transport.getHost().port, ours)
+        handle = protocol.transport.getHandle()
+        self.assertEqual(handle.getsockopt(socket.IPPROTO_IP, socket.IP_TTL), system_ttl())
+        yield _soon()
+        self.assertEqual(peers.peers, [(LOOPBACK, ours)])
+        self.assertOffTheReactor()
+
+    @inlineCallbacks
+    def test_refused(self) -> Any:
+        """A refused dial fails as connectTCP's does."""
+        endpoint = PunchEndpoint(
+            reactor, LOOPBACK, self.bound_socket(), (LOOPBACK, self.our_port()), ttl=2, timeout=5
+        )
+        with self.assertRaises(ConnectionRefusedError):
+            yield endpoint.connect(Client())
+        self.assertOffTheReactor()
+
+    @inlineCallbacks
+    def test_unbindable(self) -> Any:
+        """A local port that cannot be bound: ConnectBindError (the dial is not retried)."""
+        taken = (LOOPBACK, self.bound_socket())
+        endpoint = PunchEndpoint(reactor, LOOPBACK, self.bound_socket(), taken, ttl=None, timeout=5)
+        with self.assertRaises(ConnectBindError):
+            yield endpoint.connect(Client())
+
+    @inlineCallbacks
+    def test_timeout_and_cancel(self) -> Any:
+        """A dial nobody answers ends at its timeout; one cancelled ends at once; either way
+        its socket is off the reactor."""
+        port, ours = self.hanging(), self.our_port()
+        slow = PunchEndpoint(reactor, LOOPBACK, port, (LOOPBACK, ours), ttl=None, timeout=0.3)
+        with self.assertRaises(TimeoutError):
+            yield slow.connect(Client())
+        self.assertOffTheReactor()
+        d = slow.connect(Client())
+        d.cancel()
+        with self.assertRaises(CancelledError):
+            yield d
+        self.assertOffTheReactor()
+
+
+class ExpiryProbeTests(Fixture):
+    @inlineCallbacks
+    def test_reached(self) -> Any:
+        """A low-TTL connect that reaches a host, refused or accepted: REACHED (no TTL dies
+        between here and there); the verdict is kept for the family."""
+        _peers, port = self.server()
+        for target in (self.bound_socket(), port):
+            probe = ExpiryProbe(reactor, 2)
+            verdict = yield probe.verdict(LOOPBACK, target, LOOPBACK)
+            self.assertEqual(verdict, Verdict.REACHED)
+            again = probe.verdict(LOOPBACK, 1, LOOPBACK)
+            self.assertEqual(self.successResultOf(again), Verdict.REACHED)
+        self.assertOffTheReactor()
+
+    @inlineCallbacks
+    def test_survives(self) -> Any:
+        """A low-TTL connect with no outcome within the wait: SURVIVES; a waiter cancelled
+        meanwhile is not told, the others are."""
+        probe = ExpiryProbe(reactor, 2, wait=0.3)
+        port = self.hanging()
+        first = probe.verdict(LOOPBACK, port, LOOPBACK)
+        second = probe.verdict(LOOPBACK, port, LOOPBACK)
+        first.addErrback(lambda f: f.trap(CancelledError))
+        first.cancel()
+        verdict = yield second
+        self.assertEqual(verdict, Verdict.SURVIVES)
+        self.assertOffTheReactor()
+
+    def test_not_a_real_reactor(self) -> None:
+        """Without real sockets (a MemoryReactor): ABORTED at once (the system's TTL)."""
+        probe = ExpiryProbe(MemoryReactorClock(), 2)
+        verdict = probe.verdict("198.51.100.7", 6000, "0.0.0.0")
+        self.assertEqual(self.successResultOf(verdict), Verdict.ABORTED)
+
+
+def _soon() -> Deferred[None]:
+    d: Deferred[None] = Deferred()
+    reactor.callLater(0.05, d.callback, None)
+    return d
