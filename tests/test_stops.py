@@ -265,8 +265,8 @@ class EndpointStopTests(ProcessTestCase):
             [
                 "twistd: error: dilation: unknown server endpoint argument(s) codefile (did you "
                 "mean code-file?); known: appid, code, code-file, exit-on-failure, mailbox, "
-                "no-listen, ping-interval, relay, status, subprotocol; docs/endpoints.md lists "
-                "the keys"
+                "no-listen, pairing, ping-interval, relay, status, subprotocol; "
+                "docs/endpoints.md lists the keys"
             ],
         )
 
