@@ -135,7 +135,7 @@ def golden_tables() -> dict[str, Any]:
         atexit.register(shutil.rmtree, tmp, True)
         path = os.path.join(tmp, "events.jsonl")
         good_lines = golden.write_golden_log(path)
-        validated = bronze.validate_events(sources.read_events(s, path)).cache()
+        validated = bronze.validate_events(sources.read_events(s, [path])).cache()
         events = silver.sessionize(bronze.good(validated)).cache()
         gens = silver.generations(events).cache()
         _TABLES.update(
