@@ -11,6 +11,17 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+ORDER = {
+    "daily_sessions": ("day",),
+    "daily_attempts": ("day", "hint_type", "direction", "outcome"),
+    "daily_losses": ("day", "reason"),
+    "daily_mailboxes": ("day", "result"),
+    "daily_nameplates": ("day", "result"),
+    "daily_transit": ("day", "mood"),
+}
+"""Each gold table's key columns: its rows are written sorted by them (the transforms return
+them unordered: ordering is the writer's job, done inside the table's one partition)."""
+
 
 def ratio(numerator: Column, denominator: Column) -> Column:
     """numerator / denominator as DOUBLE, NULL when the denominator is 0 or NULL."""
@@ -78,7 +89,7 @@ def daily_sessions(sessions: DataFrame, events: DataFrame) -> DataFrame:
             F.col("_rtt")[1].alias("rtt_p90_s"),
         )
     )
-    return per_day.join(rtt, "day", "left").fillna(0, subset=["rtt_samples"]).orderBy("day")
+    return per_day.join(rtt, "day", "left").fillna(0, subset=["rtt_samples"])
 
 
 def daily_attempts(attempts: DataFrame) -> DataFrame:
@@ -91,7 +102,6 @@ def daily_attempts(attempts: DataFrame) -> DataFrame:
             F.median("connect_s").alias("connect_p50_s"),
             F.median("handshake_s").alias("handshake_p50_s"),
         )
-        .orderBy("day", "hint_type", "direction", "outcome")
     )
 
 
@@ -116,7 +126,6 @@ def daily_losses(generations: DataFrame) -> DataFrame:
                 "reconnected"
             ),
         )
-        .orderBy("day", "reason")
     )
 
 
@@ -130,7 +139,6 @@ def daily_results(records: DataFrame, result_col: str = "result") -> DataFrame:
             F.median("waiting_time").alias("waiting_p50_s"),
             F.median("total_time").alias("total_p50_s"),
         )
-        .orderBy("day", "result")
     )
 
 
@@ -145,11 +153,11 @@ def daily_transit(usage: DataFrame) -> DataFrame:
             F.median("waiting_time").alias("waiting_p50_s"),
             F.median("total_time").alias("total_p50_s"),
         )
-        .orderBy("day", "mood")
     )
 
 
 __all__ = [
+    "ORDER",
     "daily_attempts",
     "daily_losses",
     "daily_results",

@@ -226,7 +226,8 @@ class Pipeline:
         counts = {}
         for name, build in tables.items():
             with self.progress.step(f"aggregate: {name}") as info:
-                counts[name] = info["rows"] = self.write(build(), "gold", name, partitions=1)
+                table = build().coalesce(1).sortWithinPartitions(*gold.ORDER[name])
+                counts[name] = info["rows"] = self.write(table, "gold", name)
         self._stage_done("gold", "aggregate", started, counts)
         return counts
 

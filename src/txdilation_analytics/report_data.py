@@ -16,6 +16,7 @@ Extension point: :data:`EXTRA_SECTIONS` holds optional :class:`Section` s (a tit
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,22 +143,32 @@ def path_stats(t: ReportTables) -> dict[str, PathStats]:
 
 
 def _ranges(t: ReportTables) -> dict[str, tuple[str, str]]:
-    sources = {
-        "events": (t.events, "ts"),
-        "mailbox_usage_db": (
-            t.mailboxes.select("started").unionByName(t.nameplates.select("started")),
-            "started",
-        ),
-        "transit": (t.transit, "started"),
-        "client_timing": (t.timing, "start"),
-    }
-    out = {}
-    for source, (df, col) in sources.items():
-        day = F.to_date(F.timestamp_seconds(F.col(col)))
-        row = df.agg(F.min(day).alias("a"), F.max(day).alias("b")).first()
-        if row is not None and row["a"] is not None:
-            out[source] = (row["a"].isoformat(), row["b"].isoformat())
-    return out
+    """Per source, the first and last UTC day of its rows, in one job (events: their
+    sessions' first and last events, which cover the same days, from the small table)."""
+
+    def days(df: DataFrame, source: str, *cols: str) -> list[DataFrame]:
+        return [
+            df.select(F.lit(source).alias("source"), F.col(c).alias("t")).filter("t IS NOT NULL")
+            for c in cols
+        ]
+
+    parts = [
+        *days(t.sessions, "events", "first_ts", "last_ts"),
+        *days(t.mailboxes, "mailbox_usage_db", "started"),
+        *days(t.nameplates, "mailbox_usage_db", "started"),
+        *days(t.transit, "transit", "started"),
+        *days(t.timing, "client_timing", "start"),
+    ]
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    rows = union.groupBy("source").agg(F.min("t").alias("a"), F.max("t").alias("b")).collect()
+    day = datetime.datetime.fromtimestamp
+    return {
+        r["source"]: (day(r["a"], datetime.UTC).date().isoformat(),
+                      day(r["b"], datetime.UTC).date().isoformat())
+        for r in rows
+    }  # fmt: skip
 
 
 def daily_rows(daily_sessions: DataFrame, daily_losses: DataFrame) -> list[dict[str, Any]]:

@@ -80,14 +80,33 @@ def session_summary(sessions: DataFrame, events: DataFrame) -> dict[str, Any]:
 def server_summary(
     mailboxes: DataFrame, nameplates: DataFrame, transit: DataFrame
 ) -> dict[str, Any]:
-    """The server metrics of the summary (mailbox usage DB, relay log/DB)."""
-    total = transit.agg(F.sum("total_bytes").alias("b")).first()
-    return {
-        "mailbox_results": counts_by(mailboxes, "result"),
-        "nameplate_results": counts_by(nameplates, "result"),
-        "transit_results": counts_by(transit, "mood"),
-        "transit_bytes_total": int(total["b"] or 0) if total is not None else 0,
-    }
+    """The server metrics of the summary (mailbox usage DB, relay log/DB), in one job."""
+    parts = [
+        mailboxes.select(F.lit("mailbox_results").alias("kind"), F.col("result").alias("key"),
+                         F.lit(0).cast("long").alias("bytes")),
+        nameplates.select(F.lit("nameplate_results").alias("kind"), F.col("result").alias("key"),
+                          F.lit(0).cast("long").alias("bytes")),
+        transit.select(F.lit("transit_results").alias("kind"), F.col("mood").alias("key"),
+                       F.col("total_bytes").alias("bytes")),
+    ]  # fmt: skip
+    rows = (
+        parts[0]
+        .unionByName(parts[1])
+        .unionByName(parts[2])
+        .groupBy("kind", "key")
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("bytes").alias("bytes"))
+        .collect()
+    )
+    out: dict[str, Any] = {k: {} for k in ("mailbox_results", "nameplate_results")}
+    out["transit_results"] = {}
+    for r in rows:
+        out[r["kind"]][str(r["key"]) if r["key"] is not None else "null"] = int(r["n"])
+    for kind in list(out):
+        out[kind] = dict(sorted(out[kind].items()))
+    out["transit_bytes_total"] = sum(
+        int(r["bytes"] or 0) for r in rows if r["kind"] == "transit_results"
+    )
+    return out
 
 
 def timing_summary(timing: DataFrame) -> dict[str, Any]:
