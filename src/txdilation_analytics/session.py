@@ -38,6 +38,7 @@ SMALL_CONF = {
 """SQL settings of the small profile (with :data:`SMALL_JAVA_OPTIONS` and 2 partitions)."""
 
 LARGE_CONF = {
+    # 200 shuffle partitions (Spark's default), coalesced where they are small
     "spark.sql.adaptive.enabled": "true",
     # bronze is written partitioned by day: one open writer per day instead of a sort
     "spark.sql.maxConcurrentOutputFileWriters": "32",
@@ -71,7 +72,8 @@ def spark_conf(
     :param master: the master asked for, or None (then local unless under spark-submit).
     :param driver_memory: e.g. ``"4g"``; ignored under spark-submit (set it there).
     :param shuffle_partitions: ``spark.sql.shuffle.partitions``; when local, 2 for the small
-        profile, else 2 x cores.
+        profile, else Spark's (200, which adaptive execution coalesces: small partitions keep
+        large sorts in memory).
     :param small: the small profile (:data:`SMALL_CONF`; its JVM options only when this
         process starts the JVM, i.e. not under spark-submit).
     :param fast_start: the small profile's JVM options alone (kept for ``--fast-start``).
@@ -90,10 +92,8 @@ def spark_conf(
     if local:
         conf["spark.driver.host"] = "127.0.0.1"
         conf["spark.driver.bindAddress"] = "127.0.0.1"
-        default = 2 if small else 2 * (os.cpu_count() or 1)
-        conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions or default)
-    elif shuffle_partitions:
-        conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
+    if shuffle_partitions or (small and local):
+        conf["spark.sql.shuffle.partitions"] = str(shuffle_partitions or 2)
     if driver_memory and not _under_spark_submit():
         conf["spark.driver.memory"] = driver_memory
     if (small or fast_start) and not _under_spark_submit():
