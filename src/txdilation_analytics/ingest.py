@@ -251,14 +251,15 @@ class Ingester:
         if result["files_skipped"] and before is not None:
             return result
         st = os.stat(path)
+        old: dict[str, Any] = before if before is not None and not replaced else {}
         entry: dict[str, Any] = {
             "size": st.st_size,
             "mtime_ms": st.st_mtime_ns // 1_000_000,
-            "rows": 0 if replaced or before is None else before["rows"],
-            "tables": {} if replaced or before is None else dict(before["tables"]),
+            "rows": old.get("rows", 0),
+            "tables": dict(old.get("tables", {})),
             "rowids": upto,
-            "bad_by_reason": {},
-            "days": [] if replaced or before is None else list(before["days"]),
+            "bad_by_reason": dict(old.get("bad_by_reason", {})),
+            "days": list(old.get("days", [])),
             "source_file": path,
             "ingested_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         }
@@ -270,13 +271,16 @@ class Ingester:
                 df = bronze.validate_transit(df, "db")
             replace = {path: before["days"]} if replaced and before else {}
             counted = self._append(bronze_table, df, replace).get(path)
-            rows = counted["rows"] if counted else 0
-            entry["tables"][table] = entry["tables"].get(table, 0) + rows
-            entry["rows"] += rows
-            result["rows"] += rows
-            if counted:
-                entry["days"] = sorted(set(entry["days"]) | counted["days"])
-                result["days"] = sorted(set(result["days"]) | counted["days"])
+            if counted is None:
+                continue
+            entry["tables"][table] = entry["tables"].get(table, 0) + counted["rows"]
+            entry["rows"] += counted["rows"]
+            new = {"rows": counted["rows"], "bad_by_reason": counted["bad"],
+                   "days": sorted(counted["days"])}  # fmt: skip
+            self._add(result, new)
+            for reason, n in counted["bad"].items():
+                entry["bad_by_reason"][reason] = entry["bad_by_reason"].get(reason, 0) + n
+            entry["days"] = sorted(set(entry["days"]) | counted["days"])
         known[path] = entry
         return result
 

@@ -130,8 +130,9 @@ class IncrementTests(SynchronousTestCase):
         self.assertEqual(len(manifest["sources"]["events"]["files"]), 2)
 
     def test_usage_db(self) -> None:
-        """A usage DB is read from the row after the last one ingested; a side seen before
-        is not counted again in client_versions."""
+        """A usage DB (the mailbox server's, the relay's) is read from the row after the last
+        one ingested; a side seen before is not counted again in client_versions; a relay row
+        with a bad mood is counted as bad once."""
         from txdilation_analytics.synth import USAGE_DDL
 
         db_path = os.path.join(self.dir, "usage.sqlite")
@@ -154,6 +155,21 @@ class IncrementTests(SynchronousTestCase):
         self.assertEqual(more["rows"], 3 + 1)
         self.assertEqual(self.bronze_rows("mailbox_mailboxes"), 8)
         self.assertEqual(self.bronze_rows("mailbox_client_versions"), 3)
+
+        relay_path = os.path.join(self.dir, "relay.sqlite")
+        relay = sqlite3.connect(relay_path)
+        relay.execute("CREATE TABLE usage (started, total_time, waiting_time, total_bytes, result)")
+        usage = "INSERT INTO usage VALUES (?, 1.5, 0.5, 1000, ?)"
+        relay.executemany(usage, [(golden.DAY1, "happy"), (golden.DAY1 + 1, "sad")])
+        relay.commit()
+        first = self.ingest("--transit-usage-db", relay_path)["transit_usage_db"]
+        self.assertEqual((first["rows"], first["bad_by_reason"]), (1, {"bad_value": 1}))
+        relay.execute(usage, (golden.DAY2, "lonely"))
+        relay.commit()
+        relay.close()
+        more = self.ingest("--transit-usage-db", relay_path)["transit_usage_db"]
+        self.assertEqual((more["rows"], more["bad_lines"]), (1, 0))
+        self.assertEqual(self.bronze_rows("transit_db"), 3)  # the bad row kept, flagged
 
     def test_day_range(self) -> None:
         """analyze --from/--to DAY2: the sessions requested that day, and the summary, the
