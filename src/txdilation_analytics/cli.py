@@ -167,9 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _inputs(args: argparse.Namespace) -> Inputs | None:
+    """The inputs of ``ingest`` and ``analyze`` (None for ``analyze`` without any: it then
+    analyzes what was ingested before)."""
     if args.command not in ("ingest", "analyze"):
         return None
-    return Inputs(**{name: getattr(args, name) for name in SOURCES})
+    inputs = Inputs(**{name: getattr(args, name) for name in SOURCES})
+    return None if args.command == "analyze" and not inputs.given() else inputs
 
 
 def _days(args: argparse.Namespace) -> DayRange | None:
@@ -210,7 +213,8 @@ def run(args: argparse.Namespace, spark_log: IO[Any] | None = None) -> Any:
     inputs, days = _inputs(args), _days(args)
     if inputs is not None:
         inputs.check()
-    check_stage(args.command, args.output)
+    check_stage("sessionize" if args.command == "analyze" and inputs is None else args.command,
+                args.output)  # fmt: skip
     spark = get_spark(
         args.master,
         driver_memory=args.driver_memory,
@@ -232,7 +236,6 @@ def run(args: argparse.Namespace, spark_log: IO[Any] | None = None) -> Any:
         assert inputs is not None
         return pipeline.ingest(inputs)
     if args.command == "analyze":
-        assert inputs is not None
         return pipeline.analyze(inputs, days)
     if args.command == "sessionize":
         return pipeline.sessionize(days)

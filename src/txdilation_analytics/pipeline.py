@@ -297,9 +297,11 @@ class Pipeline:
             selected=days.describe(),
         )
 
-    def analyze(self, inputs: Inputs, days: DayRange | None = None) -> dict[str, Any]:
-        """All four stages; returns the summary."""
-        self.ingest(inputs)
+    def analyze(self, inputs: Inputs | None, days: DayRange | None = None) -> dict[str, Any]:
+        """All four stages (without inputs: the three after ingest, over what was ingested
+        before); returns the summary."""
+        if inputs is not None:
+            self.ingest(inputs)
         self.sessionize(days)
         self.aggregate()
         return self.report()

@@ -51,11 +51,14 @@ class InputErrorTests(SynchronousTestCase):
         self.out = self.mktemp()
 
     def test_no_inputs(self) -> None:
-        """ingest/analyze without any input say which options exist."""
-        for command in ("ingest", "analyze"):
-            status, err = run_cli(command, "--output", self.out)
-            self.assertEqual(status, 2)
-            self.assertIn("needs at least one of --events", err)
+        """ingest without any input says which options exist; analyze without any analyzes
+        what was ingested, so with nothing ingested it says to run ingest first."""
+        status, err = run_cli("ingest", "--output", self.out)
+        self.assertEqual(status, 2)
+        self.assertIn("needs at least one of --events", err)
+        status, err = run_cli("analyze", "--output", self.out)
+        self.assertEqual(status, 2)
+        self.assertIn(f"no bronze tables under {self.out}: run ingest first", err)
 
     def test_missing_files(self) -> None:
         """Each missing input is named with its option and path."""
