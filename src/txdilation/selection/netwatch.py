@@ -4,8 +4,9 @@ A host that moves (another Wi-Fi, a new DHCP lease) leaves its connections on an
 longer has: their packets go nowhere, and nothing tells the application. :class:`NetworkWatcher`
 calls ``on_change()`` soon after the host's addresses or routes change:
 
-- on Linux through rtnetlink (pyroute2's ``IPRSocket``, read from the reactor: no thread, no
-  polling), for address, route and link events;
+- on Linux through rtnetlink: a raw ``AF_NETLINK`` socket subscribed to the address, route and
+  link groups, read from the reactor (no thread, no polling, no third-party import: opening it
+  costs microseconds, so a wormhole's first generation never waits for it);
 - elsewhere (or when netlink cannot be opened) by polling the host's addresses every
   :data:`POLL_INTERVAL` seconds (``selection.hints`` discovery), reporting a difference.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import socket
+import struct
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +33,14 @@ from twisted.internet.threads import deferToThreadPool
 from twisted.logger import Logger
 from zope.interface import implementer
 
-__all__ = ["POLL_INTERVAL", "SETTLE", "NetworkWatcher", "address_is_local", "subscribe"]
+__all__ = [
+    "POLL_INTERVAL",
+    "SETTLE",
+    "NetworkWatcher",
+    "address_is_local",
+    "message_types",
+    "subscribe",
+]
 
 #: seconds between address polls where netlink is not available
 POLL_INTERVAL = 2.0
@@ -41,9 +50,28 @@ SETTLE = 0.05
 _log = Logger(namespace="txdilation.selection.netwatch")
 
 # rtnetlink message types that mean "the paths out of this host may have changed"
-_EVENTS = frozenset(
-    {"RTM_NEWADDR", "RTM_DELADDR", "RTM_NEWROUTE", "RTM_DELROUTE", "RTM_NEWLINK", "RTM_DELLINK"}
-)
+# (linux/rtnetlink.h: RTM_NEWLINK, RTM_DELLINK, RTM_NEWADDR, RTM_DELADDR, RTM_NEWROUTE,
+# RTM_DELROUTE)
+_EVENTS = frozenset({16, 17, 20, 21, 24, 25})
+# the multicast groups they arrive on: RTMGRP_LINK, RTMGRP_IPV4_IFADDR, RTMGRP_IPV4_ROUTE,
+# RTMGRP_IPV6_IFADDR, RTMGRP_IPV6_ROUTE
+_GROUPS = 0x1 | 0x10 | 0x40 | 0x100 | 0x400
+_NETLINK_ROUTE = 0
+_HEADER = struct.Struct("=IHHII")  # struct nlmsghdr: length, type, flags, seq, pid
+
+
+def message_types(datagram: bytes) -> list[int]:
+    """The ``nlmsg_type`` of each netlink message in one datagram, in order (I/O-free). A
+    truncated or malformed tail ends the list: what was read before it is kept."""
+    types = []
+    offset = 0
+    while offset + _HEADER.size <= len(datagram):
+        length, kind, _flags, _seq, _pid = _HEADER.unpack_from(datagram, offset)
+        if length < _HEADER.size:
+            break
+        types.append(kind)
+        offset += (length + 3) & ~3  # NLMSG_ALIGN
+    return types
 
 
 def address_is_local(host: str) -> bool:
@@ -67,7 +95,7 @@ def address_is_local(host: str) -> bool:
 class _NetlinkReader:
     """The rtnetlink socket as a reactor read descriptor."""
 
-    def __init__(self, sock: Any, on_event: Callable[[], None]) -> None:
+    def __init__(self, sock: socket.socket, on_event: Callable[[], None]) -> None:
         self._sock = sock
         self._on_event = on_event
 
@@ -75,12 +103,22 @@ class _NetlinkReader:
         return int(self._sock.fileno())
 
     def doRead(self) -> None:
-        try:
-            messages = self._sock.get()
-        except Exception:  # a malformed message must not kill the reactor
-            _log.failure("reading rtnetlink")
-            return
-        if any(m.get("event") in _EVENTS for m in messages):
+        changed = False
+        while True:
+            try:
+                datagram = self._sock.recv(65536)
+            except BlockingIOError:
+                break
+            except OSError as e:  # ENOBUFS: events were dropped; something changed
+                changed = changed or e.errno == errno.ENOBUFS
+                if e.errno != errno.ENOBUFS:
+                    _log.info("reading rtnetlink: {e}", e=e)
+                    break
+                continue
+            if not datagram:
+                break
+            changed = changed or any(kind in _EVENTS for kind in message_types(datagram))
+        if changed:
             self._on_event()
 
     def connectionLost(self, reason: object) -> None:
@@ -90,19 +128,25 @@ class _NetlinkReader:
         return "rtnetlink"
 
 
-def _open_netlink() -> Any:
-    """An rtnetlink socket bound to the address, route and link groups, or None."""
-    if not sys.platform.startswith("linux"):
+def _open_netlink() -> socket.socket | None:
+    """A non-blocking rtnetlink socket bound to the address, route and link groups, or None
+    (not Linux, or no netlink here: a sandbox)."""
+    family = getattr(socket, "AF_NETLINK", None)
+    if family is None or not sys.platform.startswith("linux"):
         return None
     try:
-        from pyroute2 import IPRSocket  # type: ignore[import-untyped]
-
-        sock = IPRSocket()
-        sock.bind()
-        return sock
-    except Exception as e:  # no pyroute2, or no netlink here (a sandbox)
+        sock = socket.socket(family, socket.SOCK_RAW | socket.SOCK_CLOEXEC, _NETLINK_ROUTE)
+    except OSError as e:
         _log.info("no rtnetlink ({e}): polling addresses instead", e=e)
         return None
+    try:
+        sock.setblocking(False)
+        sock.bind((0, _GROUPS))
+    except OSError as e:
+        sock.close()
+        _log.info("no rtnetlink ({e}): polling addresses instead", e=e)
+        return None
+    return sock
 
 
 def _addresses() -> frozenset[str]:
