@@ -26,6 +26,10 @@ from typing import IO, Any
 
 SMALL_JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 """JVM options that start Spark quickly for small jobs; slower for large ones."""
+LARGE_JAVA_OPTIONS = "-XX:-DontCompileHugeMethods"
+"""JVM options of the default profile (driver and executors): let the JIT compile methods over
+8,000 bytes of bytecode. Spark generates such methods for wide rows (the events' 40 columns,
+their validation): left interpreted, validating bronze cost twice the CPU."""
 FAST_START_JAVA_OPTIONS = SMALL_JAVA_OPTIONS  # the name before the small profile existed
 
 SMALL_CONF = {
@@ -98,6 +102,10 @@ def spark_conf(
         conf["spark.driver.memory"] = driver_memory
     if (small or fast_start) and not _under_spark_submit():
         conf["spark.driver.extraJavaOptions"] = SMALL_JAVA_OPTIONS
+    elif not small:
+        if not _under_spark_submit():
+            conf["spark.driver.extraJavaOptions"] = LARGE_JAVA_OPTIONS
+        conf["spark.executor.extraJavaOptions"] = LARGE_JAVA_OPTIONS
     conf.update(extra or {})
     return conf
 

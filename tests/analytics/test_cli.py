@@ -179,7 +179,8 @@ class SessionConfTests(SynchronousTestCase):
         self.assertEqual(small["spark.sql.shuffle.partitions"], "2")
         self.assertEqual(small["spark.txdilation.profile"], "small")
         large = spark_conf("local[2]")
-        self.assertNotIn("spark.driver.extraJavaOptions", large)
+        self.assertEqual(large["spark.driver.extraJavaOptions"], "-XX:-DontCompileHugeMethods")
+        self.assertEqual(large["spark.executor.extraJavaOptions"], "-XX:-DontCompileHugeMethods")
         self.assertNotIn("spark.sql.codegen.factoryMode", large)
         self.assertEqual(large["spark.sql.adaptive.enabled"], "true")
         self.assertNotIn("spark.sql.shuffle.partitions", large)
@@ -226,7 +227,8 @@ class SessionConfTests(SynchronousTestCase):
         self.assertNotIn("spark.master", conf)
 
     def test_cluster_and_submit(self) -> None:
-        """A cluster master or spark-submit: no loopback binding, no master, no JVM options."""
+        """A cluster master or spark-submit: no loopback binding, no master, no driver JVM
+        options (the JVM runs already)."""
         from txdilation_analytics.session import spark_conf
 
         conf = spark_conf("spark://head:7077")
