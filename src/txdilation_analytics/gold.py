@@ -37,13 +37,15 @@ def _day(ts: str) -> Column:
     return F.to_date(F.timestamp_seconds(F.col(ts))).alias("day")
 
 
-def session_metrics() -> list[Column]:
-    """Aggregations over silver sessions shared by the daily table and the summary."""
+def session_metrics(percentiles: bool = True) -> list[Column]:
+    """Aggregations over silver sessions shared by the daily table and the summary (without
+    the percentiles when the caller computes them apart: see :mod:`.quantiles`)."""
     dilated = F.col("dilated")
+    none = F.lit(None).cast("array<double>")
     return [
         F.count(F.lit(1)).alias("sessions"),
         F.count(F.when(dilated, F.lit(1))).alias("sessions_dilated"),
-        quantiles("time_to_dilate_s", (0.5, 0.9, 0.99)).alias("_ttd"),
+        (quantiles("time_to_dilate_s", (0.5, 0.9, 0.99)) if percentiles else none).alias("_ttd"),
         F.sum("connections").alias("connections"),
         F.sum("relayed_connections").alias("relayed_connections"),
         F.sum("reconnects").alias("reconnects"),
@@ -51,7 +53,7 @@ def session_metrics() -> list[Column]:
         F.sum("bytes_sent").alias("bytes_sent"),
         F.sum("bytes_received").alias("bytes_received"),
         F.sum("bytes_retransmitted").alias("bytes_retransmitted"),
-        quantiles("throughput_Bps", (0.5, 0.9)).alias("_tput"),
+        (quantiles("throughput_Bps", (0.5, 0.9)) if percentiles else none).alias("_tput"),
     ]
 
 
@@ -74,13 +76,12 @@ def with_session_rates(df: DataFrame) -> DataFrame:
     )
 
 
-def daily_sessions(sessions: DataFrame, events: DataFrame) -> DataFrame:
-    """Per day: session counts, success rate, time to dilate, relay share, bytes, RTT."""
+def daily_sessions(sessions: DataFrame, pings: DataFrame) -> DataFrame:
+    """Per day: session counts, success rate, time to dilate, relay share, bytes, RTT (from
+    silver pings, by the day of the sample)."""
     per_day = with_session_rates(sessions.groupBy("day").agg(*session_metrics()))
     rtt = (
-        events.filter(F.col("event") == "ping_rtt")
-        .filter(F.col("rtt_s").isNotNull())
-        .groupBy("day")
+        pings.groupBy("day")
         .agg(F.count(F.lit(1)).alias("rtt_samples"), quantiles("rtt_s", (0.5, 0.9)).alias("_rtt"))
         .select(
             "day",

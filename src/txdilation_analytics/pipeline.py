@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from . import bronze, gold, schemas, silver, storage
+from . import bronze, gold, quantiles, schemas, silver, storage
 from .errors import InputError
 from .ingest import MANIFEST, Ingester, read_manifest
 from .inputs import SOURCES, DayRange, Inputs
@@ -174,7 +174,11 @@ class Pipeline:
                 silver.sessionize(events), "silver", "events"
             )
         ordered = self.spark.read.parquet(self.path("silver", "events"))
-        for name, transform in (("attempts", silver.attempts), ("generations", silver.generations)):
+        for name, transform in (
+            ("pings", silver.pings),
+            ("attempts", silver.attempts),
+            ("generations", silver.generations),
+        ):
             with self.progress.step(f"sessionize: {name}") as info:
                 counts[name] = info["rows"] = self.write(transform(ordered), "silver", name)
         gens = self.spark.read.parquet(self.path("silver", "generations"))
@@ -215,7 +219,7 @@ class Pipeline:
         started = time.monotonic(), time.time()
         tables: dict[str, Callable[[], Any]] = {
             "daily_sessions": lambda: gold.daily_sessions(
-                self._silver("sessions"), self._silver("events")
+                self._silver("sessions"), self._silver("pings")
             ),
             "daily_attempts": lambda: gold.daily_attempts(self._silver("attempts")),
             "daily_losses": lambda: gold.daily_losses(self._silver("generations")),
@@ -243,6 +247,7 @@ class Pipeline:
         tables = ReportTables(
             sessions=self._silver("sessions"),
             events=self._silver("events"),
+            pings=self._silver("pings"),
             attempts=self._silver("attempts"),
             generations=self._silver("generations"),
             daily_sessions=self.spark.read.parquet(self.path("gold", "daily_sessions")),
@@ -254,18 +259,22 @@ class Pipeline:
             timing=self.bronze("client_timing", self.days()),
         )
         days = self.days()
+        record = self.stage_record("silver") or {}
+        events = int((record.get("result") or {}).get("events", 0))
+        large = events >= quantiles.LARGE_ROWS
         with self.progress.step("report: summary"):
             summary = build_summary(
                 tables.sessions,
-                tables.events,
+                tables.pings,
                 tables.mailboxes,
                 tables.nameplates,
                 tables.transit,
                 tables.timing,
                 self.corrupt_lines(),
+                quantiles.bracketed if large else None,
             )
         with self.progress.step("report: breakdowns"):
-            data = collect(tables)
+            data = collect(tables, large=large)
             summary.update(summary_extras(data))
             summary["range"] = days.as_dict()
             self._write_json(summary, "report", "summary.json")

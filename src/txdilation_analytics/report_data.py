@@ -37,6 +37,7 @@ class ReportTables:
 
     sessions: DataFrame
     events: DataFrame
+    pings: DataFrame
     attempts: DataFrame
     generations: DataFrame
     daily_sessions: DataFrame
@@ -101,12 +102,25 @@ def _str(value: Any) -> str:
     return str(value) if value is not None else "null"
 
 
-def _curves(df: DataFrame, key: str, col: str) -> dict[str, tuple[int, list[float]]]:
-    """Per value of ``key``: (rows with ``col``, ``col`` at every :data:`CURVE` percentile)."""
+CURVE_ACCURACY = 100_000
+"""``percentile_approx`` accuracy of the curves of large runs: rank error under 0.001 %."""
+
+
+def _curves(
+    df: DataFrame, key: str, col: str, approx: bool = False
+) -> dict[str, tuple[int, list[float]]]:
+    """Per value of ``key``: (rows with ``col``, ``col`` at every :data:`CURVE` percentile):
+    exact, or with ``approx`` (large runs: an exact percentile holds every value of a group
+    in one buffer) ``percentile_approx`` at :data:`CURVE_ACCURACY`."""
+    curve = (
+        F.percentile_approx(col, F.array(*[F.lit(p) for p in CURVE]), CURVE_ACCURACY)
+        if approx
+        else quantiles(col, CURVE)
+    )
     rows = (
         df.filter(F.col(key).isNotNull() & F.col(col).isNotNull())
         .groupBy(key)
-        .agg(F.count(F.lit(1)).alias("n"), quantiles(col, CURVE).alias("q"))
+        .agg(F.count(F.lit(1)).alias("n"), curve.alias("q"))
         .collect()
     )
     return {r[key]: (int(r["n"]), [float(v) for v in r["q"]]) for r in rows}
@@ -116,20 +130,21 @@ def _path(via_relay: str) -> Column:
     return F.when(F.col(via_relay), "relay").when(~F.col(via_relay), "direct")
 
 
-def path_stats(t: ReportTables) -> dict[str, PathStats]:
-    """Direct vs relay: connections, time to dilate, RTT and throughput per path."""
+def path_stats(t: ReportTables, approx: bool = False) -> dict[str, PathStats]:
+    """Direct vs relay: connections, time to dilate, RTT and throughput per path (curves
+    approximate with ``approx``, see :func:`_curves`)."""
     out = {p: PathStats() for p in PATHS}
     selected = t.generations.filter(F.col("selected")).withColumn("path", _path("via_relay"))
     for r in selected.groupBy("path").count().collect():
         if r["path"] is not None:
             out[r["path"]].connections = int(r["count"])
     dilated = t.sessions.filter(F.col("dilated")).withColumn("path", _path("first_via_relay"))
-    for path, (n, curve) in _curves(dilated, "path", "time_to_dilate_s").items():
+    for path, (n, curve) in _curves(dilated, "path", "time_to_dilate_s", approx).items():
         out[path].sessions_first, out[path].time_to_dilate = n, curve
-    pings = t.events.filter(F.col("event") == "ping_rtt").join(
+    pings = t.pings.join(
         selected.select("session", "generation", "path"), ["session", "generation"]
     )
-    for path, (n, curve) in _curves(pings, "path", "rtt_s").items():
+    for path, (n, curve) in _curves(pings, "path", "rtt_s", approx).items():
         out[path].rtt_samples, out[path].rtt = n, curve
     by_session = dilated.withColumn(
         "path",
@@ -137,7 +152,7 @@ def path_stats(t: ReportTables) -> dict[str, PathStats]:
         .when(F.col("relayed_connections") == F.col("connections"), "relay")
         .otherwise("mixed"),
     )
-    for path, (n, curve) in _curves(by_session, "path", "throughput_Bps").items():
+    for path, (n, curve) in _curves(by_session, "path", "throughput_Bps", approx).items():
         out[path].throughput_sessions, out[path].throughput = n, curve
     return out
 
@@ -235,9 +250,12 @@ def extra_sections(
     return out
 
 
-def collect(t: ReportTables, sections: list[Section] | None = None) -> ReportData:
-    """Run the report's Spark jobs; ``sections`` defaults to :data:`EXTRA_SECTIONS`."""
-    lost = failures.undilated(t.sessions, t.events, t.attempts).cache()
+def collect(
+    t: ReportTables, sections: list[Section] | None = None, large: bool = False
+) -> ReportData:
+    """Run the report's Spark jobs; ``sections`` defaults to :data:`EXTRA_SECTIONS`; ``large``
+    runs draw approximate curves (:func:`path_stats`)."""
+    lost = failures.undilated(t.sessions, t.attempts).cache()
     try:
         undilated = sorted(
             (r["reason"], _str(r["end_reason"]), int(r["count"]))
@@ -248,7 +266,7 @@ def collect(t: ReportTables, sections: list[Section] | None = None) -> ReportDat
     finally:
         lost.unpersist()
     return ReportData(
-        paths=path_stats(t),
+        paths=path_stats(t, large),
         undilated=undilated,
         undilated_attempts=undilated_attempts,
         attempts=_attempt_counts(t.daily_attempts, "attempts"),

@@ -251,7 +251,12 @@ SESSIONS = _struct(
     ("subchannels", L),
     ("connected_s", D),
     ("throughput_Bps", D),
+    ("please_received", B),
+    ("hints_received", L),
 )
+
+PINGS = _struct(("session", S), ("generation", L), ("day", T.DateType()), ("rtt_s", D))
+"""silver/pings: every RTT sample (a ``ping_rtt`` record with ``rtt_s``)."""
 
 __all__ = [
     "ATTEMPTS",
@@ -264,6 +269,7 @@ __all__ = [
     "MAILBOX_CLIENT_VERSIONS",
     "MAILBOX_MAILBOXES",
     "MAILBOX_NAMEPLATES",
+    "PINGS",
     "SCHEMA",
     "SESSIONS",
     "TRANSIT_RAW",

@@ -86,6 +86,13 @@ def requested_in(
     return events.join(events.filter(start).select("session"), "session", "left_semi")
 
 
+def pings(events: DataFrame) -> DataFrame:
+    """Sessionized events -> every RTT sample (``ping_rtt`` with an ``rtt_s``):
+    ``schemas.PINGS``. A few percent of the events: what every RTT figure is computed from."""
+    rows = events.filter(_is("ping_rtt") & F.col("rtt_s").isNotNull())
+    return _conform(rows, schemas.PINGS)
+
+
 def _vocabulary(col: str) -> list[str]:
     return [v for v in schemas.event_rules().enums[col] if v is not None]
 
@@ -179,7 +186,9 @@ def sessions(events: DataFrame, gens: DataFrame) -> DataFrame:
     """Sessionized events and their generations -> one row per session: ``schemas.SESSIONS``.
 
     ``generations`` and ``connected_s`` come from ``gens``; the RTT median from the session's
-    ``ping_rtt`` records alone (an exact median, aggregated apart from the other columns).
+    ``ping_rtt`` records alone (an exact median, aggregated apart from the other columns);
+    ``please_received`` and ``hints_received`` say how far an undilated session got
+    (:mod:`.failures`).
     """
     sel = _is("connection_selected")
     first_sel = F.when(sel, F.col("seq"))
@@ -202,6 +211,8 @@ def sessions(events: DataFrame, gens: DataFrame) -> DataFrame:
         *[F.max_by(c, last_traffic).alias(c) for c in TRAFFIC],
         F.count(_when("ping_rtt", "rtt_s")).alias("pings"),
         F.count(F.when(_is("subchannel_opened"), F.lit(1))).alias("subchannels"),
+        F.bool_or(_is("please_received")).alias("please_received"),
+        F.count(F.when(_is("hints_received"), F.lit(1))).alias("hints_received"),
     )
     rtt = (
         events.filter(_is("ping_rtt") & F.col("rtt_s").isNotNull())
@@ -235,4 +246,4 @@ def sessions(events: DataFrame, gens: DataFrame) -> DataFrame:
     return _conform(out, schemas.SESSIONS)
 
 
-__all__ = ["attempts", "generations", "requested_in", "sessionize", "sessions"]
+__all__ = ["attempts", "generations", "pings", "requested_in", "sessionize", "sessions"]

@@ -41,7 +41,7 @@ SRC = os.path.join(os.path.dirname(__file__), "..", "..", "src")
 SUBMIT_TIMEOUT = 420.0
 TABLES = {
     "bronze": ("events", "mailbox_nameplates", "mailbox_mailboxes", "transit_log"),
-    "silver": ("events", "attempts", "generations", "sessions"),
+    "silver": ("events", "pings", "attempts", "generations", "sessions"),
     "gold": ("daily_sessions", "daily_attempts", "daily_losses", "daily_mailboxes",
              "daily_nameplates", "daily_transit"),
 }  # fmt: skip

@@ -488,15 +488,17 @@ class FailureReasonTests(SynchronousTestCase):
         day = datetime.date(2026, 1, 5)
         sessions = s.createDataFrame(
             [
-                (name, day, name == "dilated", any(r["event"] == "session_ended" for r in rs), None)
+                (
+                    name, day, name == "dilated",
+                    any(r["event"] == "session_ended" for r in rs), None,
+                    any(r["event"] == "please_received" for r in rs),
+                    sum(r["event"] == "hints_received" for r in rs),
+                )
                 for name, rs in cases.items()
             ],
-            "session string, day date, dilated boolean, ended boolean, end_reason string",
-        )
-        events = s.createDataFrame(
-            [(name, r["event"]) for name, rs in cases.items() for r in rs],
-            "session string, event string",
-        )
+            "session string, day date, dilated boolean, ended boolean, end_reason string,"
+            " please_received boolean, hints_received long",
+        )  # fmt: skip
         outcomes = {
             (name, r["attempt"]): r.get("outcome", "unfinished")
             for name, rs in cases.items()
@@ -507,10 +509,7 @@ class FailureReasonTests(SynchronousTestCase):
             [(name, attempt, outcome) for (name, attempt), outcome in outcomes.items()],
             "session string, attempt long, outcome string",
         )
-        got = {
-            r["session"]: r["reason"]
-            for r in failures.undilated(sessions, events, attempts).collect()
-        }
+        got = {r["session"]: r["reason"] for r in failures.undilated(sessions, attempts).collect()}
         self.assertEqual(got, {name: name for name in cases if name != "dilated"})
         self.assertEqual(got, {n: failure_reason(rs) for n, rs in cases.items() if n != "dilated"})
 
