@@ -176,7 +176,7 @@ def analyze_local(data: str, out: str, args: argparse.Namespace) -> tuple[float,
 
 def analyze_standalone(data: str, out: str, args: argparse.Namespace) -> tuple[float, Sampler]:
     """``analyze`` submitted to a standalone master and two workers started here."""
-    from tests.analytics._cluster import StandaloneCluster, clean_env, spark_bin
+    from tests.analytics._cluster import StandaloneCluster, driver_env, spark_bin
 
     root = tempfile.mkdtemp(prefix="txdilation-scale-cluster-")
     cluster = StandaloneCluster(root, workers=2, cores=1, memory=args.worker_memory)
@@ -193,7 +193,7 @@ def analyze_standalone(data: str, out: str, args: argparse.Namespace) -> tuple[f
                 "--conf", "spark.scheduler.minRegisteredResourcesRatio=1.0",
                 "--conf", "spark.sql.shuffle.partitions=8",
                 main, "analyze", *_inputs(data), "--output", out]  # fmt: skip
-        env = clean_env(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+        env = driver_env(SRC)
         victim = cluster.daemons[2]
         watch = None
         if args.kill_worker:

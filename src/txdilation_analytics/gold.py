@@ -20,7 +20,7 @@ ORDER = {
     "daily_transit": ("day", "mood"),
 }
 """Each gold table's key columns: its rows are written sorted by them (the transforms return
-them unordered: ordering is the writer's job, done inside the table's one partition)."""
+them unordered: ordering is the writer's job, done inside the table's one file)."""
 
 
 def ratio(numerator: Column, denominator: Column) -> Column:

@@ -230,7 +230,8 @@ class Pipeline:
         counts = {}
         for name, build in tables.items():
             with self.progress.step(f"aggregate: {name}") as info:
-                table = build().coalesce(1).sortWithinPartitions(*gold.ORDER[name])
+                # repartition, not coalesce: the aggregation itself stays parallel
+                table = build().repartition(1).sortWithinPartitions(*gold.ORDER[name])
                 counts[name] = info["rows"] = self.write(table, "gold", name)
         self._stage_done("gold", "aggregate", started, counts)
         return counts

@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -41,6 +42,18 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
     env.update(SPARK_LOCAL_IP="127.0.0.1", **extra)
     return env
+
+
+def driver_env(src: str) -> dict[str, str]:
+    """spark-submit's environment: :func:`clean_env`, this interpreter for Python, and
+    PYTHONPATH naming ``src`` for the driver alone, standing for the driver's installed
+    ``txdilation`` (what ``pip install 'txdilation[analytics]'`` gives it). The workers are
+    started without it, so their executors have only what is shipped (``--py-files``)."""
+    return clean_env(
+        PYSPARK_PYTHON=sys.executable,
+        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PYTHONPATH=os.path.abspath(src),
+    )
 
 
 @dataclass

@@ -3,9 +3,10 @@
 The test starts a master and two workers of the installed pyspark on 127.0.0.1
 (tests/analytics/_cluster.py: every process stopped at the end, even on failure), builds the
 package zip with ``txdilation-analytics bundle`` and runs ``spark-submit --master
-spark://127.0.0.1:PORT --py-files bundle.zip .../__main__.py analyze ...`` with no PYTHONPATH
-anywhere: the workers' executors read the mailbox usage DB through the package's Python data
-source, so they need the shipped code. Once the driver starts ``sessionize`` (ingest ran tasks
+spark://127.0.0.1:PORT --py-files bundle.zip .../__main__.py analyze ...``. No PYTHONPATH
+reaches the workers: their executors read the mailbox usage DB through the package's Python
+data source, so they need the shipped code (the driver's PYTHONPATH names the source tree,
+standing for the installed package). Once the driver starts ``sessionize`` (ingest ran tasks
 on both workers), one worker is killed with its executors; Spark must re-run what was lost.
 
 It then shows that the executors ran in the worker processes (each worker's executor of this
@@ -33,7 +34,7 @@ import pytest
 from twisted.trial.unittest import SynchronousTestCase
 
 from . import golden
-from ._cluster import QUICK_JVM, StandaloneCluster, clean_env, spark_bin
+from ._cluster import QUICK_JVM, StandaloneCluster, driver_env, spark_bin
 from ._spark import have_spark, spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -132,7 +133,7 @@ class StandaloneClusterTests(SynchronousTestCase):
         )  # fmt: skip
         main = os.path.abspath(os.path.join(SRC, "txdilation_analytics", "__main__.py"))
         out = os.path.join(tmp, "cluster-out")
-        env = clean_env(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+        env = driver_env(SRC)
         driver = _Driver(
             [
                 spark_bin("spark-submit"), "--master", cluster.url, "--py-files", bundle,
