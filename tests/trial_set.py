@@ -105,9 +105,11 @@ TRIAL: tuple[tuple[str, frozenset[str]], ...] = (
 #: Every other test module, with the kinds of test it holds (as ``kinds_of`` reads them).
 COVERED: Mapping[str, frozenset[str]] = {
     "tests.analytics.test_captured": kinds("processes reactor servers spark stock"),
-    "tests.analytics.test_cli": kinds("spark unit"),
+    "tests.analytics.test_cli": kinds("processes spark unit"),
+    "tests.analytics.test_cluster": kinds("processes spark unit"),
+    "tests.analytics.test_demo_report": kinds("processes spark unit"),
+    "tests.analytics.test_increments": kinds("spark unit"),
     "tests.analytics.test_report_render": kinds("spark unit"),
-    "tests.analytics.test_submit": kinds("processes spark unit"),
     "tests.analytics.test_synth": kinds("reactor servers spark unit"),
     "tests.durable.test_acks": kinds("unit"),
     "tests.durable.test_inbound": kinds("hypothesis unit"),

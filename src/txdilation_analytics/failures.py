@@ -40,17 +40,17 @@ def _has(outcome: str) -> Column:
     return F.col(f"_n_{outcome}") > 0
 
 
-def undilated(sessions: DataFrame, events: DataFrame, attempts: DataFrame) -> DataFrame:
-    """Silver sessions, events and attempts -> (session, day, reason, end_reason) for every
-    session that never selected a connection."""
-    failed = sessions.filter(~F.col("dilated")).select("session", "day", "ended", "end_reason")
-    steps = (
-        events.join(failed.select("session"), "session", "left_semi")
-        .groupBy("session")
-        .agg(
-            F.bool_or(F.col("event") == "please_received").alias("_please"),
-            F.count(F.when(F.col("event") == "hints_received", F.lit(1))).alias("_hints"),
-        )
+def undilated(sessions: DataFrame, attempts: DataFrame) -> DataFrame:
+    """Silver sessions and attempts -> (session, day, reason, end_reason) for every session
+    that never selected a connection (``please_received``/``hints_received`` are the
+    session's own counts, from silver sessions)."""
+    failed = sessions.filter(~F.col("dilated")).select(
+        "session",
+        "day",
+        "ended",
+        "end_reason",
+        F.col("please_received").alias("_please"),
+        F.col("hints_received").alias("_hints"),
     )
     outcomes = ("unfinished", "handshake_failed", "timeout", "connect_failed")
     tries = (
@@ -72,10 +72,8 @@ def undilated(sessions: DataFrame, events: DataFrame, attempts: DataFrame) -> Da
         .when(_has("connect_failed"), "connect_failed")
         .otherwise("abandoned")
     )
-    return (
-        failed.join(steps, "session", "left")
-        .join(tries, "session", "left")
-        .select("session", "day", reason.alias("reason"), "end_reason")
+    return failed.join(tries, "session", "left").select(
+        "session", "day", reason.alias("reason"), "end_reason"
     )
 
 

@@ -11,6 +11,17 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+ORDER = {
+    "daily_sessions": ("day",),
+    "daily_attempts": ("day", "hint_type", "direction", "outcome"),
+    "daily_losses": ("day", "reason"),
+    "daily_mailboxes": ("day", "result"),
+    "daily_nameplates": ("day", "result"),
+    "daily_transit": ("day", "mood"),
+}
+"""Each gold table's key columns: its rows are written sorted by them (the transforms return
+them unordered: ordering is the writer's job, done inside the table's one file)."""
+
 
 def ratio(numerator: Column, denominator: Column) -> Column:
     """numerator / denominator as DOUBLE, NULL when the denominator is 0 or NULL."""
@@ -26,13 +37,15 @@ def _day(ts: str) -> Column:
     return F.to_date(F.timestamp_seconds(F.col(ts))).alias("day")
 
 
-def session_metrics() -> list[Column]:
-    """Aggregations over silver sessions shared by the daily table and the summary."""
+def session_metrics(percentiles: bool = True) -> list[Column]:
+    """Aggregations over silver sessions shared by the daily table and the summary (without
+    the percentiles when the caller computes them apart: see :mod:`.quantiles`)."""
     dilated = F.col("dilated")
+    none = F.lit(None).cast("array<double>")
     return [
         F.count(F.lit(1)).alias("sessions"),
         F.count(F.when(dilated, F.lit(1))).alias("sessions_dilated"),
-        quantiles("time_to_dilate_s", (0.5, 0.9, 0.99)).alias("_ttd"),
+        (quantiles("time_to_dilate_s", (0.5, 0.9, 0.99)) if percentiles else none).alias("_ttd"),
         F.sum("connections").alias("connections"),
         F.sum("relayed_connections").alias("relayed_connections"),
         F.sum("reconnects").alias("reconnects"),
@@ -40,7 +53,7 @@ def session_metrics() -> list[Column]:
         F.sum("bytes_sent").alias("bytes_sent"),
         F.sum("bytes_received").alias("bytes_received"),
         F.sum("bytes_retransmitted").alias("bytes_retransmitted"),
-        quantiles("throughput_Bps", (0.5, 0.9)).alias("_tput"),
+        (quantiles("throughput_Bps", (0.5, 0.9)) if percentiles else none).alias("_tput"),
     ]
 
 
@@ -63,13 +76,12 @@ def with_session_rates(df: DataFrame) -> DataFrame:
     )
 
 
-def daily_sessions(sessions: DataFrame, events: DataFrame) -> DataFrame:
-    """Per day: session counts, success rate, time to dilate, relay share, bytes, RTT."""
+def daily_sessions(sessions: DataFrame, pings: DataFrame) -> DataFrame:
+    """Per day: session counts, success rate, time to dilate, relay share, bytes, RTT (from
+    silver pings, by the day of the sample)."""
     per_day = with_session_rates(sessions.groupBy("day").agg(*session_metrics()))
     rtt = (
-        events.filter(F.col("event") == "ping_rtt")
-        .filter(F.col("rtt_s").isNotNull())
-        .groupBy("day")
+        pings.groupBy("day")
         .agg(F.count(F.lit(1)).alias("rtt_samples"), quantiles("rtt_s", (0.5, 0.9)).alias("_rtt"))
         .select(
             "day",
@@ -78,7 +90,7 @@ def daily_sessions(sessions: DataFrame, events: DataFrame) -> DataFrame:
             F.col("_rtt")[1].alias("rtt_p90_s"),
         )
     )
-    return per_day.join(rtt, "day", "left").fillna(0, subset=["rtt_samples"]).orderBy("day")
+    return per_day.join(rtt, "day", "left").fillna(0, subset=["rtt_samples"])
 
 
 def daily_attempts(attempts: DataFrame) -> DataFrame:
@@ -91,7 +103,6 @@ def daily_attempts(attempts: DataFrame) -> DataFrame:
             F.median("connect_s").alias("connect_p50_s"),
             F.median("handshake_s").alias("handshake_p50_s"),
         )
-        .orderBy("day", "hint_type", "direction", "outcome")
     )
 
 
@@ -116,7 +127,6 @@ def daily_losses(generations: DataFrame) -> DataFrame:
                 "reconnected"
             ),
         )
-        .orderBy("day", "reason")
     )
 
 
@@ -130,7 +140,6 @@ def daily_results(records: DataFrame, result_col: str = "result") -> DataFrame:
             F.median("waiting_time").alias("waiting_p50_s"),
             F.median("total_time").alias("total_p50_s"),
         )
-        .orderBy("day", "result")
     )
 
 
@@ -145,11 +154,11 @@ def daily_transit(usage: DataFrame) -> DataFrame:
             F.median("waiting_time").alias("waiting_p50_s"),
             F.median("total_time").alias("total_p50_s"),
         )
-        .orderBy("day", "mood")
     )
 
 
 __all__ = [
+    "ORDER",
     "daily_attempts",
     "daily_losses",
     "daily_results",

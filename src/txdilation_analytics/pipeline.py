@@ -3,34 +3,38 @@
 Layout under ``OUT`` (every table typed Parquet, timestamps DOUBLE Unix seconds)::
 
     bronze/events  mailbox_nameplates  mailbox_mailboxes  mailbox_client_versions
-           transit_log  transit_db  client_timing      _stats/<source>.json  _stage.json
+           transit_log  transit_db  client_timing  (each /day=YYYY-MM-DD/)
+           _ingested.json  _stage.json
     silver/events  attempts  generations  sessions                           _stage.json
     gold/daily_sessions  daily_attempts  daily_losses  daily_mailboxes  daily_nameplates
-         daily_transit
+         daily_transit                                                     _stage.json
     report/summary.json  index.html                                          _stage.json
 
-Invariants: ``ingest`` replaces the bronze tables of the sources it is given and keeps the
-others (so the SQLite files can be ingested on the host that owns them and the event logs on
-a cluster, into the same shared ``OUT``); a later stage reads a table only if its ``_SUCCESS``
-marker exists, and treats a missing table as empty; bad lines are counted in
-``bronze/_stats``, never fatal.
+Invariants: ``ingest`` appends what is new in the sources it is given and keeps everything
+else (:mod:`.ingest`; so the SQLite files can be ingested on the host that owns them and the
+event logs on a cluster, into the same shared ``OUT``); ``sessionize`` builds silver from the
+bronze days asked for (all by default, see :class:`~.inputs.DayRange`) and the later stages
+read silver, so the whole run covers those days; a later stage reads a table only if its
+``_SUCCESS`` marker exists, and treats a missing table as empty; bad lines are counted in the
+manifest, never fatal. Each stage's ``_stage.json`` records its seconds, wall-clock start and
+end, master, Spark version, profile (:mod:`.session`) and what it returned.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import Any
 
-from . import bronze, gold, schemas, silver, sources, storage
+from . import bronze, gold, quantiles, schemas, silver, storage
 from .errors import InputError
+from .ingest import MANIFEST, Ingester, read_manifest
+from .inputs import SOURCES, DayRange, Inputs
+from .progress import Progress
 from .report import InputInfo, Meta, render_html
 from .report_data import ReportTables, collect, summary_extras
+from .session import PROFILE_KEY
 from .summary import build_summary
 
 MAILBOX_TABLES = {
@@ -38,64 +42,6 @@ MAILBOX_TABLES = {
     "mailboxes": "mailbox_mailboxes",
     "client_versions": "mailbox_client_versions",
 }
-SOURCES = ("events", "mailbox_usage_db", "transit_log", "transit_usage_db", "client_timing")
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What ``ingest`` reads; every field optional, at least one required."""
-
-    events: str | None = None
-    mailbox_usage_db: str | None = None
-    transit_log: str | None = None
-    transit_usage_db: str | None = None
-    client_timing: str | None = None
-
-    def given(self) -> dict[str, str]:
-        """The inputs that were given, by source name."""
-        return {name: getattr(self, name) for name in SOURCES if getattr(self, name)}
-
-    def check(self) -> None:
-        """Fail fast, before Spark starts, when nothing is given or a local input is missing.
-
-        :raises InputError: with the option name and the path.
-        """
-        if not self.given():
-            raise InputError(
-                "ingest needs at least one of --events, --mailbox-usage-db, --transit-log,"
-                " --transit-usage-db, --client-timing"
-            )
-        for name, location in self.given().items():
-            option = "--" + name.replace("_", "-")
-            if name in ("events", "client_timing"):
-                sources.expand(option, location)
-            elif not storage.is_remote(location) and not os.path.isfile(location):
-                raise InputError(f"{option}: no such file {location!r}")
-
-
-class Progress:
-    """One line per step on a stream (stderr by default): what, how many rows, how long."""
-
-    def __init__(self, stream: TextIO | None = None, quiet: bool = False) -> None:
-        self._stream = stream if stream is not None else sys.stderr
-        self._quiet = quiet
-        self._t0 = time.monotonic()
-
-    def say(self, message: str) -> None:
-        """Print one progress line prefixed with the elapsed time."""
-        if not self._quiet:
-            print(f"[{time.monotonic() - self._t0:7.1f}s] {message}", file=self._stream)
-            self._stream.flush()
-
-    @contextmanager
-    def step(self, what: str) -> Iterator[dict[str, Any]]:
-        """Time a step; the caller may set ``info["rows"]`` to have it printed."""
-        info: dict[str, Any] = {}
-        start = time.monotonic()
-        self.say(f"{what} ...")
-        yield info
-        rows = f", {info['rows']:,} rows" if "rows" in info else ""
-        self.say(f"{what}: done in {time.monotonic() - start:.1f}s{rows}")
 
 
 class Pipeline:
@@ -122,13 +68,33 @@ class Pipeline:
             return self.spark.read.parquet(self.path(layer, table))
         return self.spark.createDataFrame([], schema)
 
+    def bronze(self, table: str, days: DayRange | None = None) -> Any:
+        """A bronze table (with its ``day`` column), only the partitions of ``days`` if
+        given; empty if never written."""
+        from pyspark.sql import functions as F
+
+        schema = schemas.dated(schemas.BRONZE_TABLES[table][0])
+        if not self.has("bronze", table):
+            return self.spark.createDataFrame([], schema)
+        df = self.spark.read.schema(schema).parquet(self.path("bronze", table))
+        if days is not None and days.first is not None:
+            df = df.filter(F.col("day") >= F.lit(days.first))
+        if days is not None and days.last is not None:
+            df = df.filter(F.col("day") <= F.lit(days.last))
+        return df
+
     def write(self, df: Any, layer: str, table: str, partitions: int | None = None) -> int:
-        """Overwrite a table with ``df``; returns its row count (from Parquet metadata)."""
+        """Overwrite a table with ``df``; returns its row count (observed while writing)."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
         if partitions is not None:
             df = df.coalesce(partitions)
-        path = self.path(layer, table)
-        df.write.mode("overwrite").parquet(path)
-        return int(self.spark.read.parquet(path).count())
+        rows = Observation(f"{layer}.{table}")
+        df.observe(rows, F.count(F.lit(1)).alias("rows")).write.mode("overwrite").parquet(
+            self.path(layer, table)
+        )
+        return int(rows.get["rows"])
 
     def _write_json(self, obj: Any, *parts: str) -> None:
         text = json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n"
@@ -137,13 +103,26 @@ class Pipeline:
     def _read_json(self, *parts: str) -> Any:
         return json.loads(storage.read_text(self.spark, self.path(*parts)))
 
-    def _stage_done(self, layer: str, stage: str, started: float) -> None:
+    def stage_record(self, layer: str) -> dict[str, Any] | None:
+        """``<layer>/_stage.json`` (None when the stage never ran)."""
+        if not storage.exists(self.spark, self.path(layer, "_stage.json")):
+            return None
+        record: dict[str, Any] = self._read_json(layer, "_stage.json")
+        return record
+
+    def _stage_done(
+        self, layer: str, stage: str, started: tuple[float, float], result: Any
+    ) -> None:
         self._write_json(
             {
                 "stage": stage,
-                "seconds": round(time.monotonic() - started, 3),
+                "seconds": round(time.monotonic() - started[0], 3),
+                "started_at": round(started[1], 3),
+                "ended_at": round(time.time(), 3),
                 "master": self.spark.sparkContext.master,
                 "spark_version": self.spark.version,
+                "profile": self.spark.conf.get(PROFILE_KEY, "default"),
+                "result": result,
             },
             layer,
             "_stage.json",
@@ -152,100 +131,54 @@ class Pipeline:
     # --- ingest ------------------------------------------------------------------------
 
     def ingest(self, inputs: Inputs) -> dict[str, dict[str, Any]]:
-        """Read the given sources into bronze tables; returns per-source stats.
+        """Append what is new in the given sources to the bronze tables (:mod:`.ingest`);
+        returns per source what this run read.
 
         :raises InputError: no input given, or an input is missing or malformed.
         """
         inputs.check()
-        given = inputs.given()
-        started = time.monotonic()
-        stats: dict[str, dict[str, Any]] = {}
-        for source, location in given.items():
-            with self.progress.step(f"ingest {source} from {location}") as info:
-                stats[source] = getattr(self, f"_ingest_{source}")(location)
-                stats[source]["input"] = location
-                info["rows"] = stats[source]["rows"]
-            if stats[source]["bad_lines"]:
-                self.progress.say(
-                    f"ingest {source}: {stats[source]['bad_lines']:,} bad lines "
-                    f"({stats[source]['bad_by_reason']}), counted and skipped"
-                )
-            self._write_json(stats[source], "bronze", "_stats", f"{source}.json")
-        self._stage_done("bronze", "ingest", started)
+        started = time.monotonic(), time.time()
+        stats = Ingester(self.spark, self.output, self.progress).run(inputs)
+        self._stage_done("bronze", "ingest", started, stats)
         return stats
 
-    def _bad_stats(self, table: str) -> dict[str, Any]:
-        df = self.spark.read.parquet(self.path("bronze", table))
-        by_reason = {
-            r["bad_reason"]: int(r["n"])
-            for r in df.groupBy("bad_reason").count().withColumnRenamed("count", "n").collect()
-        }
-        good = by_reason.pop(None, 0)
-        return {
-            "rows": good,
-            "bad_lines": sum(by_reason.values()),
-            "bad_by_reason": dict(sorted(by_reason.items())),
-        }
-
-    def _ingest_events(self, pattern: str) -> dict[str, Any]:
-        raw = sources.read_events(self.spark, pattern)
-        self.write(bronze.validate_events(raw), "bronze", "events")
-        return self._bad_stats("events")
-
-    def _ingest_transit(self, raw: Any, source: str, table: str) -> dict[str, Any]:
-        self.write(bronze.validate_transit(raw, source), "bronze", table, partitions=4)
-        return self._bad_stats(table)
-
-    def _ingest_transit_log(self, path: str) -> dict[str, Any]:
-        return self._ingest_transit(
-            sources.read_transit_log(self.spark, path), "log", "transit_log"
-        )
-
-    def _ingest_transit_usage_db(self, path: str) -> dict[str, Any]:
-        raw = sources.read_transit_usage_db(self.spark, path)
-        return self._ingest_transit(raw, "db", "transit_db")
-
-    def _ingest_mailbox_usage_db(self, path: str) -> dict[str, Any]:
-        frames = sources.read_mailbox_usage_db(self.spark, path)
-        rows = {t: self.write(df, "bronze", MAILBOX_TABLES[t], 4) for t, df in frames.items()}
-        return {"rows": sum(rows.values()), "tables": rows, "bad_lines": 0, "bad_by_reason": {}}
-
-    def _ingest_client_timing(self, pattern: str) -> dict[str, Any]:
-        df, bad = sources.read_client_timing(self.spark, pattern)
-        rows = self.write(df, "bronze", "client_timing", partitions=1)
-        reasons = {"malformed": bad} if bad else {}
-        return {"rows": rows, "bad_lines": bad, "bad_by_reason": reasons}
-
     def ingest_stats(self) -> dict[str, dict[str, Any]]:
-        """``bronze/_stats/<source>.json`` of every ingested source, by source."""
-        return {
-            source: self._read_json("bronze", "_stats", f"{source}.json")
-            for source in SOURCES
-            if storage.exists(self.spark, self.path("bronze", "_stats", f"{source}.json"))
-        }
+        """Per ingested source, over everything ingested: rows, bad lines (and by reason),
+        files and the patterns given (from ``bronze/_ingested.json``)."""
+        return read_manifest(self.spark, self.output).totals()
 
     def corrupt_lines(self) -> dict[str, int]:
-        """Bad lines per ingested source (from ``bronze/_stats``)."""
+        """Bad lines per ingested source."""
         return {source: int(s["bad_lines"]) for source, s in self.ingest_stats().items()}
 
     def _require_bronze(self) -> None:
-        if not storage.exists(self.spark, self.path("bronze", "_stage.json")):
+        if not storage.exists(self.spark, self.path("bronze", MANIFEST)):
             raise InputError(f"no bronze tables under {self.output}: run ingest first")
 
     # --- sessionize --------------------------------------------------------------------
 
-    def sessionize(self) -> dict[str, int]:
-        """bronze/events -> silver/events, attempts, generations, sessions; returns row counts."""
+    def sessionize(self, days: DayRange | None = None) -> dict[str, Any]:
+        """bronze/events -> silver/events, attempts, generations, sessions; returns row counts.
+
+        :param days: only the sessions requested on these days (see :class:`DayRange`).
+        """
         self._require_bronze()
-        started = time.monotonic()
-        counts: dict[str, int] = {}
-        events = bronze.good(self.read("bronze", "events", schemas.BRONZE_EVENTS))
+        days = days or DayRange()
+        started = time.monotonic(), time.time()
+        counts: dict[str, Any] = {}
+        events = bronze.good(self.bronze("events", days.widened()))
+        if days.first is not None or days.last is not None:
+            events = silver.requested_in(events, days.first, days.last)
         with self.progress.step("sessionize: ordering events per session") as info:
             counts["events"] = info["rows"] = self.write(
                 silver.sessionize(events), "silver", "events"
             )
         ordered = self.spark.read.parquet(self.path("silver", "events"))
-        for name, transform in (("attempts", silver.attempts), ("generations", silver.generations)):
+        for name, transform in (
+            ("pings", silver.pings),
+            ("attempts", silver.attempts),
+            ("generations", silver.generations),
+        ):
             with self.progress.step(f"sessionize: {name}") as info:
                 counts[name] = info["rows"] = self.write(transform(ordered), "silver", name)
         gens = self.spark.read.parquet(self.path("silver", "generations"))
@@ -253,8 +186,16 @@ class Pipeline:
             counts["sessions"] = info["rows"] = self.write(
                 silver.sessions(ordered, gens), "silver", "sessions"
             )
-        self._stage_done("silver", "sessionize", started)
+        counts["days"] = days.as_dict()
+        self._stage_done("silver", "sessionize", started, counts)
         return counts
+
+    def days(self) -> DayRange:
+        """The days the silver tables were built for (all when no range was asked for)."""
+        record = self.stage_record("silver")
+        if record is None or not isinstance(record.get("result"), dict):
+            return DayRange()
+        return DayRange.from_dict(record["result"].get("days"))
 
     def _silver(self, table: str) -> Any:
         if not self.has("silver", table):
@@ -262,28 +203,23 @@ class Pipeline:
         return self.spark.read.parquet(self.path("silver", table))
 
     def _transit(self) -> Any:
-        log = self.read("bronze", "transit_log", schemas.TRANSIT_USAGE)
-        db = self.read("bronze", "transit_db", schemas.TRANSIT_USAGE)
+        days = self.days()
+        log = self.bronze("transit_log", days)
+        db = self.bronze("transit_db", days)
         return bronze.transit_usage(log.unionByName(db))
 
     def _mailbox(self, table: str) -> Any:
-        name = MAILBOX_TABLES[table]
-        schema = {
-            "nameplates": schemas.MAILBOX_NAMEPLATES,
-            "mailboxes": schemas.MAILBOX_MAILBOXES,
-            "client_versions": schemas.MAILBOX_CLIENT_VERSIONS,
-        }[table]
-        return self.read("bronze", name, schema)
+        return self.bronze(MAILBOX_TABLES[table], self.days())
 
     # --- aggregate ---------------------------------------------------------------------
 
     def aggregate(self) -> dict[str, int]:
         """silver (and bronze server tables) -> gold daily tables; returns row counts."""
         self._require_bronze()
-        started = time.monotonic()
+        started = time.monotonic(), time.time()
         tables: dict[str, Callable[[], Any]] = {
             "daily_sessions": lambda: gold.daily_sessions(
-                self._silver("sessions"), self._silver("events")
+                self._silver("sessions"), self._silver("pings")
             ),
             "daily_attempts": lambda: gold.daily_attempts(self._silver("attempts")),
             "daily_losses": lambda: gold.daily_losses(self._silver("generations")),
@@ -294,8 +230,10 @@ class Pipeline:
         counts = {}
         for name, build in tables.items():
             with self.progress.step(f"aggregate: {name}") as info:
-                counts[name] = info["rows"] = self.write(build(), "gold", name, partitions=1)
-        self._stage_done("gold", "aggregate", started)
+                # repartition, not coalesce: the aggregation itself stays parallel
+                table = build().repartition(1).sortWithinPartitions(*gold.ORDER[name])
+                counts[name] = info["rows"] = self.write(table, "gold", name)
+        self._stage_done("gold", "aggregate", started, counts)
         return counts
 
     # --- report ------------------------------------------------------------------------
@@ -303,13 +241,14 @@ class Pipeline:
     def report(self) -> dict[str, Any]:
         """-> report/summary.json and report/index.html; returns the summary."""
         self._require_bronze()
-        started = time.monotonic()
+        started = time.monotonic(), time.time()
         for table in ("daily_sessions", "daily_attempts", "daily_losses"):
             if not self.has("gold", table):
                 raise InputError(f"no gold/{table} under {self.output}: run aggregate first")
         tables = ReportTables(
             sessions=self._silver("sessions"),
             events=self._silver("events"),
+            pings=self._silver("pings"),
             attempts=self._silver("attempts"),
             generations=self._silver("generations"),
             daily_sessions=self.spark.read.parquet(self.path("gold", "daily_sessions")),
@@ -318,31 +257,37 @@ class Pipeline:
             mailboxes=self._mailbox("mailboxes"),
             nameplates=self._mailbox("nameplates"),
             transit=self._transit(),
-            timing=self.read("bronze", "client_timing", schemas.CLIENT_TIMING),
+            timing=self.bronze("client_timing", self.days()),
         )
+        days = self.days()
+        record = self.stage_record("silver") or {}
+        events = int((record.get("result") or {}).get("events", 0))
+        large = events >= quantiles.LARGE_ROWS
         with self.progress.step("report: summary"):
             summary = build_summary(
                 tables.sessions,
-                tables.events,
+                tables.pings,
                 tables.mailboxes,
                 tables.nameplates,
                 tables.transit,
                 tables.timing,
                 self.corrupt_lines(),
+                quantiles.bracketed if large else None,
             )
         with self.progress.step("report: breakdowns"):
-            data = collect(tables)
+            data = collect(tables, large=large)
             summary.update(summary_extras(data))
+            summary["range"] = days.as_dict()
             self._write_json(summary, "report", "summary.json")
         with self.progress.step("report: page"):
-            html = render_html(summary, data, self._meta())
+            html = render_html(summary, data, self._meta(days))
             storage.write_text(self.spark, self.path("report", "index.html"), html)
-        self._stage_done("report", "report", started)
+        self._stage_done("report", "report", started, {"sessions": summary["sessions"]})
         self.progress.say(f"report written to {self.path('report', 'index.html')}")
         return summary
 
-    def _meta(self) -> Meta:
-        """The page header's facts: ingested inputs (``bronze/_stats``), versions, output."""
+    def _meta(self, days: DayRange) -> Meta:
+        """The page header's facts: ingested inputs (the manifest), versions, output, days."""
         from txdilation import __version__
 
         inputs = [
@@ -359,14 +304,17 @@ class Pipeline:
             txdilation_version=__version__,
             spark=f"Spark {self.spark.version} ({self.spark.sparkContext.master})",
             output=self.output,
+            selected=days.describe(),
         )
 
-    def analyze(self, inputs: Inputs) -> dict[str, Any]:
-        """All four stages; returns the summary."""
-        self.ingest(inputs)
-        self.sessionize()
+    def analyze(self, inputs: Inputs | None, days: DayRange | None = None) -> dict[str, Any]:
+        """All four stages (without inputs: the three after ingest, over what was ingested
+        before); returns the summary."""
+        if inputs is not None:
+            self.ingest(inputs)
+        self.sessionize(days)
         self.aggregate()
         return self.report()
 
 
-__all__ = ["SOURCES", "Inputs", "Pipeline", "Progress"]
+__all__ = ["SOURCES", "DayRange", "Inputs", "Pipeline", "Progress"]

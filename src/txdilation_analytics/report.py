@@ -111,6 +111,7 @@ class Meta:
     txdilation_version: str = ""
     spark: str = ""
     output: str = ""
+    selected: str | None = None  # the days asked for (--from/--to), None for all
 
 
 def _environment() -> Any:

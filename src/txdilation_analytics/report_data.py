@@ -16,6 +16,7 @@ Extension point: :data:`EXTRA_SECTIONS` holds optional :class:`Section` s (a tit
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ class ReportTables:
 
     sessions: DataFrame
     events: DataFrame
+    pings: DataFrame
     attempts: DataFrame
     generations: DataFrame
     daily_sessions: DataFrame
@@ -100,12 +102,25 @@ def _str(value: Any) -> str:
     return str(value) if value is not None else "null"
 
 
-def _curves(df: DataFrame, key: str, col: str) -> dict[str, tuple[int, list[float]]]:
-    """Per value of ``key``: (rows with ``col``, ``col`` at every :data:`CURVE` percentile)."""
+CURVE_ACCURACY = 100_000
+"""``percentile_approx`` accuracy of the curves of large runs: rank error under 0.001 %."""
+
+
+def _curves(
+    df: DataFrame, key: str, col: str, approx: bool = False
+) -> dict[str, tuple[int, list[float]]]:
+    """Per value of ``key``: (rows with ``col``, ``col`` at every :data:`CURVE` percentile):
+    exact, or with ``approx`` (large runs: an exact percentile holds every value of a group
+    in one buffer) ``percentile_approx`` at :data:`CURVE_ACCURACY`."""
+    curve = (
+        F.percentile_approx(col, F.array(*[F.lit(p) for p in CURVE]), CURVE_ACCURACY)
+        if approx
+        else quantiles(col, CURVE)
+    )
     rows = (
         df.filter(F.col(key).isNotNull() & F.col(col).isNotNull())
         .groupBy(key)
-        .agg(F.count(F.lit(1)).alias("n"), quantiles(col, CURVE).alias("q"))
+        .agg(F.count(F.lit(1)).alias("n"), curve.alias("q"))
         .collect()
     )
     return {r[key]: (int(r["n"]), [float(v) for v in r["q"]]) for r in rows}
@@ -115,20 +130,21 @@ def _path(via_relay: str) -> Column:
     return F.when(F.col(via_relay), "relay").when(~F.col(via_relay), "direct")
 
 
-def path_stats(t: ReportTables) -> dict[str, PathStats]:
-    """Direct vs relay: connections, time to dilate, RTT and throughput per path."""
+def path_stats(t: ReportTables, approx: bool = False) -> dict[str, PathStats]:
+    """Direct vs relay: connections, time to dilate, RTT and throughput per path (curves
+    approximate with ``approx``, see :func:`_curves`)."""
     out = {p: PathStats() for p in PATHS}
     selected = t.generations.filter(F.col("selected")).withColumn("path", _path("via_relay"))
     for r in selected.groupBy("path").count().collect():
         if r["path"] is not None:
             out[r["path"]].connections = int(r["count"])
     dilated = t.sessions.filter(F.col("dilated")).withColumn("path", _path("first_via_relay"))
-    for path, (n, curve) in _curves(dilated, "path", "time_to_dilate_s").items():
+    for path, (n, curve) in _curves(dilated, "path", "time_to_dilate_s", approx).items():
         out[path].sessions_first, out[path].time_to_dilate = n, curve
-    pings = t.events.filter(F.col("event") == "ping_rtt").join(
+    pings = t.pings.join(
         selected.select("session", "generation", "path"), ["session", "generation"]
     )
-    for path, (n, curve) in _curves(pings, "path", "rtt_s").items():
+    for path, (n, curve) in _curves(pings, "path", "rtt_s", approx).items():
         out[path].rtt_samples, out[path].rtt = n, curve
     by_session = dilated.withColumn(
         "path",
@@ -136,28 +152,38 @@ def path_stats(t: ReportTables) -> dict[str, PathStats]:
         .when(F.col("relayed_connections") == F.col("connections"), "relay")
         .otherwise("mixed"),
     )
-    for path, (n, curve) in _curves(by_session, "path", "throughput_Bps").items():
+    for path, (n, curve) in _curves(by_session, "path", "throughput_Bps", approx).items():
         out[path].throughput_sessions, out[path].throughput = n, curve
     return out
 
 
 def _ranges(t: ReportTables) -> dict[str, tuple[str, str]]:
-    sources = {
-        "events": (t.events, "ts"),
-        "mailbox_usage_db": (
-            t.mailboxes.select("started").unionByName(t.nameplates.select("started")),
-            "started",
-        ),
-        "transit": (t.transit, "started"),
-        "client_timing": (t.timing, "start"),
-    }
-    out = {}
-    for source, (df, col) in sources.items():
-        day = F.to_date(F.timestamp_seconds(F.col(col)))
-        row = df.agg(F.min(day).alias("a"), F.max(day).alias("b")).first()
-        if row is not None and row["a"] is not None:
-            out[source] = (row["a"].isoformat(), row["b"].isoformat())
-    return out
+    """Per source, the first and last UTC day of its rows, in one job (events: their
+    sessions' first and last events, which cover the same days, from the small table)."""
+
+    def days(df: DataFrame, source: str, *cols: str) -> list[DataFrame]:
+        return [
+            df.select(F.lit(source).alias("source"), F.col(c).alias("t")).filter("t IS NOT NULL")
+            for c in cols
+        ]
+
+    parts = [
+        *days(t.sessions, "events", "first_ts", "last_ts"),
+        *days(t.mailboxes, "mailbox_usage_db", "started"),
+        *days(t.nameplates, "mailbox_usage_db", "started"),
+        *days(t.transit, "transit", "started"),
+        *days(t.timing, "client_timing", "start"),
+    ]
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    rows = union.groupBy("source").agg(F.min("t").alias("a"), F.max("t").alias("b")).collect()
+    day = datetime.datetime.fromtimestamp
+    return {
+        r["source"]: (day(r["a"], datetime.UTC).date().isoformat(),
+                      day(r["b"], datetime.UTC).date().isoformat())
+        for r in rows
+    }  # fmt: skip
 
 
 def daily_rows(daily_sessions: DataFrame, daily_losses: DataFrame) -> list[dict[str, Any]]:
@@ -224,9 +250,12 @@ def extra_sections(
     return out
 
 
-def collect(t: ReportTables, sections: list[Section] | None = None) -> ReportData:
-    """Run the report's Spark jobs; ``sections`` defaults to :data:`EXTRA_SECTIONS`."""
-    lost = failures.undilated(t.sessions, t.events, t.attempts).cache()
+def collect(
+    t: ReportTables, sections: list[Section] | None = None, large: bool = False
+) -> ReportData:
+    """Run the report's Spark jobs; ``sections`` defaults to :data:`EXTRA_SECTIONS`; ``large``
+    runs draw approximate curves (:func:`path_stats`)."""
+    lost = failures.undilated(t.sessions, t.attempts).cache()
     try:
         undilated = sorted(
             (r["reason"], _str(r["end_reason"]), int(r["count"]))
@@ -237,7 +266,7 @@ def collect(t: ReportTables, sections: list[Section] | None = None) -> ReportDat
     finally:
         lost.unpersist()
     return ReportData(
-        paths=path_stats(t),
+        paths=path_stats(t, large),
         undilated=undilated,
         undilated_attempts=undilated_attempts,
         attempts=_attempt_counts(t.daily_attempts, "attempts"),

@@ -107,7 +107,12 @@ BRONZE_EVENTS = T.StructType(
 """bronze/events: every line read (bad ones with their reason and string fields nulled)."""
 
 MAILBOX_NAMEPLATES = _struct(
-    ("app_id", S), ("started", D), ("waiting_time", D), ("total_time", D), ("result", S)
+    ("app_id", S),
+    ("started", D),
+    ("waiting_time", D),
+    ("total_time", D),
+    ("result", S),
+    ("source_file", S),
 )
 MAILBOX_MAILBOXES = _struct(
     ("app_id", S),
@@ -116,9 +121,10 @@ MAILBOX_MAILBOXES = _struct(
     ("total_time", D),
     ("waiting_time", D),
     ("result", S),
+    ("source_file", S),
 )
 MAILBOX_CLIENT_VERSIONS = _struct(
-    ("app_id", S), ("connect_time", D), ("implementation", S), ("version", S)
+    ("app_id", S), ("connect_time", D), ("implementation", S), ("version", S), ("source_file", S)
 )
 """client_versions without ``side`` (an identifier we do not keep)."""
 
@@ -155,6 +161,26 @@ CLIENT_TIMING = _struct(
     ("server_tx", D),
 )
 """bronze/client_timing: stock ``--dump-timing`` events, scrubbed (no bodies, sides, IPs)."""
+
+DAY = T.StructField("day", T.DateType())
+"""The partition column of every bronze table: the UTC day of the row's time (NULL without)."""
+
+
+def dated(schema: T.StructType) -> T.StructType:
+    """``schema`` with the :data:`DAY` partition column last."""
+    return T.StructType([*schema.fields, DAY])
+
+
+BRONZE_TABLES: dict[str, tuple[T.StructType, str]] = {
+    "events": (BRONZE_EVENTS, "ts"),
+    "mailbox_nameplates": (MAILBOX_NAMEPLATES, "started"),
+    "mailbox_mailboxes": (MAILBOX_MAILBOXES, "started"),
+    "mailbox_client_versions": (MAILBOX_CLIENT_VERSIONS, "connect_time"),
+    "transit_log": (TRANSIT_USAGE, "started"),
+    "transit_db": (TRANSIT_USAGE, "started"),
+    "client_timing": (CLIENT_TIMING, "start"),
+}
+"""Bronze table -> (its columns without ``day``, the time column ``day`` is the UTC day of)."""
 
 # --- silver ------------------------------------------------------------------------------
 
@@ -225,22 +251,31 @@ SESSIONS = _struct(
     ("subchannels", L),
     ("connected_s", D),
     ("throughput_Bps", D),
+    ("please_received", B),
+    ("hints_received", L),
 )
+
+PINGS = _struct(("session", S), ("generation", L), ("day", T.DateType()), ("rtt_s", D))
+"""silver/pings: every RTT sample (a ``ping_rtt`` record with ``rtt_s``)."""
 
 __all__ = [
     "ATTEMPTS",
     "BRONZE_EVENTS",
+    "BRONZE_TABLES",
     "CLIENT_TIMING",
     "CORRUPT",
+    "DAY",
     "GENERATIONS",
     "MAILBOX_CLIENT_VERSIONS",
     "MAILBOX_MAILBOXES",
     "MAILBOX_NAMEPLATES",
+    "PINGS",
     "SCHEMA",
     "SESSIONS",
     "TRANSIT_RAW",
     "TRANSIT_USAGE",
     "EventRules",
+    "dated",
     "event_rules",
     "event_type",
     "raw_event_type",

@@ -20,6 +20,8 @@ Definitions (also in docs/analytics.md):
 
 from __future__ import annotations
 
+import datetime
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -71,21 +73,60 @@ def sessionize(events: DataFrame) -> DataFrame:
     )
 
 
+def requested_in(
+    events: DataFrame, first: datetime.date | None, last: datetime.date | None
+) -> DataFrame:
+    """Good bronze events (with ``day``) of the sessions whose first event (``seq`` 0) is on
+    a day from ``first`` to ``last`` (None: unbounded)."""
+    start = F.col("seq") == 0
+    if first is not None:
+        start &= F.col("day") >= F.lit(first)
+    if last is not None:
+        start &= F.col("day") <= F.lit(last)
+    return events.join(events.filter(start).select("session"), "session", "left_semi")
+
+
+def pings(events: DataFrame) -> DataFrame:
+    """Sessionized events -> every RTT sample (``ping_rtt`` with an ``rtt_s``):
+    ``schemas.PINGS``. A few percent of the events: what every RTT figure is computed from."""
+    rows = events.filter(_is("ping_rtt") & F.col("rtt_s").isNotNull())
+    return _conform(rows, schemas.PINGS)
+
+
+def _vocabulary(col: str) -> list[str]:
+    return [v for v in schemas.event_rules().enums[col] if v is not None]
+
+
+def _code(col: str) -> Column:
+    """An enum string column as its 1-based index in the schema's vocabulary (NULL stays NULL;
+    bronze admits no other value). Aggregated as numbers, these keep the aggregation buffers
+    fixed-width, so Spark aggregates by hashing instead of sorting every event."""
+    return F.array_position(F.array(*[F.lit(v) for v in _vocabulary(col)]), F.col(col))
+
+
+def _decode(code: Column, col: str) -> Column:
+    """The inverse of :func:`_code`."""
+    values = F.array(*[F.lit(v) for v in _vocabulary(col)])
+    return F.when(code > 0, F.element_at(values, code.cast("int")))
+
+
 def attempts(events: DataFrame) -> DataFrame:
     """Sessionized events -> one row per (session, attempt): ``schemas.ATTEMPTS``.
 
     ``outcome`` is ``unfinished`` for an attempt that started but never ended in the log.
+    (``pair`` and ``role`` are the same on every event of a session once sessionized: they
+    are grouped by, not aggregated.)
     """
     rows = events.filter(F.col("event").isin("attempt_started", "attempt_ended"))
-    out = rows.groupBy("session", "attempt").agg(
-        F.first("pair", ignorenulls=True).alias("pair"),
-        F.first("role", ignorenulls=True).alias("role"),
+    out = rows.groupBy("session", "attempt", "pair", "role").agg(
         F.min("generation").alias("generation"),
-        F.first("hint_type", ignorenulls=True).alias("hint_type"),
-        F.first("direction", ignorenulls=True).alias("direction"),
+        _decode(F.first(_code("hint_type"), ignorenulls=True), "hint_type").alias("hint_type"),
+        _decode(F.first(_code("direction"), ignorenulls=True), "direction").alias("direction"),
         F.min(_when("attempt_started", "ts")).alias("started_ts"),
         F.max(_when("attempt_ended", "ts")).alias("ended_ts"),
-        F.coalesce(F.first("outcome", ignorenulls=True), F.lit("unfinished")).alias("outcome"),
+        F.coalesce(
+            _decode(F.first(_code("outcome"), ignorenulls=True), "outcome"), F.lit("unfinished")
+        ).alias("outcome"),
         F.max("connect_s").alias("connect_s"),
         F.max("handshake_s").alias("handshake_s"),
     )
@@ -98,29 +139,33 @@ def _hint_total(event: str) -> Column:
 
 
 def generations(events: DataFrame) -> DataFrame:
-    """Sessionized events -> one row per (session, generation): ``schemas.GENERATIONS``."""
+    """Sessionized events -> one row per (session, generation): ``schemas.GENERATIONS``.
+
+    ``attempts`` counts the generation's ``attempt_started`` records (one per attempt: a line
+    ingested twice was dropped by :func:`sessionize`).
+    """
     sel = _is("connection_selected")
     lost = _is("connection_lost")
+    first_sel = F.when(sel, F.col("seq"))
+    first_lost = F.when(lost, F.col("seq"))
     out = (
         events.filter(F.col("generation").isNotNull())
-        .groupBy("session", "generation")
+        .groupBy("session", "generation", "pair", "role")
         .agg(
-            F.first("pair", ignorenulls=True).alias("pair"),
-            F.first("role", ignorenulls=True).alias("role"),
             F.min("ts").alias("start_ts"),
             F.max("ts").alias("end_ts"),
-            F.count_distinct(_when("attempt_started", "attempt")).alias("attempts"),
+            F.count(_when("attempt_started", "attempt")).alias("attempts"),
             F.coalesce(_hint_total("hints_sent"), F.lit(0)).alias("hints_sent"),
             F.coalesce(_hint_total("hints_received"), F.lit(0)).alias("hints_received"),
             F.bool_or(sel).alias("selected"),
-            F.min_by("ts", F.when(sel, F.col("seq"))).alias("selected_ts"),
-            F.min_by("hint_type", F.when(sel, F.col("seq"))).alias("hint_type"),
-            F.min_by("via_relay", F.when(sel, F.col("seq"))).alias("via_relay"),
-            F.min_by("since_request_s", F.when(sel, F.col("seq"))).alias("since_request_s"),
-            F.min_by("candidates", F.when(sel, F.col("seq"))).alias("candidates"),
-            F.min_by("ts", F.when(lost, F.col("seq"))).alias("lost_ts"),
-            F.min_by("reason", F.when(lost, F.col("seq"))).alias("lost_reason"),
-            F.min_by("uptime_s", F.when(lost, F.col("seq"))).alias("_lost_uptime_s"),
+            F.min_by("ts", first_sel).alias("selected_ts"),
+            _decode(F.min_by(_code("hint_type"), first_sel), "hint_type").alias("hint_type"),
+            F.min_by("via_relay", first_sel).alias("via_relay"),
+            F.min_by("since_request_s", first_sel).alias("since_request_s"),
+            F.min_by("candidates", first_sel).alias("candidates"),
+            F.min_by("ts", first_lost).alias("lost_ts"),
+            _decode(F.min_by(_code("reason"), first_lost), "reason").alias("lost_reason"),
+            F.min_by("uptime_s", first_lost).alias("_lost_uptime_s"),
             F.count(_when("ping_rtt", "seq")).alias("pings"),
         )
         .withColumn(
@@ -138,34 +183,49 @@ def generations(events: DataFrame) -> DataFrame:
 
 
 def sessions(events: DataFrame, gens: DataFrame) -> DataFrame:
-    """Sessionized events and their generations -> one row per session: ``schemas.SESSIONS``."""
+    """Sessionized events and their generations -> one row per session: ``schemas.SESSIONS``.
+
+    ``generations`` and ``connected_s`` come from ``gens``; the RTT median from the session's
+    ``ping_rtt`` records alone (an exact median, aggregated apart from the other columns);
+    ``please_received`` and ``hints_received`` say how far an undilated session got
+    (:mod:`.failures`).
+    """
     sel = _is("connection_selected")
     first_sel = F.when(sel, F.col("seq"))
     last_traffic = F.when(_is("traffic"), F.col("seq"))
-    per_session = events.groupBy("session").agg(
-        F.first("pair", ignorenulls=True).alias("pair"),
-        F.first("role", ignorenulls=True).alias("role"),
+    per_session = events.groupBy("session", "pair", "role").agg(
         F.min("ts").alias("first_ts"),
         F.max("ts").alias("last_ts"),
         F.min(_when("dilation_requested", "ts")).alias("requested_ts"),
         F.bool_or(_is("session_ended")).alias("ended"),
-        F.max_by("reason", F.when(_is("session_ended"), F.col("seq"))).alias("end_reason"),
+        _decode(
+            F.max_by(_code("reason"), F.when(_is("session_ended"), F.col("seq"))), "reason"
+        ).alias("end_reason"),
         F.min_by("since_request_s", first_sel).alias("_since_request_s"),
         F.min_by("ts", first_sel).alias("_first_selected_ts"),
         F.min_by("via_relay", first_sel).alias("first_via_relay"),
-        F.min_by("hint_type", first_sel).alias("first_hint_type"),
-        F.count_distinct("generation").alias("generations"),
+        _decode(F.min_by(_code("hint_type"), first_sel), "hint_type").alias("first_hint_type"),
         F.count(F.when(sel, F.lit(1))).alias("connections"),
         F.count(F.when(sel & F.col("via_relay"), F.lit(1))).alias("relayed_connections"),
         F.count(F.when(_is("connection_lost"), F.lit(1))).alias("connections_lost"),
         *[F.max_by(c, last_traffic).alias(c) for c in TRAFFIC],
         F.count(_when("ping_rtt", "rtt_s")).alias("pings"),
-        F.median(_when("ping_rtt", "rtt_s")).alias("rtt_median_s"),
         F.count(F.when(_is("subchannel_opened"), F.lit(1))).alias("subchannels"),
+        F.bool_or(_is("please_received")).alias("please_received"),
+        F.count(F.when(_is("hints_received"), F.lit(1))).alias("hints_received"),
     )
-    connected = gens.groupBy("session").agg(F.sum("uptime_s").alias("connected_s"))
+    rtt = (
+        events.filter(_is("ping_rtt") & F.col("rtt_s").isNotNull())
+        .groupBy("session")
+        .agg(F.median("rtt_s").alias("rtt_median_s"))
+    )
+    per_gen = gens.groupBy("session").agg(
+        F.sum("uptime_s").alias("connected_s"), F.count(F.lit(1)).alias("generations")
+    )
     out = (
-        per_session.join(connected, "session", "left")
+        per_session.join(per_gen, "session", "left")
+        .join(rtt, "session", "left")
+        .withColumn("generations", F.coalesce(F.col("generations"), F.lit(0)))
         .withColumn("day", F.to_date(F.timestamp_seconds(F.col("first_ts"))))
         .withColumn("dilated", F.col("connections") > 0)
         .withColumn(
@@ -186,4 +246,4 @@ def sessions(events: DataFrame, gens: DataFrame) -> DataFrame:
     return _conform(out, schemas.SESSIONS)
 
 
-__all__ = ["attempts", "generations", "sessionize", "sessions"]
+__all__ = ["attempts", "generations", "pings", "requested_in", "sessionize", "sessions"]

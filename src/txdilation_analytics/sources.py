@@ -1,72 +1,41 @@
 """Readers for every input: our JSON lines, the servers' SQLite and JSON logs, stock timing dumps.
 
-Layer: I/O at the edge of the pipeline. Each reader checks that its input exists and has the
-expected shape (raising :class:`~txdilation_analytics.errors.InputError` with the option name
-and path otherwise) and returns a raw typed DataFrame; line-level problems are not errors here,
-they become ``bad_reason`` values in :mod:`.bronze`.
+Layer: I/O at the edge of the pipeline. Inputs were checked before Spark started
+(:mod:`.inputs`); each reader takes the files to read and returns a raw typed DataFrame;
+line-level problems are not errors here, they become ``bad_reason`` values in :mod:`.bronze`.
 
-SQLite is read with Python's ``sqlite3``, selecting every time column ``CAST(... AS REAL)``
-(the servers store ``time.time()`` floats in INTEGER-declared columns, which Spark's JDBC reader
-truncates). Stock ``--dump-timing`` files are scrubbed here, before Spark sees them: only the
-event name, times and a few allow-listed scalar details are kept (no bodies, sides, welcome
-messages or addresses).
+SQLite is read by :mod:`.sqlite_source` (Python's ``sqlite3`` in Spark's Python workers),
+selecting every time column ``CAST(... AS REAL)`` (the servers store ``time.time()`` floats in
+INTEGER-declared columns, which Spark's JDBC reader truncates). Stock ``--dump-timing`` files
+are scrubbed here, before Spark sees them: only the event name, times and a few allow-listed
+scalar details are kept (no bodies, sides, welcome messages or addresses).
 """
 
 from __future__ import annotations
 
-import glob
 import ipaddress
 import json
-import os
-import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from . import schemas
 from .errors import InputError
-from .storage import is_remote, qualify
-
-SQLITE_CHUNK_ROWS = 200_000
-
-
-def expand(option: str, pattern: str) -> list[str]:
-    """Return the input paths for a glob (remote patterns are left for Spark to expand).
-
-    :raises InputError: a local pattern matches nothing.
-    """
-    if is_remote(pattern):
-        return [pattern]
-    matches = sorted(glob.glob(os.path.expanduser(pattern)))
-    if not matches:
-        raise InputError(f"{option}: no file matches {pattern!r}")
-    return [qualify(m) for m in matches]
+from .inputs import is_remote
+from .storage import qualify
 
 
-def _local_file(option: str, path: str) -> str:
-    if is_remote(path):
-        raise InputError(f"{option}: SQLite files must be local, got {path!r}")
-    if not os.path.isfile(path):
-        raise InputError(f"{option}: no such file {path!r}")
-    return path
-
-
-def read_events(spark: Any, pattern: str) -> Any:
-    """Read telemetry JSON lines matching ``pattern`` (schema :func:`schemas.raw_event_type`).
+def read_events(spark: Any, paths: Sequence[str]) -> Any:
+    """Read telemetry JSON lines from ``paths`` (schema :func:`schemas.raw_event_type`).
 
     Unparseable lines keep their text in ``_corrupt_record``; ``source_file`` is added.
-    :raises InputError: a local pattern matches nothing.
+    Compressed files (``.gz``, ``.bz2``...) are read as such.
     """
-    return _read_json_lines(spark, expand("--events", pattern), schemas.raw_event_type())
+    return _read_json_lines(spark, paths, schemas.raw_event_type())
 
 
-def read_transit_log(spark: Any, path: str) -> Any:
-    """Read the transit relay's ``--log-fd`` JSON lines (schema :data:`schemas.TRANSIT_RAW`).
-
-    :raises InputError: the file does not exist.
-    """
-    if not is_remote(path) and not os.path.isfile(path):
-        raise InputError(f"--transit-log: no such file {path!r}")
-    return _read_json_lines(spark, [qualify(path)], schemas.TRANSIT_RAW)
+def read_transit_log(spark: Any, paths: Sequence[str]) -> Any:
+    """Read the transit relay's ``--log-fd`` JSON lines (schema :data:`schemas.TRANSIT_RAW`)."""
+    return _read_json_lines(spark, paths, schemas.TRANSIT_RAW)
 
 
 def _read_json_lines(spark: Any, paths: Sequence[str], schema: Any) -> Any:
@@ -76,95 +45,29 @@ def _read_json_lines(spark: Any, paths: Sequence[str], schema: Any) -> Any:
         spark.read.schema(schema)
         .option("mode", "PERMISSIVE")
         .option("columnNameOfCorruptRecord", schemas.CORRUPT)
-        .json(list(paths))
+        .json([qualify(p) for p in paths])
     )
     return df.withColumn("source_file", F.col("_metadata.file_path"))
 
 
-def _sqlite_rows(
-    option: str, path: str, tables: dict[str, str]
-) -> Iterator[tuple[str, list[tuple[Any, ...]]]]:
-    """Yield (table, chunk of rows) for each query in ``tables`` (table name -> SELECT)."""
-    try:
-        db = sqlite3.connect(f"file:{os.path.abspath(path)}?mode=ro", uri=True)
-    except sqlite3.Error as e:
-        raise InputError(f"{option}: cannot open {path!r}: {e}") from e
-    try:
-        try:
-            present = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
-        except sqlite3.DatabaseError as e:
-            raise InputError(f"{option}: {path!r} is not an SQLite database: {e}") from e
-        missing = sorted(set(tables) - present)
-        if missing:
-            raise InputError(
-                f"{option}: {path!r} is not a usage database (missing table {missing[0]!r})"
-            )
-        for table, query in tables.items():
-            cursor = db.execute(query)
-            while chunk := cursor.fetchmany(SQLITE_CHUNK_ROWS):
-                yield table, chunk
-    finally:
-        db.close()
-
-
-def _frames(spark: Any, chunks: Iterable[list[tuple[Any, ...]]], schema: Any) -> Any:
-    frames = [spark.createDataFrame(chunk, schema) for chunk in chunks]
-    if not frames:
-        return spark.createDataFrame([], schema)
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out
-
-
-MAILBOX_QUERIES = {
-    "nameplates": "SELECT app_id, CAST(started AS REAL), CAST(waiting_time AS REAL),"
-    " CAST(total_time AS REAL), result FROM nameplates",
-    "mailboxes": "SELECT app_id, CAST(for_nameplate AS INTEGER) != 0, CAST(started AS REAL),"
-    " CAST(total_time AS REAL), CAST(waiting_time AS REAL), result FROM mailboxes",
-    "client_versions": "SELECT app_id, CAST(MIN(connect_time) AS REAL), implementation, version"
-    " FROM client_versions GROUP BY side",
+MAILBOX_TABLES = {
+    "nameplates": ("mailbox_nameplates", schemas.MAILBOX_NAMEPLATES),
+    "mailboxes": ("mailbox_mailboxes", schemas.MAILBOX_MAILBOXES),
+    "client_versions": ("mailbox_client_versions", schemas.MAILBOX_CLIENT_VERSIONS),
 }
-MAILBOX_TYPES = {
-    "nameplates": schemas.MAILBOX_NAMEPLATES,
-    "mailboxes": schemas.MAILBOX_MAILBOXES,
-    "client_versions": schemas.MAILBOX_CLIENT_VERSIONS,
-}
+"""Usage DB table -> (bronze table, its schema)."""
+TRANSIT_DB_TABLES = {"usage": ("transit_db", schemas.TRANSIT_RAW)}
 
 
-def read_mailbox_usage_db(spark: Any, path: str) -> dict[str, Any]:
-    """Read the mailbox server's ``--usage-db`` into DataFrames per table.
+def read_usage_table(
+    spark: Any, path: str, table: str, schema: Any, *, after: int, upto: int
+) -> Any:
+    """Rows ``after < rowid <= upto`` of a usage DB table, ``source_file`` the DB's path
+    (:mod:`.sqlite_source`; ``client_versions`` deduplicated on ``side``, then dropped)."""
+    from . import sqlite_source
 
-    :returns: ``{"nameplates": df, "mailboxes": df, "client_versions": df}`` (client versions
-        deduplicated on ``side``, which is then dropped).
-    :raises InputError: missing file, not SQLite, or not a mailbox usage database.
-    """
-    _local_file("--mailbox-usage-db", path)
-    chunks: dict[str, list[list[tuple[Any, ...]]]] = {t: [] for t in MAILBOX_QUERIES}
-    for table, chunk in _sqlite_rows("--mailbox-usage-db", path, MAILBOX_QUERIES):
-        if table == "mailboxes":
-            chunk = [(r[0], bool(r[1]) if r[1] is not None else None, *r[2:]) for r in chunk]
-        chunks[table].append(chunk)
-    return {t: _frames(spark, chunks[t], MAILBOX_TYPES[t]) for t in MAILBOX_QUERIES}
-
-
-TRANSIT_DB_QUERY = {
-    "usage": "SELECT CAST(started AS REAL), CAST(total_time AS REAL), CAST(waiting_time AS REAL),"
-    " CAST(total_bytes AS INTEGER), result, NULL FROM usage"
-}
-
-
-def read_transit_usage_db(spark: Any, path: str) -> Any:
-    """Read the transit relay's ``--usage-db`` ``usage`` table (schema ``TRANSIT_RAW``).
-
-    :raises InputError: missing file, not SQLite, or not a transit usage database.
-    """
-    _local_file("--transit-usage-db", path)
-    chunks = [c for _, c in _sqlite_rows("--transit-usage-db", path, TRANSIT_DB_QUERY)]
-    from pyspark.sql import functions as F
-
-    return _frames(spark, chunks, schemas.TRANSIT_RAW).withColumn(
-        "source_file", F.lit(os.path.basename(path))
+    return sqlite_source.read_table(
+        spark, path, table, schema, after=after, upto=upto, source_file=path
     )
 
 
@@ -236,35 +139,35 @@ def timing_rows(source: str, data: object) -> tuple[list[tuple[Any, ...]], int]:
     return rows, bad
 
 
-def read_client_timing(spark: Any, pattern: str) -> tuple[Any, int]:
-    """Read and scrub stock ``--dump-timing`` JSON files matching ``pattern`` (local only).
+def read_client_timing(spark: Any, paths: Sequence[str]) -> tuple[Any, dict[str, int]]:
+    """Read and scrub stock ``--dump-timing`` JSON files (local only).
 
-    :returns: (DataFrame with schema CLIENT_TIMING, number of bad entries or files).
-    :raises InputError: nothing matches, or the pattern is remote.
+    :returns: (DataFrame with schema CLIENT_TIMING, bad entries per file: an unreadable file
+        counts as one).
+    :raises InputError: a path is remote (timing files are scrubbed here, before Spark).
     """
-    if is_remote(pattern):
-        raise InputError("--client-timing: timing files must be local (they are scrubbed here)")
     rows: list[tuple[Any, ...]] = []
-    bad = 0
-    for path in expand("--client-timing", pattern):
+    bad: dict[str, int] = {}
+    for path in paths:
+        if is_remote(path):
+            raise InputError("--client-timing: timing files must be local (they are scrubbed here)")
         try:
             with open(path, encoding="utf-8") as f:
                 data = json.load(f)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            bad += 1
+            bad[path] = 1
             continue
-        file_rows, file_bad = timing_rows(os.path.basename(path), data)
+        file_rows, bad[path] = timing_rows(path, data)
         rows.extend(file_rows)
-        bad += file_bad
     return spark.createDataFrame(rows, schemas.CLIENT_TIMING), bad
 
 
 __all__ = [
-    "expand",
+    "MAILBOX_TABLES",
+    "TRANSIT_DB_TABLES",
     "read_client_timing",
     "read_events",
-    "read_mailbox_usage_db",
     "read_transit_log",
-    "read_transit_usage_db",
+    "read_usage_table",
     "timing_rows",
 ]

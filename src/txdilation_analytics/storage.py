@@ -13,14 +13,12 @@ run is removed when the file is replaced.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
+from .inputs import is_remote as is_remote
+
 _SCHEMES = ("hdfs://", "s3a://", "s3://", "gs://", "abfs://", "abfss://", "wasb://", "file:")
-
-
-def is_remote(path: str) -> bool:
-    """True for paths with a filesystem scheme other than a plain local path."""
-    return "://" in path and not path.startswith("file:")
 
 
 def qualify(path: str) -> str:
@@ -86,3 +84,77 @@ def delete(spark: Any, path: str) -> None:
     fs, jpath = _fs(spark, path)
     if fs.exists(jpath):
         fs.delete(jpath, True)
+
+
+def replace_text(spark: Any, path: str, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed over it, so that a reader
+    (or a crash) sees the old content or the new one, never a part."""
+    fs, jpath = _fs(spark, path)
+    tmp = path + ".tmp"
+    write_text(spark, tmp, text)
+    _, jtmp = _fs(spark, tmp)
+    raw = _raw(fs)
+    if raw.exists(jpath):
+        raw.delete(jpath, False)
+    if not raw.rename(jtmp, jpath):
+        raise OSError(f"cannot rename {tmp} to {path}")
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file found by :func:`list_files`: its path, size and modification time."""
+
+    path: str
+    size: int
+    mtime_ms: int
+
+
+def list_files(spark: Any, pattern: str) -> list[FileInfo]:
+    """The files a remote glob matches (directories listed recursively), through Hadoop's
+    FileSystem; hidden files and Spark's markers (``.``/``_`` names) left out."""
+    fs, jpath = _fs(spark, pattern)
+    out: list[FileInfo] = []
+    stack = list(fs.globStatus(jpath) or [])
+    while stack:
+        status = stack.pop()
+        name = status.getPath().getName()
+        if name.startswith((".", "_")):
+            continue
+        if status.isDirectory():
+            stack.extend(fs.listStatus(status.getPath()))
+        else:
+            out.append(
+                FileInfo(status.getPath().toString(), status.getLen(), status.getModificationTime())
+            )
+    return sorted(out, key=lambda f: f.path)
+
+
+def children(spark: Any, path: str) -> list[str]:
+    """The names of the entries of directory ``path`` (empty when it does not exist)."""
+    fs, jpath = _fs(spark, path)
+    if not fs.exists(jpath):
+        return []
+    return sorted(s.getPath().getName() for s in fs.listStatus(jpath))
+
+
+def move_into(spark: Any, source_dir: str, target_dir: str) -> int:
+    """Move every data file of ``source_dir`` into ``target_dir`` (made if missing), keeping
+    names (Spark's are unique per job); returns how many were moved."""
+    fs, jsource = _fs(spark, source_dir)
+    _, jtarget = _fs(spark, target_dir)
+    fs.mkdirs(jtarget)
+    jvm = spark.sparkContext._jvm
+    moved = 0
+    for status in fs.listStatus(jsource):
+        name = status.getPath().getName()
+        if status.isDirectory() or name.startswith((".", "_")):
+            continue
+        if not fs.rename(status.getPath(), jvm.org.apache.hadoop.fs.Path(jtarget, name)):
+            raise OSError(f"cannot move {status.getPath().toString()} into {target_dir}")
+        moved += 1
+    return moved
+
+
+def touch(spark: Any, path: str) -> None:
+    """Create an empty file ``path`` (e.g. a ``_SUCCESS`` marker), replacing any."""
+    write_text(spark, path, "")

@@ -13,6 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .gold import quantiles, session_metrics, with_session_rates
+from .quantiles import Quantiles
 
 SUMMARY_SCHEMA = "txdilation-analytics-summary/1"
 
@@ -32,16 +33,28 @@ def _float(value: Any) -> float | None:
     return float(value) if value is not None else None
 
 
-def session_summary(sessions: DataFrame, events: DataFrame) -> dict[str, Any]:
-    """The session metrics of the summary (from silver sessions and silver events)."""
-    row = with_session_rates(sessions.agg(*session_metrics())).first()
+def session_summary(
+    sessions: DataFrame, pings: DataFrame, exact: Quantiles | None = None
+) -> dict[str, Any]:
+    """The session metrics of the summary (from silver sessions and silver pings).
+
+    :param exact: how whole-column percentiles are computed (:mod:`.quantiles`); None: inside
+        the aggregations, with Spark's ``percentile`` (the fewest jobs, for small runs).
+    """
+    row = with_session_rates(sessions.agg(*session_metrics(exact is None))).first()
     assert row is not None
-    rtt = (
-        events.filter((F.col("event") == "ping_rtt") & F.col("rtt_s").isNotNull())
-        .agg(F.count(F.lit(1)).alias("n"), quantiles("rtt_s", (0.5, 0.9)).alias("q"))
-        .first()
-    )
-    assert rtt is not None
+    if exact is None:
+        rtt = pings.agg(
+            F.count(F.lit(1)).alias("n"), quantiles("rtt_s", (0.5, 0.9)).alias("q")
+        ).first()
+        assert rtt is not None
+        rtt_n, rtt_q = int(rtt["n"]), rtt["q"]
+        ttd = [row[f"time_to_dilate_p{p}_s"] for p in (50, 90, 99)]
+        tput = [row[f"throughput_p{p}_Bps"] for p in (50, 90)]
+    else:
+        rtt_n, rtt_q = int(pings.count()), exact(pings, "rtt_s", (0.5, 0.9))
+        ttd = exact(sessions, "time_to_dilate_s", (0.5, 0.9, 0.99))
+        tput = exact(sessions, "throughput_Bps", (0.5, 0.9))
     pairs = sessions.agg(
         F.count_distinct("pair").alias("pairs"),
         F.min("day").alias("first_day"),
@@ -52,21 +65,14 @@ def session_summary(sessions: DataFrame, events: DataFrame) -> dict[str, Any]:
         "sessions": int(row["sessions"]),
         "sessions_dilated": int(row["sessions_dilated"]),
         "dilation_success_rate": _float(row["dilation_success_rate"]),
-        "time_to_dilate_s": {
-            "p50": _float(row["time_to_dilate_p50_s"]),
-            "p90": _float(row["time_to_dilate_p90_s"]),
-            "p99": _float(row["time_to_dilate_p99_s"]),
-        },
+        "time_to_dilate_s": _pq(ttd, ("p50", "p90", "p99")),
         "relay_share": _float(row["relay_share"]),
         "reconnects_per_session": _float(row["reconnects_per_session"]),
         "generations_total": int(row["generations"] or 0),
         "retransmitted_bytes_ratio": _float(row["retransmitted_bytes_ratio"]),
-        "throughput_Bps": {
-            "p50": _float(row["throughput_p50_Bps"]),
-            "p90": _float(row["throughput_p90_Bps"]),
-        },
-        "rtt_s": _pq(rtt["q"], ("p50", "p90")),
-        "rtt_samples": int(rtt["n"]),
+        "throughput_Bps": _pq(tput, ("p50", "p90")),
+        "rtt_s": _pq(rtt_q, ("p50", "p90")),
+        "rtt_samples": rtt_n,
         "bytes_sent_total": int(row["bytes_sent"] or 0),
         "bytes_retransmitted_total": int(row["bytes_retransmitted"] or 0),
         "pairs": int(pairs["pairs"]),
@@ -80,14 +86,33 @@ def session_summary(sessions: DataFrame, events: DataFrame) -> dict[str, Any]:
 def server_summary(
     mailboxes: DataFrame, nameplates: DataFrame, transit: DataFrame
 ) -> dict[str, Any]:
-    """The server metrics of the summary (mailbox usage DB, relay log/DB)."""
-    total = transit.agg(F.sum("total_bytes").alias("b")).first()
-    return {
-        "mailbox_results": counts_by(mailboxes, "result"),
-        "nameplate_results": counts_by(nameplates, "result"),
-        "transit_results": counts_by(transit, "mood"),
-        "transit_bytes_total": int(total["b"] or 0) if total is not None else 0,
-    }
+    """The server metrics of the summary (mailbox usage DB, relay log/DB), in one job."""
+    parts = [
+        mailboxes.select(F.lit("mailbox_results").alias("kind"), F.col("result").alias("key"),
+                         F.lit(0).cast("long").alias("bytes")),
+        nameplates.select(F.lit("nameplate_results").alias("kind"), F.col("result").alias("key"),
+                          F.lit(0).cast("long").alias("bytes")),
+        transit.select(F.lit("transit_results").alias("kind"), F.col("mood").alias("key"),
+                       F.col("total_bytes").alias("bytes")),
+    ]  # fmt: skip
+    rows = (
+        parts[0]
+        .unionByName(parts[1])
+        .unionByName(parts[2])
+        .groupBy("kind", "key")
+        .agg(F.count(F.lit(1)).alias("n"), F.sum("bytes").alias("bytes"))
+        .collect()
+    )
+    out: dict[str, Any] = {k: {} for k in ("mailbox_results", "nameplate_results")}
+    out["transit_results"] = {}
+    for r in rows:
+        out[r["kind"]][str(r["key"]) if r["key"] is not None else "null"] = int(r["n"])
+    for kind in list(out):
+        out[kind] = dict(sorted(out[kind].items()))
+    out["transit_bytes_total"] = sum(
+        int(r["bytes"] or 0) for r in rows if r["kind"] == "transit_results"
+    )
+    return out
 
 
 def timing_summary(timing: DataFrame) -> dict[str, Any]:
@@ -112,16 +137,18 @@ def timing_summary(timing: DataFrame) -> dict[str, Any]:
 
 def build_summary(
     sessions: DataFrame,
-    events: DataFrame,
+    pings: DataFrame,
     mailboxes: DataFrame,
     nameplates: DataFrame,
     transit: DataFrame,
     timing: DataFrame,
     corrupt_by_source: dict[str, int],
+    exact: Quantiles | None = None,
 ) -> dict[str, Any]:
-    """The whole ``summary.json`` document (see docs/analytics.md for every key)."""
+    """The whole ``summary.json`` document (see docs/analytics.md for every key); ``exact``
+    as for :func:`session_summary`."""
     out: dict[str, Any] = {"schema": SUMMARY_SCHEMA}
-    out.update(session_summary(sessions, events))
+    out.update(session_summary(sessions, pings, exact))
     out.update(server_summary(mailboxes, nameplates, transit))
     out["client_timing"] = timing_summary(timing)
     out["corrupt_lines"] = sum(corrupt_by_source.values())

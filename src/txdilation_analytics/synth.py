@@ -38,7 +38,8 @@ close: ``subchannel_closed``, ``connection_lost`` ``closed``, the ``final`` traf
 ``session_ended`` ``closed`` (the Manager's only end reason). A failed session ends after 30 s
 with the final (zero) traffic record and no connection.
 
-Outputs under ``OUT``: ``events/part-*.txt`` (JSON lines), ``mailbox-usage.sqlite``
+Outputs under ``OUT``: ``events/part-*.txt`` (JSON lines; ``part-*.txt.gz`` with
+``--compress``), ``mailbox-usage.sqlite``
 (the server's usage-v2 tables) and ``transit.jsonl`` (the relay's ``--log-fd`` format).
 """
 
@@ -55,8 +56,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from . import schemas, storage
+from . import schemas
 from .errors import InputError
+from .inputs import is_remote
 
 APP_ID = "lothar.com/wormhole/text-or-file-xfer"
 HINT_TYPES = ("direct-tcp-v1", "relay-v1")
@@ -88,6 +90,7 @@ class SynthOptions:
     start_date: str = "2026-01-05"
     files: int | None = None
     corrupt_rate: float = 0.0
+    compress: bool = False
 
     def start_epoch(self) -> float:
         """Midnight UTC of ``start_date``.
@@ -710,13 +713,16 @@ def synthesize(spark: Any, output: str, options: SynthOptions, progress: Any) ->
     """
     if not 0 <= options.corrupt_rate < 1:
         raise InputError("--corrupt-rate must be in [0, 1)")
-    if storage.is_remote(output):
+    if is_remote(output):
         raise InputError("synth writes an SQLite file: --output must be a local directory")
     os.makedirs(output, exist_ok=True)
     files = options.files or max(1, math.ceil(options.sessions / SESSIONS_PER_FILE))
     events_dir = os.path.join(os.path.abspath(output), "events")
     with progress.step(f"synth: {options.sessions:,} sessions of events in {files} files"):
-        event_lines(spark, options, files).write.mode("overwrite").text(events_dir)
+        writer = event_lines(spark, options, files).write.mode("overwrite")
+        if options.compress:
+            writer = writer.option("compression", "gzip")
+        writer.text(events_dir)
     pair_rows = pairs(spark, options, max(1, min(files, 8))).cache()
     try:
         db_path = os.path.join(output, "mailbox-usage.sqlite")

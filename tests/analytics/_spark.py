@@ -26,7 +26,8 @@ def have_spark() -> str | None:
 
 
 def spark() -> Any:
-    """The shared SparkSession (local[2], 2 shuffle partitions, quick-start JVM)."""
+    """The shared SparkSession (local[2], the small profile: 2 shuffle partitions, quick JVM,
+    no code generation)."""
     global _session
     reason = have_spark()
     if reason:
@@ -38,14 +39,7 @@ def spark() -> Any:
             "local[2]",
             app_name="txdilation-analytics-tests",
             shuffle_partitions=2,
-            fast_start=True,
-            extra={
-                "spark.default.parallelism": "2",
-                "spark.sql.adaptive.enabled": "false",
-                # tiny test tables: interpreting beats compiling generated code
-                "spark.sql.codegen.wholeStage": "false",
-                "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-            },
+            small=True,
         )
         atexit.register(_session.stop)
     return _session

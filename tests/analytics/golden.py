@@ -16,6 +16,7 @@ exact duplicate of a good line (dropped by sessionize, not counted as bad).
 from __future__ import annotations
 
 import json
+import os
 
 from twisted.internet.task import Clock
 
@@ -199,3 +200,64 @@ def write_golden_log(path: str) -> int:
             f.write(line + "\n")
         f.write(good[3] + "\n")  # a duplicate: same session and seq
     return len(good)
+
+
+# --- server records beside the golden log (the report and cluster tests) ------------------
+
+MAILBOXES = {"happy": 2000, "lonely": 2, "scary": 1, "crowded": 1}
+NAMEPLATES = {"happy": 2000, "lonely": 2}
+RELAY = {"happy": 3, "redundant": 2, "lonely": 1}
+
+
+def write_mailbox_db(path: str) -> None:
+    """The mailbox server's usage-v2 tables (INTEGER-declared, REAL values), rows by result."""
+    import sqlite3
+
+    from txdilation_analytics.synth import USAGE_DDL
+
+    db = sqlite3.connect(path)
+    try:
+        db.executescript(USAGE_DDL)
+        started = [DAY1 + 50 + i * 80 for i in range(sum(MAILBOXES.values()))]
+        results = [r for r, n in MAILBOXES.items() for _ in range(n)]
+        db.executemany(
+            "INSERT INTO mailboxes VALUES ('app', 1, ?, 2.5, 0.5, ?)",
+            zip(started, results, strict=False),
+        )
+        results = [r for r, n in NAMEPLATES.items() for _ in range(n)]
+        db.executemany(
+            "INSERT INTO nameplates VALUES ('app', ?, 0.5, 1.5, ?)",
+            zip(started, results, strict=False),
+        )
+        db.commit()
+    finally:
+        db.close()
+
+
+def write_relay_log(path: str) -> None:
+    """A transit relay ``--log-fd`` file with :data:`RELAY` rows by mood."""
+    moods = [m for m, n in RELAY.items() for _ in range(n)]
+    with open(path, "w", encoding="utf-8") as f:
+        for i, mood in enumerate(moods):
+            row = {
+                "started": DAY1 + 200 + i,
+                "total_time": 20.0,
+                "waiting_time": 0.25 if mood == "happy" else None,
+                "total_bytes": 1_000_000 if mood == "happy" else 0,
+                "mood": mood,
+            }
+            f.write(json.dumps(row) + "\n")
+
+
+def write_inputs(directory: str) -> tuple[dict[str, str], int]:
+    """The golden log, :func:`write_mailbox_db` and :func:`write_relay_log` in ``directory``;
+    returns (``analyze`` option -> path, the log's good line count)."""
+    inputs = {
+        "--events": os.path.join(directory, "events.jsonl"),
+        "--mailbox-usage-db": os.path.join(directory, "usage.sqlite"),
+        "--transit-log": os.path.join(directory, "transit.jsonl"),
+    }
+    good_lines = write_golden_log(inputs["--events"])
+    write_mailbox_db(inputs["--mailbox-usage-db"])
+    write_relay_log(inputs["--transit-log"])
+    return inputs, good_lines

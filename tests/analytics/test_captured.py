@@ -398,7 +398,7 @@ class CapturedTests(unittest.TestCase):
                 raw += f.read()
         self.assertIn('"body"', raw)  # the stock dump has encrypted bodies ...
         scrubbed = spark().read.parquet(os.path.join(out, "bronze", "client_timing"))
-        text = json.dumps([r.asDict() for r in scrubbed.collect()])
+        text = json.dumps([r.asDict() for r in scrubbed.collect()], default=str)
         self.assertNotIn("body", text)  # ... which never reach bronze
         self.assertNotIn("127.0.0.1", text)
         self.assertIn("pake1", text)

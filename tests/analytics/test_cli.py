@@ -7,6 +7,8 @@ import io
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 from typing import Any
 
 import jsonschema
@@ -18,19 +20,26 @@ from txdilation import telemetry
 from ._spark import have_spark, spark
 
 SKIP_NO_SPARK = have_spark()
+SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "src"))
 
 
-def run_cli(*argv: str) -> tuple[int, str]:
-    """Run the CLI in-process; returns (exit status, stderr)."""
+def run_cli_out(*argv: str) -> tuple[int, str, str]:
+    """Run the CLI in-process; returns (exit status, stdout, stderr)."""
     from txdilation_analytics.cli import main
 
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         try:
             status = main(list(argv))
         except SystemExit as e:  # argparse
             status = int(e.code or 0)
-    return status, err.getvalue()
+    return status, out.getvalue(), err.getvalue()
+
+
+def run_cli(*argv: str) -> tuple[int, str]:
+    """Run the CLI in-process; returns (exit status, stderr)."""
+    status, _, err = run_cli_out(*argv)
+    return status, err
 
 
 class InputErrorTests(SynchronousTestCase):
@@ -42,11 +51,14 @@ class InputErrorTests(SynchronousTestCase):
         self.out = self.mktemp()
 
     def test_no_inputs(self) -> None:
-        """ingest/analyze without any input say which options exist."""
-        for command in ("ingest", "analyze"):
-            status, err = run_cli(command, "--output", self.out)
-            self.assertEqual(status, 2)
-            self.assertIn("needs at least one of --events", err)
+        """ingest without any input says which options exist; analyze without any analyzes
+        what was ingested, so with nothing ingested it says to run ingest first."""
+        status, err = run_cli("ingest", "--output", self.out)
+        self.assertEqual(status, 2)
+        self.assertIn("needs at least one of --events", err)
+        status, err = run_cli("analyze", "--output", self.out)
+        self.assertEqual(status, 2)
+        self.assertIn(f"no bronze tables under {self.out}: run ingest first", err)
 
     def test_missing_files(self) -> None:
         """Each missing input is named with its option and path."""
@@ -76,10 +88,8 @@ class VersionTests(SynchronousTestCase):
     """``--version`` (and ``-V``), as every txdilation command has."""
 
     def test_version(self) -> None:
-        """The versions of txdilation, PySpark (or that it is missing) and Python, one per
+        """``--version`` and ``-V``: the versions of this package, PySpark and Python on one
         line, exit 0."""
-        import platform
-
         from txdilation_analytics.cli import main
 
         for option in ("--version", "-V"):
@@ -87,17 +97,86 @@ class VersionTests(SynchronousTestCase):
             with contextlib.redirect_stdout(out), self.assertRaises(SystemExit) as raised:
                 main([option])
             self.assertEqual(raised.exception.code, 0)
-            lines = out.getvalue().splitlines()
-            self.assertEqual(len(lines), 3, lines)
-            self.assertTrue(lines[0].startswith("txdilation-analytics "))
-            self.assertTrue(lines[1].startswith("PySpark "))
-            self.assertEqual(lines[2], f"Python {platform.python_version()}")
+            self.assertRegex(
+                out.getvalue(), r"^txdilation-analytics \S+ \(pyspark \S+, Python 3\.\d+\.\d+\)\n$"
+            )
 
 
 def importlib_missing(name: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(name) is None
+
+
+def run_without_jvm(*argv: str) -> subprocess.CompletedProcess[str]:
+    """Run the command line in a child whose Spark cannot start (SPARK_HOME points nowhere):
+    anything it reports came before the JVM."""
+    env = dict(os.environ, SPARK_HOME="/nonexistent-spark-home", PYTHONPATH=SRC)
+    return subprocess.run(
+        [sys.executable, "-m", "txdilation_analytics", *argv],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
+class BeforeTheJvmTests(SynchronousTestCase):
+    """Input errors, stage order and --version answer without starting the JVM (a child
+    whose Spark cannot start still reports them, in one line, exit status 2)."""
+
+    def setUp(self) -> None:
+        if importlib_missing("pyspark"):
+            self.skipTest("pyspark is not installed")
+        self.dir = os.path.abspath(self.mktemp())
+        os.makedirs(self.dir)
+        self.out = os.path.join(self.dir, "out")
+
+    def assertOneLineError(self, proc: subprocess.CompletedProcess[str], text: str) -> None:
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
+        self.assertIn(text, proc.stderr)
+        self.assertEqual(proc.stdout, "")
+
+    def test_not_usage_databases(self) -> None:
+        """A non-SQLite file and a DB without the usage tables, for either server."""
+        junk = os.path.join(self.dir, "junk.sqlite")
+        with open(junk, "w") as f:
+            f.write("not a database at all" * 100)
+        other = os.path.join(self.dir, "other.sqlite")
+        sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
+        proc = run_without_jvm("ingest", "--mailbox-usage-db", junk, "--output", self.out)
+        self.assertOneLineError(proc, "is not an SQLite database")
+        proc = run_without_jvm("analyze", "--transit-usage-db", other, "--output", self.out)
+        self.assertOneLineError(proc, "not a usage database (missing table 'usage')")
+        proc = run_without_jvm("ingest", "--mailbox-usage-db", other, "--output", self.out)
+        self.assertOneLineError(proc, "not a usage database (missing table 'client_versions')")
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_stage_order(self) -> None:
+        """A stage run before the one it reads from says which stage to run first."""
+        for command, first in (("sessionize", "ingest"), ("aggregate", "sessionize"),
+                               ("report", "aggregate")):  # fmt: skip
+            proc = run_without_jvm(command, "--output", self.out)
+            self.assertOneLineError(proc, f"run {first} first")
+
+    def test_bad_days(self) -> None:
+        """--from/--to take ISO days, in order."""
+        proc = run_without_jvm("sessionize", "--output", self.out, "--from", "2026-02-30")
+        self.assertOneLineError(proc, "--from: expected a day YYYY-MM-DD, got '2026-02-30'")
+        events = os.path.join(self.dir, "e.jsonl")
+        with open(events, "w") as f:
+            f.write("{}\n")
+        proc = run_without_jvm(
+            "analyze", "--events", events, "--output", self.out, "--from", "2026-01-06",
+            "--to", "2026-01-05",
+        )  # fmt: skip
+        self.assertOneLineError(proc, "--from 2026-01-06 is after --to 2026-01-05")
+
+    def test_version(self) -> None:
+        """--version names this package, pyspark and Python."""
+        proc = run_without_jvm("--version")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertRegex(
+            proc.stdout, r"^txdilation-analytics \S+ \(pyspark \S+, Python 3\.\d+\.\d+\)\n$"
+        )
 
 
 class SessionConfTests(SynchronousTestCase):
@@ -109,6 +188,52 @@ class SessionConfTests(SynchronousTestCase):
         saved = os.environ.pop("PYSPARK_GATEWAY_PORT", None)
         if saved is not None:
             self.addCleanup(os.environ.__setitem__, "PYSPARK_GATEWAY_PORT", saved)
+
+    def test_profiles(self) -> None:
+        """The small profile: quick JVM, no code generation, no adaptive plans, 2 shuffle
+        partitions; the default one: adaptive, one writer per day partition, Spark's shuffle
+        partitions."""
+        from txdilation_analytics.session import SMALL_JAVA_OPTIONS, spark_conf
+
+        small = spark_conf("local[2]", small=True)
+        self.assertEqual(small["spark.driver.extraJavaOptions"], SMALL_JAVA_OPTIONS)
+        self.assertEqual(small["spark.sql.codegen.factoryMode"], "NO_CODEGEN")
+        self.assertEqual(small["spark.sql.adaptive.enabled"], "false")
+        self.assertEqual(small["spark.sql.shuffle.partitions"], "2")
+        self.assertEqual(small["spark.txdilation.profile"], "small")
+        large = spark_conf("local[2]")
+        self.assertEqual(large["spark.driver.extraJavaOptions"], "-XX:-DontCompileHugeMethods")
+        self.assertEqual(large["spark.executor.extraJavaOptions"], "-XX:-DontCompileHugeMethods")
+        self.assertNotIn("spark.sql.codegen.factoryMode", large)
+        self.assertEqual(large["spark.sql.adaptive.enabled"], "true")
+        self.assertNotIn("spark.sql.shuffle.partitions", large)
+        self.assertEqual(large["spark.txdilation.profile"], "default")
+
+    def test_small_by_size(self) -> None:
+        """The small profile is chosen for local inputs (and tables) under the threshold,
+        unless --[no-]fast-start says otherwise or the master is a cluster's."""
+        from txdilation_analytics.cli import build_parser, small_profile
+        from txdilation_analytics.inputs import SMALL_INPUT_BYTES
+
+        tmp = os.path.abspath(self.mktemp())
+        os.makedirs(tmp)
+        small, large = os.path.join(tmp, "small.jsonl"), os.path.join(tmp, "large.jsonl")
+        with open(small, "w") as f:
+            f.write("{}\n")
+        with open(large, "wb") as f:
+            f.truncate(SMALL_INPUT_BYTES)  # sparse: no disk used
+
+        def choose(*argv: str) -> bool:
+            from txdilation_analytics.cli import _inputs
+
+            args = build_parser().parse_args(["analyze", "--output", tmp, *argv])
+            return small_profile(args, _inputs(args))
+
+        self.assertTrue(choose("--events", small))
+        self.assertFalse(choose("--events", large))
+        self.assertTrue(choose("--events", large, "--fast-start"))
+        self.assertFalse(choose("--events", small, "--no-fast-start"))
+        self.assertFalse(choose("--events", small, "--master", "spark://head:7077"))
 
     def test_local(self) -> None:
         """Local runs bind the driver to 127.0.0.1, UI off, UTC, small shuffles."""
@@ -125,7 +250,8 @@ class SessionConfTests(SynchronousTestCase):
         self.assertNotIn("spark.master", conf)
 
     def test_cluster_and_submit(self) -> None:
-        """A cluster master or spark-submit: no loopback binding, no master, no JVM options."""
+        """A cluster master or spark-submit: no loopback binding, no master, no driver JVM
+        options (the JVM runs already)."""
         from txdilation_analytics.session import spark_conf
 
         conf = spark_conf("spark://head:7077")
@@ -201,7 +327,7 @@ class ScrubTests(SynchronousTestCase):
 
 @pytest.mark.spark
 class SparkCliTests(SynchronousTestCase):
-    """CLI paths that need Spark: malformed SQLite, stage order, synth."""
+    """CLI paths that need Spark: synth."""
 
     def setUp(self) -> None:
         if SKIP_NO_SPARK:
@@ -209,27 +335,6 @@ class SparkCliTests(SynchronousTestCase):
         spark()
         self.dir = os.path.abspath(self.mktemp())
         os.makedirs(self.dir)
-
-    def test_malformed_sqlite(self) -> None:
-        """A non-SQLite file and a DB without the usage tables are clear input errors."""
-        junk = os.path.join(self.dir, "junk.sqlite")
-        with open(junk, "w") as f:
-            f.write("not a database at all" * 100)
-        other = os.path.join(self.dir, "other.sqlite")
-        sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.commit()
-        out = os.path.join(self.dir, "out")
-        status, err = run_cli("ingest", "--mailbox-usage-db", junk, "--output", out, "-q")
-        self.assertEqual(status, 2)
-        self.assertIn("is not an SQLite database", err)
-        status, err = run_cli("ingest", "--transit-usage-db", other, "--output", out, "-q")
-        self.assertEqual(status, 2)
-        self.assertIn("not a usage database (missing table 'usage')", err)
-
-    def test_stage_order(self) -> None:
-        """A stage run before its inputs exist says which stage to run first."""
-        status, err = run_cli("sessionize", "--output", os.path.join(self.dir, "none"), "-q")
-        self.assertEqual(status, 2)
-        self.assertIn("run ingest first", err)
 
     def _synth(self, name: str, *extra: str) -> list[str]:
         out = os.path.join(self.dir, name)
@@ -270,3 +375,41 @@ class SparkCliTests(SynchronousTestCase):
         db = sqlite3.connect(os.path.join(self.dir, "a", "mailbox-usage.sqlite"))
         self.assertEqual(db.execute("SELECT COUNT(*) FROM client_versions").fetchone()[0], 42)
         db.close()
+
+
+@pytest.mark.spark
+class SmallRunTests(SynchronousTestCase):
+    """``analyze`` of a small log as an operator runs it: its own JVM, the small profile."""
+
+    def test_terminal_output(self) -> None:
+        """stdout is three lines (no JSON), stderr only the pipeline's progress lines (Spark's
+        own warnings went to its log file), and the run used the small profile."""
+        from . import golden
+
+        if SKIP_NO_SPARK:
+            self.skipTest(SKIP_NO_SPARK)
+        tmp = os.path.abspath(self.mktemp())
+        os.makedirs(tmp)
+        events, out = os.path.join(tmp, "events.jsonl"), os.path.join(tmp, "out")
+        golden.write_golden_log(events)
+        proc = subprocess.run(
+            [sys.executable, "-m", "txdilation_analytics", "analyze", "--events", events,
+             "--output", out],
+            env=dict(os.environ, PYTHONPATH=SRC), capture_output=True, text=True, timeout=300,
+            check=False,
+        )  # fmt: skip
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(
+            proc.stdout.splitlines(),
+            [
+                "5 sessions (2026-01-05 to 2026-01-06): 80.0 % dilated, time to dilate p50 "
+                "625 ms, relay share 40.0 %",
+                f"report:  {out}/report/index.html",
+                f"summary: {out}/report/summary.json",
+            ],
+        )
+        for line in proc.stderr.splitlines():
+            self.assertRegex(line, r"^\[ *\d+\.\ds\] ", proc.stderr)
+        for layer in ("bronze", "silver", "gold", "report"):
+            with open(os.path.join(out, layer, "_stage.json")) as f:
+                self.assertEqual(json.load(f)["profile"], "small", layer)

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import sqlite3
 import sys
 import tempfile
 import time
@@ -32,13 +31,11 @@ from twisted.trial.unittest import SynchronousTestCase
 from . import golden
 from ._browser import find_browser, screenshot
 from ._spark import spark
+from .golden import MAILBOXES, NAMEPLATES, RELAY
 from .plain import connected_seconds, percentile, read_event_files
 
 pytestmark = pytest.mark.spark
 
-MAILBOXES = {"happy": 2000, "lonely": 2, "scary": 1, "crowded": 1}
-NAMEPLATES = {"happy": 2000, "lonely": 2}
-RELAY = {"happy": 3, "redundant": 2, "lonely": 1}
 SUMMARY_KEYS = (  # every key docs/analytics.md lists, in order
     "schema", "sessions", "sessions_dilated", "dilation_success_rate", "time_to_dilate_s",
     "relay_share", "reconnects_per_session", "generations_total", "retransmitted_bytes_ratio",
@@ -46,46 +43,6 @@ SUMMARY_KEYS = (  # every key docs/analytics.md lists, in order
     "pairs", "days", "mailbox_results", "nameplate_results", "transit_results",
     "transit_bytes_total", "client_timing", "corrupt_lines", "corrupt_lines_by_source",
 )  # fmt: skip
-
-
-# --- inputs --------------------------------------------------------------------------------
-
-
-def _write_mailbox_db(path: str) -> None:
-    """The mailbox server's usage-v2 tables (INTEGER-declared, REAL values), rows by result."""
-    from txdilation_analytics.synth import USAGE_DDL
-
-    db = sqlite3.connect(path)
-    try:
-        db.executescript(USAGE_DDL)
-        started = [golden.DAY1 + 50 + i * 80 for i in range(sum(MAILBOXES.values()))]
-        results = [r for r, n in MAILBOXES.items() for _ in range(n)]
-        db.executemany(
-            "INSERT INTO mailboxes VALUES ('app', 1, ?, 2.5, 0.5, ?)",
-            zip(started, results, strict=False),
-        )
-        results = [r for r, n in NAMEPLATES.items() for _ in range(n)]
-        db.executemany(
-            "INSERT INTO nameplates VALUES ('app', ?, 0.5, 1.5, ?)",
-            zip(started, results, strict=False),
-        )
-        db.commit()
-    finally:
-        db.close()
-
-
-def _write_relay_log(path: str) -> None:
-    moods = [m for m, n in RELAY.items() for _ in range(n)]
-    with open(path, "w", encoding="utf-8") as f:
-        for i, mood in enumerate(moods):
-            row = {
-                "started": golden.DAY1 + 200 + i,
-                "total_time": 20.0,
-                "waiting_time": 0.25 if mood == "happy" else None,
-                "total_bytes": 1_000_000 if mood == "happy" else 0,
-                "mood": mood,
-            }
-            f.write(json.dumps(row) + "\n")
 
 
 _RUN: dict[str, Any] = {}
@@ -99,15 +56,13 @@ def report_run() -> dict[str, Any]:
         spark()  # the shared test session (skips without Spark); analyze reuses it
         tmp = tempfile.mkdtemp(prefix="txdilation-report-")
         atexit.register(shutil.rmtree, tmp, True)
+        inputs, good_lines = golden.write_inputs(tmp)
         paths = {
-            "events": os.path.join(tmp, "events.jsonl"),
-            "mailbox": os.path.join(tmp, "usage.sqlite"),
-            "relay": os.path.join(tmp, "transit.jsonl"),
+            "events": inputs["--events"],
+            "mailbox": inputs["--mailbox-usage-db"],
+            "relay": inputs["--transit-log"],
             "out": os.path.join(tmp, "out"),
         }
-        good_lines = golden.write_golden_log(paths["events"])
-        _write_mailbox_db(paths["mailbox"])
-        _write_relay_log(paths["relay"])
         started = time.monotonic()
         status = main(
             [
@@ -480,12 +435,13 @@ class ReportPageTests(SynchronousTestCase):
         self.assertEqual(storage.read_text(spark(), path), "new")
 
     def test_summary_json_keeps_every_key(self) -> None:
-        """summary.json keeps the documented keys in order, then adds undilated_reasons and
-        by_path (direct, relay, mixed)."""
+        """summary.json keeps the documented keys in order, then adds undilated_reasons,
+        by_path (direct, relay, mixed) and range (the days asked for: all here)."""
         summary = self.run["summary"]
         self.assertEqual(
-            list(summary), [*SUMMARY_KEYS, "undilated_reasons", "by_path"], list(summary)
+            list(summary), [*SUMMARY_KEYS, "undilated_reasons", "by_path", "range"], list(summary)
         )
+        self.assertEqual(summary["range"], {"from": None, "to": None})
         self.assertEqual(list(summary["by_path"]), ["direct", "relay", "mixed"])
         self.assertEqual(summary["mailbox_results"], dict(sorted(MAILBOXES.items())))
         self.assertEqual(summary["by_path"]["direct"]["connections"], 3)
@@ -532,15 +488,17 @@ class FailureReasonTests(SynchronousTestCase):
         day = datetime.date(2026, 1, 5)
         sessions = s.createDataFrame(
             [
-                (name, day, name == "dilated", any(r["event"] == "session_ended" for r in rs), None)
+                (
+                    name, day, name == "dilated",
+                    any(r["event"] == "session_ended" for r in rs), None,
+                    any(r["event"] == "please_received" for r in rs),
+                    sum(r["event"] == "hints_received" for r in rs),
+                )
                 for name, rs in cases.items()
             ],
-            "session string, day date, dilated boolean, ended boolean, end_reason string",
-        )
-        events = s.createDataFrame(
-            [(name, r["event"]) for name, rs in cases.items() for r in rs],
-            "session string, event string",
-        )
+            "session string, day date, dilated boolean, ended boolean, end_reason string,"
+            " please_received boolean, hints_received long",
+        )  # fmt: skip
         outcomes = {
             (name, r["attempt"]): r.get("outcome", "unfinished")
             for name, rs in cases.items()
@@ -551,10 +509,7 @@ class FailureReasonTests(SynchronousTestCase):
             [(name, attempt, outcome) for (name, attempt), outcome in outcomes.items()],
             "session string, attempt long, outcome string",
         )
-        got = {
-            r["session"]: r["reason"]
-            for r in failures.undilated(sessions, events, attempts).collect()
-        }
+        got = {r["session"]: r["reason"] for r in failures.undilated(sessions, attempts).collect()}
         self.assertEqual(got, {name: name for name in cases if name != "dilated"})
         self.assertEqual(got, {n: failure_reason(rs) for n, rs in cases.items() if n != "dilated"})
 

@@ -258,6 +258,7 @@ class _Demo:
         self._summary(a, b, client, received, total, finished, cut_log, verified)
         outcome = f"A {ended[0]} (exit {codes[0]}), B {ended[1]} (exit {codes[1]})"
         self.say(f"  {'sessions ended':<{_KEY_WIDTH}}  {outcome}")
+        self.say(f"  {'telemetry':<{_KEY_WIDTH}}  {_telemetry()}")
         return 0 if ok else 1
 
     def _end_traffic(self) -> None:
@@ -337,6 +338,18 @@ class _Demo:
         self.say("\nsummary")
         for key, value in rows:
             self.say(f"  {key.ljust(_KEY_WIDTH)}  {value}")
+
+
+def _telemetry() -> str:
+    """Where the sessions' telemetry records went: the ``TXDILATION_EVENTS`` file both session
+    processes inherit (appended to), and the command that reports on it; or how to keep it."""
+    path = os.environ.get("TXDILATION_EVENTS", "")
+    if not path:
+        return "not kept (run with TXDILATION_EVENTS=FILE to append it to FILE)"
+    return (
+        f"appended to {path} (TXDILATION_EVENTS); report: "
+        f"txdilation-analytics analyze --events {path} --output DIR"
+    )
 
 
 def _reconnect_times(events: list[dict[str, Any]]) -> list[float]:
