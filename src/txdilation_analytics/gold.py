@@ -50,6 +50,9 @@ def session_metrics(percentiles: bool = True) -> list[Column]:
         F.sum("relayed_connections").alias("relayed_connections"),
         F.sum("reconnects").alias("reconnects"),
         F.sum("generations").alias("generations"),
+        F.sum("relay_s").alias("relay_s"),
+        F.sum("direct_s").alias("direct_s"),
+        F.sum("upgrades").alias("upgrades"),
         F.sum("bytes_sent").alias("bytes_sent"),
         F.sum("bytes_received").alias("bytes_received"),
         F.sum("bytes_retransmitted").alias("bytes_retransmitted"),
@@ -65,6 +68,10 @@ def with_session_rates(df: DataFrame) -> DataFrame:
         .withColumn("time_to_dilate_p90_s", F.col("_ttd")[1])
         .withColumn("time_to_dilate_p99_s", F.col("_ttd")[2])
         .withColumn("relay_share", ratio(F.col("relayed_connections"), F.col("connections")))
+        .withColumn(
+            "relay_time_share",
+            ratio(F.col("relay_s"), F.col("relay_s") + F.col("direct_s")),
+        )
         .withColumn("reconnects_per_session", ratio(F.col("reconnects"), F.col("sessions_dilated")))
         .withColumn(
             "retransmitted_bytes_ratio",
@@ -77,8 +84,9 @@ def with_session_rates(df: DataFrame) -> DataFrame:
 
 
 def daily_sessions(sessions: DataFrame, pings: DataFrame) -> DataFrame:
-    """Per day: session counts, success rate, time to dilate, relay share, bytes, RTT (from
-    silver pings, by the day of the sample)."""
+    """Per day: session counts, success rate, time to dilate, relay share (of connections) and
+    time on the relay vs direct (``relay_s``, ``direct_s``, ``relay_time_share``; path
+    ``upgrades``), bytes, RTT (from silver pings, by the day of the sample)."""
     per_day = with_session_rates(sessions.groupBy("day").agg(*session_metrics()))
     rtt = (
         pings.groupBy("day")

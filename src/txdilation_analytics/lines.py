@@ -55,14 +55,16 @@ def ingest_lines(stats: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 def summary_line(summary: Mapping[str, Any]) -> str:
-    """The headline of a report: sessions, days, dilated share, time to dilate, relay share."""
+    """The headline of a report: sessions, days, dilated share, time to dilate, relay share
+    (of connections, and of connected time)."""
     days = summary.get("days") or {}
     span = _days([d for d in (days.get("first"), days.get("last")) if d])
     return (
         f"{_n(summary['sessions'], 'session')} ({span}): "
         f"{humanize.percent(summary['dilation_success_rate'])} dilated, time to dilate p50 "
         f"{humanize.duration(summary['time_to_dilate_s']['p50'])}, relay share "
-        f"{humanize.percent(summary['relay_share'])}"
+        f"{humanize.percent(summary['relay_share'])}, time on relay "
+        f"{humanize.percent(summary.get('relay_time_share'))}"
     )
 
 

@@ -219,6 +219,10 @@ GENERATIONS = _struct(
     ("lost_reason", S),
     ("uptime_s", D),
     ("pings", L),
+    ("upgraded", B),
+    ("upgraded_after_s", D),
+    ("relay_s", D),
+    ("direct_s", D),
 )
 
 SESSIONS = _struct(
@@ -250,6 +254,9 @@ SESSIONS = _struct(
     ("rtt_median_s", D),
     ("subchannels", L),
     ("connected_s", D),
+    ("relay_s", D),
+    ("direct_s", D),
+    ("upgrades", L),
     ("throughput_Bps", D),
     ("please_received", B),
     ("hints_received", L),

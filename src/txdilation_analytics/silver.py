@@ -148,6 +148,7 @@ def generations(events: DataFrame) -> DataFrame:
     lost = _is("connection_lost")
     first_sel = F.when(sel, F.col("seq"))
     first_lost = F.when(lost, F.col("seq"))
+    first_move = F.when(_is("path_changed"), F.col("seq"))
     out = (
         events.filter(F.col("generation").isNotNull())
         .groupBy("session", "generation", "pair", "role")
@@ -167,6 +168,8 @@ def generations(events: DataFrame) -> DataFrame:
             _decode(F.min_by(_code("reason"), first_lost), "reason").alias("lost_reason"),
             F.min_by("uptime_s", first_lost).alias("_lost_uptime_s"),
             F.count(_when("ping_rtt", "seq")).alias("pings"),
+            F.bool_or(_is("path_changed")).alias("upgraded"),
+            F.min_by("after_s", first_move).alias("upgraded_after_s"),
         )
         .withColumn(
             "uptime_s",
@@ -178,6 +181,21 @@ def generations(events: DataFrame) -> DataFrame:
                 ),
             ),
         )
+        # a generation selected on the relay stays there until its path moves to a direct
+        # connection (path_changed: once, never back); one selected direct is direct throughout
+        .withColumn(
+            "relay_s",
+            F.when(
+                F.col("selected"),
+                F.when(
+                    F.col("via_relay"),
+                    F.least(
+                        F.col("uptime_s"), F.coalesce(F.col("upgraded_after_s"), F.col("uptime_s"))
+                    ),
+                ).otherwise(F.lit(0.0)),
+            ),
+        )
+        .withColumn("direct_s", F.col("uptime_s") - F.col("relay_s"))
     )
     return _conform(out, schemas.GENERATIONS)
 
@@ -220,12 +238,17 @@ def sessions(events: DataFrame, gens: DataFrame) -> DataFrame:
         .agg(F.median("rtt_s").alias("rtt_median_s"))
     )
     per_gen = gens.groupBy("session").agg(
-        F.sum("uptime_s").alias("connected_s"), F.count(F.lit(1)).alias("generations")
+        F.sum("uptime_s").alias("connected_s"),
+        F.count(F.lit(1)).alias("generations"),
+        F.sum("relay_s").alias("relay_s"),
+        F.sum("direct_s").alias("direct_s"),
+        F.count(F.when(F.col("upgraded"), F.lit(1))).alias("upgrades"),
     )
     out = (
         per_session.join(per_gen, "session", "left")
         .join(rtt, "session", "left")
         .withColumn("generations", F.coalesce(F.col("generations"), F.lit(0)))
+        .withColumn("upgrades", F.coalesce(F.col("upgrades"), F.lit(0)))
         .withColumn("day", F.to_date(F.timestamp_seconds(F.col("first_ts"))))
         .withColumn("dilated", F.col("connections") > 0)
         .withColumn(

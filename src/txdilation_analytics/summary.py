@@ -67,6 +67,12 @@ def session_summary(
         "dilation_success_rate": _float(row["dilation_success_rate"]),
         "time_to_dilate_s": _pq(ttd, ("p50", "p90", "p99")),
         "relay_share": _float(row["relay_share"]),
+        "time_on_path_s": {
+            "relay": _float(row["relay_s"]) or 0.0,
+            "direct": _float(row["direct_s"]) or 0.0,
+        },
+        "relay_time_share": _float(row["relay_time_share"]),
+        "path_upgrades": int(row["upgrades"] or 0),
         "reconnects_per_session": _float(row["reconnects_per_session"]),
         "generations_total": int(row["generations"] or 0),
         "retransmitted_bytes_ratio": _float(row["retransmitted_bytes_ratio"]),

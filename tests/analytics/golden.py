@@ -4,7 +4,8 @@ Five sessions over two UTC days (times are binary fractions, so every expected n
 exact):
 
 - S1/S2: both peers of pair A, direct win (leader 0.75 s, follower 0.5 s to dilate);
-- S3: relay fallback (direct times out, relay selected after 2.5 s);
+- S3: relay fallback (direct times out, relay selected after 2.5 s), upgraded to direct 6 s
+  later;
 - S4: reconnect with a retransmission burst (direct, lost after 10 s, then relay: a
   ``recovered`` with a 2 s gap);
 - S5: failed dilation (both attempts fail).
@@ -124,7 +125,8 @@ def _direct_pair(sink: JsonLinesWriter) -> None:
 
 
 def _relay_fallback(sink: JsonLinesWriter) -> None:
-    """S3: direct times out, relay selected 2.5 s after the request, 20 s up."""
+    """S3: direct times out, relay selected 2.5 s after the request, 20 s up; the link moves
+    to a direct path 6 s after its selection (a path upgrade, same generation)."""
     t, clock = _open(S3, DAY1 + 200.0, sink, "leader", ("c" * 10, "d" * 10), 0.25)
     t.attempt_started(1, "direct-tcp-v1", "outbound")
     t.attempt_started(2, "relay-v1", "outbound")
@@ -136,7 +138,9 @@ def _relay_fallback(sink: JsonLinesWriter) -> None:
     clock.advance(1.0)
     t.ping_rtt(1 / 16)
     t.ping_rtt(1 / 8)
-    clock.advance(19.0)  # 222.5
+    clock.advance(5.0)  # 208.5
+    t.path_changed("relay", "direct", 6.0)
+    clock.advance(14.0)  # 222.5
     t.traffic(62, 1_000_000, 62, 0, 0, 0, 0, final=True)
     t.session_ended("happy")
 

@@ -403,7 +403,7 @@ class SmallRunTests(SynchronousTestCase):
             proc.stdout.splitlines(),
             [
                 "5 sessions (2026-01-05 to 2026-01-06): 80.0 % dilated, time to dilate p50 "
-                "625 ms, relay share 40.0 %",
+                "625 ms, relay share 40.0 %, time on relay 26.7 %",
                 f"report:  {out}/report/index.html",
                 f"summary: {out}/report/summary.json",
             ],

@@ -216,6 +216,41 @@ class GoldenTests(SynchronousTestCase):
         """One row per peer session with the headline per-session metrics."""
         self.assertTable(self.tables["sessions"], *SESSIONS)
 
+    def test_time_on_each_path(self) -> None:
+        """Connected time split by path: a relayed generation counts as relay until its path
+        upgrade (S3: 6 s of 20), a direct one as direct; per session, per day and overall."""
+        from txdilation_analytics import gold
+
+        self.assertTable(
+            self.tables["generations"],
+            ["session", "generation", "upgraded", "upgraded_after_s", "relay_s", "direct_s"],
+            [
+                (S1, 1, False, None, 0.0, 10.0),
+                (S2, 1, False, None, 0.0, 10.0),
+                (S3, 1, True, 6.0, 6.0, 14.0),
+                (S4, 1, False, None, 0.0, 10.0),
+                (S4, 2, False, None, 10.0, 0.0),
+                (S5, 1, False, None, None, None),
+            ],
+        )
+        self.assertTable(
+            self.tables["sessions"],
+            ["session", "relay_s", "direct_s", "upgrades"],
+            [
+                (S1, 0.0, 10.0, 0),
+                (S2, 0.0, 10.0, 0),
+                (S3, 6.0, 14.0, 1),
+                (S4, 10.0, 10.0, 0),
+                (S5, None, None, 0),
+            ],
+        )
+        daily = gold.daily_sessions(self.tables["sessions"], self.tables["pings"])
+        self.assertTable(
+            daily,
+            ["day", "relay_s", "direct_s", "relay_time_share", "upgrades"],
+            [(DATE1, 6.0, 34.0, 0.15, 1), (DATE2, 10.0, 10.0, 0.5, 0)],
+        )
+
     def test_daily_sessions(self) -> None:
         """Gold per-day rates and exact percentiles."""
         from txdilation_analytics import gold
@@ -341,7 +376,10 @@ class GoldenTests(SynchronousTestCase):
         }.items():
             for q, expected in value.items():
                 self.assertAlmostEqual(summary[key][q], expected, places=9, msg=f"{key} {q}")
+        self.assertAlmostEqual(summary["relay_time_share"], 16 / 60, places=12)
         exact = {
+            "time_on_path_s": {"relay": 16.0, "direct": 44.0},
+            "path_upgrades": 1,
             "sessions": 5,
             "sessions_dilated": 4,
             "generations_total": 6,

@@ -322,11 +322,12 @@ class ReportPageTests(SynchronousTestCase):
                     duration(percentile(want["ttd"], 0.5)),
                     duration(percentile(want["ttd"], 0.9)),
                     table[day][5],  # relay share: pinned by the gold tests
+                    table[day][6],  # time on relay: likewise
                     str(want["re"]),
                     losses,
                 ],
             )
-        self.assertEqual(table["2026-01-06"][6:], ["1", "network_error 1"])  # S4's reconnect
+        self.assertEqual(table["2026-01-06"][7:], ["1", "network_error 1"])  # S4's reconnect
 
     def test_direct_vs_relay(self) -> None:
         """The split table's connections, time to dilate, RTT and throughput per path equal
