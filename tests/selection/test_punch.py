@@ -28,7 +28,8 @@ from txdilation.selection.punch import (
     punched_hints,
     sockets_reusable,
 )
-from txdilation.selection.punch_schedule import REFUSED_SPACING
+from txdilation.selection.punch_schedule import CROSSING_SPACING, REFUSED_BURST
+from txdilation.selection.upgrade import FIRST_RETRIES
 from txdilation.settings import NetworkSettings, Settings
 from txdilation.wire.roles import LEADER
 
@@ -206,6 +207,25 @@ class PunchPolicyTests(SynchronousTestCase):
         c._advertiser.punch, c._advertiser.port = True, 5555
         return c, owner, reactor
 
+    def refuse_while_retried(self, c: Connector, reactor: MemoryReactorClock) -> int:
+        """Refuse the latest dial, each retry within a couple of CROSSING_SPACING (here the
+        refusal comes at once, and a memory reactor allows no low TTLs: crossing SYNs are the
+        only way through), until none follows; how many dials were refused."""
+        dials = 0
+        while True:
+            reactor.tcpClients[-1][2].clientConnectionFailed(
+                None, Failure(ConnectionRefusedError())
+            )
+            dials += 1
+            if not c._dialer.punch_retries:
+                return dials
+            (retry,) = c._dialer.punch_retries
+            delay = retry.getTime() - reactor.seconds()
+            self.assertTrue(CROSSING_SPACING <= delay <= 2 * CROSSING_SPACING, delay)
+            before = len(reactor.tcpClients)
+            reactor.advance(delay)
+            self.assertEqual(len(reactor.tcpClients), before + 1)
+
     def test_dials_from_the_listening_port(self) -> None:
         """Direct hints that are IP literals are dialled from the listening port; names are
         not."""
@@ -232,6 +252,26 @@ class PunchPolicyTests(SynchronousTestCase):
         self.assertGreaterEqual(len(punched), 2)
         self.assertTrue(all(b is not None and b._port == 5555 for b in punched))
 
+    def test_refused_punched_dial_bursts_while_relayed(self) -> None:
+        """While the link is relayed, a punched hint that only crossing SYNs can get through
+        is tried in bursts from each of the schedule's quick first tries (refused, again within
+        a couple of CROSSING_SPACING) for REFUSED_BURST; later tries are single ones."""
+        c, _owner, reactor = self.punching_leader(path_upgrade=True)
+        c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
+        reactor.tcpClients[-1][2].clientConnectionFailed(None, Failure(ConnectionRefusedError()))
+        c.candidate_ready(FakeCandidate("->relay:tcp:127.0.0.1:4001", False))
+        self.assertEqual(c._dialer.punch_retries, set())  # the schedule's now
+        reactor.advance(FIRST_RETRIES[0])
+        tries = self.refuse_while_retried(c, reactor)
+        self.assertGreater(tries, 5 / (2 * CROSSING_SPACING))
+        burst_end = sum(FIRST_RETRIES) + REFUSED_BURST
+        self.assertTrue(burst_end <= reactor.seconds() <= burst_end + 0.01, reactor.seconds())
+        reactor.advance(10.0)  # the schedule's next tries (7.5, 11.5 s): one each
+        dials = len(reactor.tcpClients)
+        reactor.tcpClients[-1][2].clientConnectionFailed(None, Failure(ConnectionRefusedError()))
+        self.assertEqual(c._dialer.punch_retries, set())
+        self.assertEqual(len(reactor.tcpClients), dials)
+
     def test_failed_punched_dial_is_retried_within_the_window(self) -> None:
         """A dial from the listening port that fails (other than by a refusal) is tried again
         after PUNCH_RETRY_DELAY, until PUNCH_WINDOW has passed since the first; meanwhile the
@@ -253,24 +293,13 @@ class PunchPolicyTests(SynchronousTestCase):
 
     def test_refused_punched_dial_is_retried_soon(self) -> None:
         """A refused punched dial (the peer's NAT resets SYNs it was not expecting) is made
-        again within a couple of REFUSED_SPACING (here the refusal comes at once), each time,
-        until the window has passed: many more dials than other failures get."""
+        again within a couple of CROSSING_SPACING each time, until the window has passed: many
+        more dials than other failures get."""
         c, _owner, reactor = self.punching_leader()
         c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
-        dials = 1
-        while True:
-            factory = reactor.tcpClients[-1][2]
-            factory.clientConnectionFailed(None, Failure(ConnectionRefusedError()))
-            if not c._dialer.punch_retries:
-                break
-            (retry,) = c._dialer.punch_retries
-            delay = retry.getTime() - reactor.seconds()
-            self.assertTrue(REFUSED_SPACING <= delay <= 2 * REFUSED_SPACING, delay)
-            reactor.advance(delay)
-            dials += 1
-            self.assertEqual(len(reactor.tcpClients), dials)
+        dials = self.refuse_while_retried(c, reactor)
         self.assertGreaterEqual(reactor.seconds(), PUNCH_WINDOW)
-        self.assertGreater(dials, PUNCH_WINDOW / (2 * REFUSED_SPACING))
+        self.assertGreater(dials, PUNCH_WINDOW / (2 * CROSSING_SPACING))
         self.assertFalse(c.busy)
 
     def test_no_retry_for_ordinary_hints_or_an_existing_connection(self) -> None:

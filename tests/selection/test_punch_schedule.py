@@ -18,8 +18,10 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from txdilation.selection.punch import PUNCH_RETRY_DELAY, PUNCH_WINDOW
 from txdilation.selection.punch_schedule import (
+    CROSSING_SPACING,
     LOW_TTL_HOLD,
     LOW_TTLS,
+    REFUSED_BURST,
     REFUSED_SPACING,
     SYN_RETRANSMISSION,
     Outcome,
@@ -141,10 +143,10 @@ class RetryTests(SynchronousTestCase):
                     self.assertLessEqual(delay, 2 * REFUSED_SPACING)
 
     def test_refused_normal_dial_again_within_about_a_round_trip(self) -> None:
-        """Where low TTLs do not survive, a dial refused after ``took`` seconds (a round trip
-        to the peer's NAT) is made again after REFUSED_SPACING plus a random part of up to
-        ``took``; the delays differ from one refusal to the next (the two peers' retries do
-        not keep one phase)."""
+        """Where low TTLs do not survive (only crossing SYNs get through), a dial refused after
+        ``took`` seconds (a round trip to the peer's NAT) is made again after CROSSING_SPACING
+        plus a random part of up to ``took``; the delays differ from one refusal to the next
+        (the two peers' retries do not keep one phase)."""
         p = plan()
         p.probed(Verdict.ABORTED)
         delays = []
@@ -155,10 +157,51 @@ class RetryTests(SynchronousTestCase):
             assert delay is not None
             delays.append(delay)
         for delay in delays:
-            self.assertGreaterEqual(delay, REFUSED_SPACING)
-            self.assertLessEqual(delay, REFUSED_SPACING + 0.3)
+            self.assertGreaterEqual(delay, CROSSING_SPACING)
+            self.assertLessEqual(delay, CROSSING_SPACING + 0.3)
         self.assertGreater(len(set(delays)), 15)
         self.assertGreater(max(delays) - min(delays), 0.1)
+
+    def test_crossing_only_plans_retry_a_near_refusal_sooner(self) -> None:
+        """A plan that relies on crossing SYNs (refused, low TTLs excluded) makes a dial
+        refused on a nearby network again within a couple of CROSSING_SPACING, well before
+        REFUSED_SPACING: the chance that two tries cross grows with the square of their
+        rate."""
+        self.assertLess(2 * CROSSING_SPACING, REFUSED_SPACING)
+        for verdict in (Verdict.ABORTED, Verdict.REACHED):
+            with self.subTest(verdict=verdict):
+                p = refused_plan(verdict)
+                self.assertTrue(p.crossing_only)
+                for i in range(10):
+                    self.assertIsNone(p.dial(100.1 + i * 0.01))
+                    delay = p.again(Outcome.REFUSED, 100.1 + i * 0.01 + 0.0001)
+                    assert delay is not None
+                    self.assertTrue(CROSSING_SPACING <= delay <= 2 * CROSSING_SPACING, delay)
+        self.assertFalse(refused_plan(Verdict.SURVIVES).crossing_only)
+        self.assertFalse(plan().crossing_only)  # not refused yet
+
+    def test_background_bursts(self) -> None:
+        """While the link is relayed (after the window), a refused try of a crossing-only plan
+        is made again only within REFUSED_BURST of the schedule's last burst; other plans and
+        other failures wait for the schedule's next try."""
+        late = 100.0 + PUNCH_WINDOW + 10.0
+        p = refused_plan(Verdict.ABORTED)
+        p.dial(late)
+        self.assertFalse(p.retries_in_background(Outcome.REFUSED, late))
+        self.assertIsNone(p.again(Outcome.REFUSED, late))
+        p.burst(late)
+        self.assertTrue(p.retries_in_background(Outcome.REFUSED, late + 0.1))
+        p.dial(late + 0.1)
+        delay = p.again(Outcome.REFUSED, late + 0.1001)
+        assert delay is not None
+        self.assertLessEqual(delay, 2 * CROSSING_SPACING)
+        self.assertFalse(p.retries_in_background(Outcome.FAILED, late + 0.1))
+        self.assertIsNone(p.again(Outcome.FAILED, late + 0.1))
+        self.assertFalse(p.retries_in_background(Outcome.REFUSED, late + REFUSED_BURST))
+        self.assertIsNone(p.again(Outcome.REFUSED, late + REFUSED_BURST))
+        q = refused_plan(Verdict.SURVIVES)
+        q.burst(late)
+        self.assertFalse(q.retries_in_background(Outcome.REFUSED, late + 0.1))
 
     def test_refused_delay_bounds(self) -> None:
         """A refusal on a nearby network (microseconds) still waits REFUSED_SPACING, with a

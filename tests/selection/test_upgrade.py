@@ -46,6 +46,15 @@ class RetryScheduleTests(SynchronousTestCase):
         schedule.restart(500.0)
         self.assertEqual(schedule.next_after(500.0), 500.0 + FIRST_RETRIES[0])
 
+    def test_quick_phase(self) -> None:
+        """The quick first retries last up to the last of them, from the origin or a
+        restart."""
+        schedule = RetrySchedule(100.0)
+        self.assertTrue(schedule.quick(100.0 + sum(FIRST_RETRIES) + 0.01))  # a late timer
+        self.assertFalse(schedule.quick(schedule.next_after(100.0 + sum(FIRST_RETRIES))))
+        schedule.restart(500.0)
+        self.assertTrue(schedule.quick(500.1))
+
     @given(
         origin=st.floats(0, 1e6, allow_nan=False),
         asks=st.lists(st.floats(0, 1000, allow_nan=False), min_size=1, max_size=20),

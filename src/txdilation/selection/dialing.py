@@ -26,7 +26,9 @@ into the background dialer of a path upgrade (``path-upgrade-v1``): relay dials 
 direct hint of the peer's (punched ones included, from the listening port) is dialed again at
 the times of a :class:`~txdilation.selection.upgrade.RetrySchedule`, each try given at most
 ``upgrade.BACKGROUND_CONNECT_TIMEOUT`` seconds (a try still connecting at the next time is
-given up for a new one), until the race ends for good.
+given up for a new one; during the quick first retries, a refused try of a plan that relies
+on crossing SYNs is made again soon for ``punch_schedule.REFUSED_BURST`` after each), until
+the race ends for good.
 
 Invariants: after :meth:`Dialer.cancel_attempts` nothing is dialed any more (the cancelled
 direct dials ending there start no relay dial, no punch retry follows); the same relay endpoint
@@ -345,8 +347,11 @@ class Dialer:
         where the background schedule makes the tries); whether it will be."""
         assert dial.plan is not None
         outcome = outcome_of(failure, low_ttl=dial.plan.last_ttl is not None)
-        delay = dial.plan.again(outcome, self._reactor.seconds())
-        if self._closed or self._background is not None or delay is None:
+        now = self._reactor.seconds()
+        delay = dial.plan.again(outcome, now)
+        if self._background is not None and not dial.plan.retries_in_background(outcome, now):
+            return False
+        if self._closed or delay is None:
             return False
 
         def again() -> None:
@@ -417,7 +422,10 @@ class Dialer:
         TCP retransmits them ever more slowly: a new try sends one now), unless it is a
         punched try with a low TTL younger than ``punch_schedule.LOW_TTL_HOLD``."""
         now = self._reactor.seconds()
+        quick = self._background is not None and self._background.quick(now)
         for dial in self.direct_dials:
+            if dial.plan is not None and quick:
+                dial.plan.burst(now)  # refused tries that need crossing SYNs: again soon
             if dial.plan is not None and dial.connecting is not None and dial.plan.holds(now):
                 continue  # a low-TTL try, waiting for its SYN's retransmission to cross
             if dial.connecting is not None:

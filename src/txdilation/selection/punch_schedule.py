@@ -36,19 +36,32 @@ What this module decides, for each punched hint (a :class:`PunchPlan`):
   something (:attr:`Verdict.REACHED`: the NATs are too close) means normal TTLs only; silence
   (:attr:`Verdict.SURVIVES`) allows low TTLs. A dial with the smallest low TTL aborted all the
   same (:attr:`Outcome.EXPIRED`) gives them up for its hint and dials again at once.
+  A low-TTL SYN that Linux aborts cannot be saved by a later dial from the same port either:
+  its mapping stays open, and the peer's next SYN passes it to our listener, but the
+  listener's SYN-ACK and data carry a sequence number the NAT's connection tracking never saw
+  leave (the entry stays in its simultaneous-open state, and what the listener sends is
+  dropped as invalid), and the half-open connection it keeps blocks our own dials between
+  those two ports (``EADDRNOTAVAIL``) for as long as it retransmits.
 - **Retries that line up.** A refused dial (the peer's NAT was still closed) is dialled again
   soon: after :data:`REFUSED_SPACING` or a little more when the next dial has a low TTL; else
   after a random delay of up to about one round trip to the peer's NAT (:func:`refused_delay`),
   so that the two peers' dials, each retried as soon as it is refused, do not keep the same
   phase: a SYN gets through when it crosses the peer's (the libp2p DCUtR idea of SYNs that
   cross, without its synchronisation message, which needs a channel between the peers that
-  Dilation does not have before the link is up). Other failures within the window are
+  Dilation does not have before the link is up). Where low TTLs are excluded after a
+  refusal, crossing SYNs are the only way through, and two SYNs cross only if they leave
+  within one one-way trip between the NATs of each other: such a plan spaces its refused
+  tries by :data:`CROSSING_SPACING` instead (plus the random part), so that a round trip as
+  short as a LAN's still gives many chances a second (the chance of a crossing grows with the
+  square of the rate); a longer round trip spaces them by itself. While the link is relayed,
+  a refused try of such a plan is made again the same way for :data:`REFUSED_BURST` after
+  each of the upgrade schedule's quick first tries. Other failures within the window are
   retried every :data:`PUNCH_RETRY_DELAY` as before; nothing is dialled after
-  :data:`PUNCH_WINDOW`.
+  :data:`PUNCH_WINDOW` (but for those bursts).
 
 Invariants: nothing here does I/O or reads a clock (times are passed in; the randomness is the
 ``rng`` given); a plan never asks for a low TTL after its hint's dial was aborted by an expiry,
-nor for a dial after its window.
+nor for a dial after its window but within a path upgrade's :data:`REFUSED_BURST`.
 """
 
 from __future__ import annotations
@@ -64,9 +77,11 @@ from twisted.python.failure import Failure
 from txdilation.selection.punch import PUNCH_RETRY_DELAY, PUNCH_WINDOW
 
 __all__ = [
+    "CROSSING_SPACING",
     "LOW_TTLS",
     "LOW_TTL_HOLD",
     "PROBE_WAIT",
+    "REFUSED_BURST",
     "REFUSED_SPACING",
     "SYN_RETRANSMISSION",
     "Outcome",
@@ -96,6 +111,15 @@ path upgrade's background schedule tries again sooner than that early on)."""
 REFUSED_SPACING = 0.025
 """Seconds: the least delay before a refused punched dial is made again, and the least span of
 its random part (a refusal on a nearby network comes back in well under a millisecond)."""
+
+CROSSING_SPACING = 0.002
+"""Seconds: the least delay before a refused try of a plan that relies on crossing SYNs alone is
+made again, and the least span of its random part."""
+
+REFUSED_BURST = 2.0
+"""Seconds after a path upgrade's background try (one of its quick first retries) during which
+a refused try of a plan that relies on crossing SYNs is made again as in the foreground: the
+bursts of the tries at 0.5, 1.5 and 3.5 s cover the first five and a half seconds."""
 
 #: a dial failing with these: our listener already accepted the peer's dial between the same two
 #: ports, and the kernel refuses a second socket for them
@@ -145,11 +169,11 @@ def outcome_of(failure: Failure, *, low_ttl: bool) -> Outcome:
     return Outcome.FAILED
 
 
-def refused_delay(took: float, rng: random.Random) -> float:
+def refused_delay(took: float, rng: random.Random, spacing: float = REFUSED_SPACING) -> float:
     """Seconds before a dial refused after ``took`` seconds is made again: at least
-    :data:`REFUSED_SPACING`, plus a random part of up to the larger of ``took`` (about a round
-    trip to the peer's NAT, for a normal dial) and :data:`REFUSED_SPACING`."""
-    return REFUSED_SPACING + rng.uniform(0.0, max(min(took, 1.0), REFUSED_SPACING))
+    ``spacing``, plus a random part of up to the larger of ``took`` (about a round trip to the
+    peer's NAT, for a normal dial) and ``spacing``."""
+    return spacing + rng.uniform(0.0, max(min(took, 1.0), spacing))
 
 
 @dataclass
@@ -174,11 +198,18 @@ class PunchPlan:
     _low_dials: int = 0
     _last_ttl: int | None = None
     _last_dial: float = 0.0
+    _burst_until: float = 0.0
 
     @property
     def last_ttl(self) -> int | None:
         """The TTL of the last dial's first SYN (``None``: the system's)."""
         return self._last_ttl
+
+    @property
+    def crossing_only(self) -> bool:
+        """Whether only crossing SYNs can get through: refused, and low TTLs excluded (by the
+        probe's verdict or an expiry)."""
+        return self.refused and not self.low_ttl
 
     @property
     def wants_verdict(self) -> bool:
@@ -200,6 +231,16 @@ class PunchPlan:
             self._last_ttl = self._ttls[self._low_dials % len(self._ttls)]
             self._low_dials += 1
         return self._last_ttl
+
+    def burst(self, now: float) -> None:
+        """A path upgrade's background try starts ``now``: refused tries of a plan that relies
+        on crossing SYNs are made again soon until :data:`REFUSED_BURST` later."""
+        self._burst_until = now + REFUSED_BURST
+
+    def retries_in_background(self, outcome: Outcome, now: float) -> bool:
+        """Whether a background try that failed with ``outcome`` at ``now`` is made again
+        before the upgrade schedule's next try (:meth:`again` says when)."""
+        return outcome is Outcome.REFUSED and self.crossing_only and now < self._burst_until
 
     def holds(self, now: float) -> bool:
         """Whether the last try, a low-TTL one, should be left connecting at ``now`` rather
@@ -226,11 +267,15 @@ class PunchPlan:
             self.refused = True
             if ttl is not None and took < SYN_RETRANSMISSION:
                 self._too_high(ttl)  # that SYN itself reached the peer's NAT
-        if outcome is Outcome.TAKEN or now - self.started >= self.window:
+        if outcome is Outcome.TAKEN:
+            return None
+        if now - self.started >= self.window and not self.retries_in_background(outcome, now):
             return None
         if outcome is Outcome.EXPIRED:
             return 0.0
         if outcome is Outcome.REFUSED:
+            if self.crossing_only:
+                return refused_delay(took, self.rng, CROSSING_SPACING)
             low_next = self.low_ttl and self.verdict is not Verdict.ABORTED
             return refused_delay(0.0 if low_next else took, self.rng)
         return PUNCH_RETRY_DELAY

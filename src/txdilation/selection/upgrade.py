@@ -69,6 +69,11 @@ class RetrySchedule:
         """Something changed (the network): the quick first retries again, from ``now``."""
         self._origin = now
 
+    def quick(self, now: float) -> bool:
+        """Whether ``now`` is within the quick first retries (from the origin, or the last
+        restart; the last of them included, however late its timer fires)."""
+        return now - self._origin < _OFFSETS[-1] + FIRST_RETRIES[0] / 2
+
     def next_after(self, now: float) -> float:
         """The first dial time strictly after ``now``."""
         elapsed = now - self._origin
