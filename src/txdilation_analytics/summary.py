@@ -17,6 +17,10 @@ from .quantiles import Quantiles
 
 SUMMARY_SCHEMA = "txdilation-analytics-summary/1"
 
+PATH_TIME_KEYS = ("time_on_path_s", "relay_time_share", "path_upgrades")
+"""Keys added with the path upgrades (same schema version: nothing removed or changed), which
+``summary.json`` lists after every earlier key."""
+
 
 def counts_by(df: DataFrame, key: str) -> dict[str, int]:
     """``{value of key: rows}``, sorted by key (NULL keys reported as ``"null"``)."""

@@ -437,11 +437,13 @@ class ReportPageTests(SynchronousTestCase):
 
     def test_summary_json_keeps_every_key(self) -> None:
         """summary.json keeps the documented keys in order, then adds undilated_reasons,
-        by_path (direct, relay, mixed) and range (the days asked for: all here)."""
+        by_path (direct, relay, mixed), range (the days asked for: all here) and the time on
+        each path."""
+        from txdilation_analytics.summary import PATH_TIME_KEYS
+
         summary = self.run["summary"]
-        self.assertEqual(
-            list(summary), [*SUMMARY_KEYS, "undilated_reasons", "by_path", "range"], list(summary)
-        )
+        added = ["undilated_reasons", "by_path", "range", *PATH_TIME_KEYS]
+        self.assertEqual(list(summary), [*SUMMARY_KEYS, *added], list(summary))
         self.assertEqual(summary["range"], {"from": None, "to": None})
         self.assertEqual(list(summary["by_path"]), ["direct", "relay", "mixed"])
         self.assertEqual(summary["mailbox_results"], dict(sorted(MAILBOXES.items())))
