@@ -14,6 +14,7 @@ ones; a ``connect()`` made while no meeting runs waits for the next and can be c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from twisted.internet.defer import Deferred, succeed
@@ -25,8 +26,9 @@ from twisted.internet.interfaces import (
     IStreamClientEndpoint,
     IStreamServerEndpoint,
 )
-from twisted.python.failure import Failure
 from zope.interface import implementer
+
+from txdilation.wire.waiting import fire_unless_called
 
 __all__ = [
     "MeetingBoard",
@@ -195,19 +197,7 @@ class PairedConnectorEndpoint:
 
         def meeting(dilated: Any) -> None:
             inner = dilated.connector_for(self._name).connect(protocolFactory)
-            inner.addBoth(_pass_to(result))
+            inner.addBoth(partial(fire_unless_called, result))
 
-        waiting.addCallbacks(meeting, _pass_to(result))
+        waiting.addCallbacks(meeting, partial(fire_unless_called, result))
         return result
-
-
-def _pass_to(d: Deferred[Any]) -> Any:
-    def pass_on(result: object) -> None:
-        if d.called:
-            return
-        if isinstance(result, Failure):
-            d.errback(result)
-        else:
-            d.callback(result)
-
-    return pass_on
