@@ -26,6 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -46,11 +47,16 @@ STAGES = (("bronze", "ingest"), ("silver", "sessionize"), ("gold", "aggregate"),
 
 
 def _children(pid: int) -> list[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
+    """The child processes of ``pid``, whichever of its threads started them (a JVM starts
+    executors and Python workers from threads other than its main one)."""
+    out: list[int] = []
+    for children in glob.glob(f"/proc/{pid}/task/*/children"):
+        try:
+            with open(children) as f:
+                out.extend(int(p) for p in f.read().split())
+        except OSError:
+            continue
+    return out
 
 
 def _tree(pids: Sequence[int]) -> tuple[int, float]:
