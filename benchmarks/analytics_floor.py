@@ -8,10 +8,11 @@ times exactly those Spark operations on the given event files, with no pipeline 
 them, each written to Spark's ``noop`` sink (everything computed, nothing kept) or to Parquet
 (the stored rows without ``ingest``'s unparseable-line text column, which makes Spark's JSON
 reader cheapest: the floor is a lower bound),
-and prints per step the wall and JVM CPU seconds, CPU microseconds per line, and what the step
-alone would cost for ``--sessions`` sessions (lines per session as measured here) on
-``--cores`` cores, assuming perfect parallelism and linear growth (docs/analytics.md shows both
-hold within noise from 1M to 3M sessions). The pipeline's own stage figures come from
+and prints per step the wall and CPU seconds (this process, its JVM and workers), CPU
+microseconds per line, and what the step alone would cost for ``--sessions`` sessions (lines
+per session as measured here) on ``--cores`` cores, assuming perfect parallelism and linear
+growth (docs/analytics.md shows both hold from 1M to 10M sessions). The pipeline's own stage
+figures come from
 ``benchmarks/analytics_scale.py``; compare its CPU seconds per line with the sum here.
 
 Usage (an input written by ``txdilation-analytics synth --compress``)::
@@ -33,28 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "src"))
-
-
-def _jvm_cpu_reader() -> Callable[[], float]:
-    """CPU seconds (user + system) used so far by the JVM this process started."""
-    me = os.getpid()
-    with open(f"/proc/{me}/task/{me}/children") as f:
-        children = f.read().split()
-    for pid in children:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            if b"java" in cmdline.read():
-                break
-    else:
-        raise SystemExit("no JVM child process found")
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def cpu() -> float:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / tick
-
-    return cpu
+sys.path[:0] = [REPO, os.path.join(REPO, "src")]
 
 
 def main() -> None:
@@ -69,6 +49,7 @@ def main() -> None:
 
     from pyspark.sql import functions as F
 
+    from benchmarks.analytics_scale import process_tree_usage
     from txdilation_analytics import schemas, sources
     from txdilation_analytics.session import get_spark
 
@@ -76,7 +57,10 @@ def main() -> None:
     if not paths:
         raise SystemExit(f"no part-* files in {args.events}")
     spark = get_spark(f"local[{args.cores}]", driver_memory=args.driver_memory)
-    cpu = _jvm_cpu_reader()
+
+    def cpu() -> float:
+        return process_tree_usage([os.getpid()])[1]
+
     work = tempfile.mkdtemp(prefix="txdilation-floor-")
     stored = os.path.join(work, "events")
 

@@ -59,7 +59,7 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _tree(pids: Sequence[int]) -> tuple[int, float]:
+def process_tree_usage(pids: Sequence[int]) -> tuple[int, float]:
     """Total resident bytes of ``pids`` and all their descendants, and the CPU seconds they
     used (user + system, their reaped children's included)."""
     rss, cpu, stack, seen = 0, 0.0, list(pids), set()
@@ -102,7 +102,7 @@ class Sampler:
 
     def _run(self) -> None:
         while not self._done.is_set():
-            rss, cpu = _tree(self.roots)
+            rss, cpu = process_tree_usage(self.roots)
             self.samples.append((time.time(), rss, os.getloadavg()[0], cpu))
             self._done.wait(self._period)
 
