@@ -43,7 +43,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from twisted.internet.defer import Deferred, TimeoutError, succeed
+from twisted.internet.defer import CancelledError, Deferred, TimeoutError, succeed
 from twisted.internet.interfaces import (
     IAddress,
     IListeningPort,
@@ -63,9 +63,11 @@ from txdilation.endpoints.settings import (
     EndpointSettings,
     parse_settings,
 )
-from txdilation.endpoints.shared import NAMESPACE, SharedWormhole, in_twistd, pass_to
+from txdilation.endpoints.shared import NAMESPACE, SharedWormhole, in_twistd
 from txdilation.session.advice import explain, unwrap
 from txdilation.session.config import DEFAULT_MAILBOX, MAILBOX_VARIABLE
+from txdilation.wire.errors import WormholeClosedError
+from txdilation.wire.waiting import pass_to
 
 _log = Logger(namespace=NAMESPACE)
 
@@ -223,8 +225,7 @@ def settings_from_string(
 def _quiet_when_closed(f: Failure) -> None:
     """A listener that ends with its wormhole (closed, cancelled) is not an error to log: the
     wormhole's own end says why."""
-    name = type(unwrap(f)).__name__
-    if name not in ("WormholeClosedError", "CancelledError"):
+    if not isinstance(unwrap(f), WormholeClosedError | CancelledError):
         _log.failure("dilation: listening failed", f)
 
 
@@ -279,7 +280,7 @@ class DilationClientEndpoint:
         def explain_failure(f: Failure) -> Failure:
             if f.check(TimeoutError):  # type: ignore[no-untyped-call]
                 raise TimeoutError(_waited_too_long(shared, timeout)) from None
-            if type(unwrap(f)).__name__ == "WormholeClosedError":
+            if isinstance(unwrap(f), WormholeClosedError):
                 # not the cause: the close of the wormhole says why it ended
                 closed = shared.closed_under_us()
                 closed.addBoth(lambda _: shared.cause if shared.cause is not None else f)

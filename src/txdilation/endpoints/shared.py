@@ -33,8 +33,9 @@ from txdilation.endpoints.settings import EndpointSettings
 from txdilation.session.advice import explain, unwrap
 from txdilation.session.status import StatusWriter, open_status_writer
 from txdilation.session.statuslog import StatusLog
+from txdilation.wire.waiting import pass_to
 
-__all__ = ["CLOSE_TIMEOUT", "NAMESPACE", "SharedWormhole", "in_twistd", "pass_to"]
+__all__ = ["CLOSE_TIMEOUT", "NAMESPACE", "SharedWormhole", "in_twistd"]
 
 NAMESPACE: Final = "txdilation.endpoints"
 """The ``twisted.logger`` namespace of the endpoints' lines."""
@@ -283,18 +284,6 @@ def _in_words(f: Failure, explained: Any) -> Failure:
     if text not in getattr(exc, "__notes__", ()):
         exc.add_note(text)
     return Failure(exc)  # type: ignore[no-untyped-call]
-
-
-def pass_to(d: Deferred[Any]) -> Callable[[object], object]:
-    def pass_on(result: object) -> object:
-        if not d.called:
-            if isinstance(result, Failure):
-                d.errback(result)
-                return None
-            d.callback(result)
-        return result
-
-    return pass_on
 
 
 def _write_code(path: str, code: str) -> None:

@@ -29,7 +29,7 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Cooperator, LoopingCall
 from twisted.logger import Logger
 from wormhole._interfaces import IDilator, ISend, ITerminator
-from wormhole._status import DilationStatus, WormholeStatus
+from wormhole._status import DilationStatus, StoppedPeer, WormholeStatus
 from zope.interface import implementer
 
 from txdilation.mailbox.dilated import DilatedWormhole
@@ -167,7 +167,7 @@ class Dilator:
 
         def check() -> None:  # every FLUSH_CHECK s: acknowledged, the peer gone, or too late
             left = mux.unacknowledged_records
-            gone = type(m.status.peer_connection).__name__ == "StoppedPeer"
+            gone = isinstance(m.status.peer_connection, StoppedPeer)
             if left and not gone and self._reactor.seconds() < deadline:
                 return
             poll.stop()
