@@ -39,6 +39,23 @@ class RecordingDilator(Dilator):
     manager_type = RecordingManager
 
 
+class FaultyManager(RecordingManager):
+    """A Manager with a fault: a 'reconnect' message, or the key, makes it raise."""
+
+    def got_dilation_key(self, key: bytes) -> None:
+        super().got_dilation_key(key)
+        raise RuntimeError("a fault with the key")
+
+    def received_dilation_message(self, plaintext: bytes) -> None:
+        super().received_dilation_message(plaintext)
+        if self.calls[-1] == "reconnect":
+            raise RuntimeError("a fault with 'reconnect'")
+
+
+class FaultyDilator(Dilator):
+    manager_type = FaultyManager
+
+
 def dilator() -> tuple[RecordingDilator, MailboxPipe, RecordingTerminator]:
     d = RecordingDilator(MemoryReactorClock(), None, None, ["ged"])
     pipe, terminator = MailboxPipe(), RecordingTerminator()
@@ -62,6 +79,31 @@ class DilatorTests(SynchronousTestCase):
         self.assertEqual([m["type"] for _, m in pipe.sent][:1], ["please"])
         d.received_dilate(b'{"type": "connection-hints", "hints": []}')
         self.assertEqual(manager.calls[-1], "connection-hints")
+        manager.stop()
+
+    def test_a_fault_of_ours_never_reaches_the_boss(self) -> None:
+        """stock's Boss calls the Dilator while it handles a mailbox message and closes the
+        whole wormhole on an exception: a Manager that raises (on a message, on the key,
+        before or after dilate()) has its failure logged, that one thing dropped, and the
+        messages after it handled."""
+        d = FaultyDilator(MemoryReactorClock(), None, None, ["ged"])
+        d.wire(MailboxPipe(), RecordingTerminator())
+        d.received_dilate(b'{"type": "reconnect"}')
+        d.received_dilate(b'{"type": "please", "side": "ffffffffffffffff"}')
+        d.got_key(b"k" * 32)
+        d.dilate(settings=Settings(network=LOOPBACK), side="0000000000000000")
+        manager = d._manager
+        assert isinstance(manager, FaultyManager)
+        self.assertEqual(manager.calls, ["key", "reconnect", "please"])
+        self.assertEqual(len(self.flushLoggedErrors(RuntimeError)), 2)
+        d.received_dilate(b'{"type": "reconnect"}')
+        d.got_key(b"k" * 32)
+        d.received_dilate(b'{"type": "connection-hints", "hints": []}')
+        self.assertEqual(manager.calls[3:], ["reconnect", "key", "connection-hints"])
+        errors = self.flushLoggedErrors(RuntimeError)
+        self.assertEqual(
+            [str(e.value) for e in errors], ["a fault with 'reconnect'", "a fault with the key"]
+        )
         manager.stop()
 
     def test_stop_before_dilate(self) -> None:

@@ -9,7 +9,14 @@ and tests put them.
 
 Invariants: at most one Manager per Dilator (a second ``dilate()`` raises
 ``CanOnlyDilateOnceError``); nothing received before ``dilate()`` is lost or reordered;
-``stop()`` fires the Terminator's ``stoppedD`` exactly once, after the Manager stopped.
+``stop()`` fires the Terminator's ``stoppedD`` exactly once, after the Manager stopped; no
+exception leaves ``got_key``, ``got_wormhole_versions`` or ``received_dilate``.
+
+That last one matters because stock's Boss calls them while it handles a mailbox message, and
+stock turns an exception raised there into the end of the whole wormhole: every pending
+``get_message()`` fails with it and the mailbox closes (fowl reports it as an "error"). A fault
+of ours in handling one message is therefore logged with its traceback and that message
+dropped; the wormhole, and the link if there is one, stay up.
 
 Closing does not lose what we wrote: stock's close takes the mailbox away before it stops the
 Dilation, so a link that is down at that moment could never be made again, and records the
@@ -29,7 +36,14 @@ from twisted.internet.defer import Deferred
 from twisted.internet.task import Cooperator, LoopingCall
 from twisted.logger import Logger
 from wormhole._interfaces import IDilator, ISend, ITerminator
-from wormhole._status import DilationStatus, StoppedPeer, WormholeStatus
+from wormhole._status import (
+    ConnectedPeer,
+    ConnectingPeer,
+    DilationStatus,
+    ReconnectingPeer,
+    StoppedPeer,
+    WormholeStatus,
+)
 from zope.interface import implementer
 
 from txdilation.mailbox.dilated import DilatedWormhole
@@ -122,11 +136,12 @@ class Dilator:
         self._manager = m
         m.public_addresses_seen(self._public_addresses)
         if self._pending_key is not None:
-            m.got_dilation_key(self._pending_key)
+            self._contained("the dilation key", m.got_dilation_key, self._pending_key)
         if self._pending_versions is not None:
-            m.got_wormhole_versions(self._pending_versions)
+            self._contained("the peer's versions", m.got_wormhole_versions, self._pending_versions)
         while self._pending_messages:
-            m.received_dilation_message(self._pending_messages.popleft())
+            message = self._pending_messages.popleft()
+            self._contained("a dilation message", m.received_dilation_message, message)
         if self._stop_requested:
             m.stop()
         return m.api
@@ -151,9 +166,9 @@ class Dilator:
             return None
         mux, status = m.multiplexer, m.status
         pending = mux.unacknowledged_records
-        peer = type(status.peer_connection).__name__
-        reached = peer in ("ConnectedPeer", "ReconnectingPeer") or (
-            peer == "ConnectingPeer" and status.generation > 1
+        peer = status.peer_connection
+        reached = isinstance(peer, ConnectedPeer | ReconnectingPeer) or (
+            isinstance(peer, ConnectingPeer) and status.generation > 1
         )
         if pending == 0 or not reached:
             return None
@@ -205,18 +220,29 @@ class Dilator:
     def got_key(self, key: bytes) -> None:
         dilation_key = derive_dilation_key(key)
         if self._manager is not None:
-            self._manager.got_dilation_key(dilation_key)
+            self._contained("the dilation key", self._manager.got_dilation_key, dilation_key)
         else:
             self._pending_key = dilation_key
 
     def got_wormhole_versions(self, their_wormhole_versions: dict[str, Any]) -> None:
         if self._manager is not None:
-            self._manager.got_wormhole_versions(their_wormhole_versions)
+            m = self._manager
+            self._contained("the peer's versions", m.got_wormhole_versions, their_wormhole_versions)
         else:
             self._pending_versions = their_wormhole_versions
 
     def received_dilate(self, plaintext: bytes) -> None:
         if self._manager is not None:
-            self._manager.received_dilation_message(plaintext)
+            m = self._manager
+            self._contained("a dilation message", m.received_dilation_message, plaintext)
         else:
             self._pending_messages.append(plaintext)
+
+    @staticmethod
+    def _contained(what: str, handle: Callable[[Any], None], value: Any) -> None:
+        """``handle(value)``, a fault in it logged (with its traceback) instead of raised into
+        stock's Boss (see the module docstring)."""
+        try:
+            handle(value)
+        except Exception:
+            _log.failure("handling {what} failed (a txdilation fault): it is dropped", what=what)
