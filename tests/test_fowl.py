@@ -18,7 +18,9 @@ Everything stays on 127.0.0.1: fowl's hard-coded public relay is replaced by the
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import re
@@ -27,13 +29,17 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
+import fowl._proto
+from fowl.messages import WormholeError
 from twisted.internet.defer import Deferred, DeferredList, DeferredQueue
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
 from twisted.internet.utils import getProcessOutputAndValue
-from twisted.trial.unittest import TestCase
+from twisted.trial.unittest import SynchronousTestCase, TestCase
 
+from tests.support import fowl_errors
+from tests.support.fowl_errors import PREFIX as FOWLD_ERROR
 from tests.support.fowld import SITE_DIR, Fowld, cut_links
 from tests.support.harness import REPO_ROOT, RealServersMixin
 
@@ -176,6 +182,36 @@ KNOWN_RACES = (
 )
 
 
+def with_fowld_errors(output: str) -> str:
+    """The end of a fowl suite's output, after the text of every error fowld reported in it
+    (``tests.support.fowl_errors``): fowl's tests name only the error's class."""
+    errors = [line for line in output.splitlines() if line.startswith(FOWLD_ERROR)]
+    return "\n".join([*errors, output[-8000:]])
+
+
+class FowldErrorsShownTests(SynchronousTestCase):
+    """The plugin the suite runs with (``tests.support.fowl_errors``) shows fowld's errors."""
+
+    def test_an_error_is_printed_with_its_text_and_leads_the_report(self) -> None:
+        """Once the plugin is configured, fowl's parser (as fowl's tests import it) prints an
+        ``error`` message's text and returns the message unchanged; other messages print
+        nothing; ``with_fowld_errors`` puts the printed lines before the output's end."""
+        self.patch(fowl._proto, "parse_fowld_output", fowl._proto.parse_fowld_output)
+        fowl_errors.pytest_configure(None)
+        parse = fowl._proto.parse_fowld_output
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            error, _ = parse(json.dumps({"kind": "error", "message": 'Service "iperf" failed'}))
+            welcome, _ = parse(json.dumps({"kind": "welcome", "url": "ws://x", "welcome": {}}))
+        self.assertEqual(error, WormholeError('Service "iperf" failed'))
+        self.assertEqual(type(welcome).__name__, "Welcome")
+        line = f'{FOWLD_ERROR} Service "iperf" failed'
+        self.assertEqual(printed.getvalue(), line + "\n")
+        report = with_fowld_errors("x" * 9000 + "\n" + line + "\n" + "y" * 9000)
+        self.assertEqual(report.splitlines()[0], line)
+        self.assertTrue(report.endswith("y" * 8000))
+
+
 class FowlSuiteTests(RealServersMixin, TestCase):
     """fowl's own test suite, with txdilation installed in every process it starts."""
 
@@ -196,7 +232,8 @@ class FowlSuiteTests(RealServersMixin, TestCase):
         env["TXDILATION_TEST_TRANSIT_RELAY"] = f"tcp:127.0.0.1:{self.transit_relay.port}"
         env["TXDILATION_DROPIN_PROOF"] = proof
         env["PYTHONUNBUFFERED"] = "1"
-        args = ["-m", "pytest", "-p", "txdilation.dropin", "-p", "no:cacheprovider"]
+        args = ["-m", "pytest", "-p", "txdilation.dropin", "-p", "tests.support.fowl_errors"]
+        args += ["-p", "no:cacheprovider"]
         args += ["-s", "-rA", "--pyargs", target, *select]
         out, err, code = await getProcessOutputAndValue(
             sys.executable, args, env=env, path=scratch, reactor=self.reactor
@@ -246,7 +283,7 @@ class FowlSuiteTests(RealServersMixin, TestCase):
         known = bool(failed) and all(
             race is not None and any(s in output for s in race.signatures) for race in lost
         )
-        self.assertTrue(known, output[-8000:])
+        self.assertTrue(known, with_fowld_errors(output))
         self.assertRegex(summary, rf"{len(failed)} failed, (\d+) passed in")
         failures = output.index("= FAILURES =")
         output = output[:failures] + output[output.index("= PASSES =") :]
@@ -258,7 +295,7 @@ class FowlSuiteTests(RealServersMixin, TestCase):
                 code, again, more = await self.run_fowl_tests(scratch, race.module, "-k", name)
                 if code == 0:
                     break
-            self.assertEqual(code, 0, again[-8000:])
+            self.assertEqual(code, 0, with_fowld_errors(again))
             self.assertRegex(again.strip().splitlines()[-1], r"^=+ 1 passed")
             self.check_clean(again, more)
         passed = int(re.search(r"(\d+) passed", summary).group(1))  # type: ignore[union-attr]

@@ -188,7 +188,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.test_faults": kinds("reactor unit"),
     "tests.test_figures": kinds("unit"),
     "tests.test_flood": kinds("namespaces reactor"),
-    "tests.test_fowl": kinds("dropin processes reactor servers stock"),
+    "tests.test_fowl": kinds("dropin processes reactor servers stock unit"),
     "tests.test_fuzz": kinds("hypothesis unit"),
     "tests.test_hostile_listener": kinds("reactor unit"),
     "tests.test_hostile_mailbox": kinds("hypothesis reactor unit"),
