@@ -8,8 +8,11 @@ from typing import Any
 
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import SynchronousTestCase
+from wormhole._status import WormholeStatus
 
 from tests.mailbox.test_manager import LOOPBACK, MailboxPipe, RecordingTerminator
+from txdilation._stock.manager import Dilator as StockFacingDilator
+from txdilation._stock.manager import Manager as StockFacingManager
 from txdilation.mailbox.dilator import Dilator
 from txdilation.mailbox.manager import Manager
 from txdilation.settings import Settings
@@ -54,6 +57,17 @@ class FaultyManager(RecordingManager):
 
 class FaultyDilator(Dilator):
     manager_type = FaultyManager
+
+
+class FaultyStockFacingManager(StockFacingManager):
+    """The stock-facing Manager with a fault in following the mailbox status."""
+
+    def mailbox_status(self, status: WormholeStatus) -> None:
+        raise RuntimeError("a fault with the mailbox status")
+
+
+class FaultyStockFacingDilator(StockFacingDilator):
+    manager_type = FaultyStockFacingManager
 
 
 def dilator() -> tuple[RecordingDilator, MailboxPipe, RecordingTerminator]:
@@ -104,6 +118,19 @@ class DilatorTests(SynchronousTestCase):
         self.assertEqual(
             [str(e.value) for e in errors], ["a fault with 'reconnect'", "a fault with the key"]
         )
+        manager.stop()
+
+    def test_the_mailbox_status_fault_never_reaches_the_boss(self) -> None:
+        """stock's Boss tells the stock-facing Manager of every mailbox status change
+        (``_D._manager._wormhole_status``), often while handling a mailbox message: a fault
+        there is logged, not raised into the Boss."""
+        d = FaultyStockFacingDilator(MemoryReactorClock(), None, None, ["ged"])
+        d.wire(MailboxPipe(), RecordingTerminator())
+        d.dilate(settings=Settings(network=LOOPBACK))
+        manager: Any = d._manager
+        manager._wormhole_status(WormholeStatus())
+        errors = self.flushLoggedErrors(RuntimeError)
+        self.assertEqual([str(e.value) for e in errors], ["a fault with the mailbox status"])
         manager.stop()
 
     def test_stop_before_dilate(self) -> None:

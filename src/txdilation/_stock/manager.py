@@ -81,7 +81,9 @@ class Manager(_core_manager.Manager):
             super()._launch_connector(connector)
 
     def _wormhole_status(self, status: WormholeStatus) -> None:
-        self.mailbox_status(status)
+        """stock's Boss reports each change of our mailbox status, often while it handles a
+        mailbox message: a fault of ours is contained (``mailbox.dilator.contain_fault``)."""
+        _core_dilator.contain_fault("the mailbox status", self.mailbox_status, status)
 
     @property
     def _connection(self) -> Any:
@@ -162,11 +164,8 @@ class Dilator(_core_dilator.Dilator):
             return
 
         def see_welcome(welcome: Any, *args: Any, **kwargs: Any) -> Any:
-            try:
-                if isinstance(welcome, dict):
-                    self.got_welcome(welcome)
-            except Exception:
-                _log.failure("reading the mailbox welcome failed")
+            if isinstance(welcome, dict):
+                _core_dilator.contain_fault("the mailbox welcome", self.got_welcome, welcome)
             return rx_welcome(welcome, *args, **kwargs)
 
         see_welcome._txdilation_sees = True  # type: ignore[attr-defined]

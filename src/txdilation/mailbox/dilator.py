@@ -57,12 +57,21 @@ from txdilation.wire.contracts import IDilationReactor
 from txdilation.wire.errors import CanOnlyDilateOnceError
 from txdilation.wire.keys import derive_dilation_key
 
-__all__ = ["Dilator"]
+__all__ = ["Dilator", "contain_fault"]
 
 _log = Logger(namespace="txdilation.mailbox.dilator")
 
 FLUSH_CHECK = 0.05
 """Seconds between two looks at what the peer has still to acknowledge, while a close waits."""
+
+
+def contain_fault(what: str, handle: Callable[[Any], object], value: Any) -> None:
+    """``handle(value)`` for stock's Boss, a fault in it logged (with its traceback) instead of
+    raised into the Boss, which would close the whole wormhole with it (module docstring)."""
+    try:
+        handle(value)
+    except Exception:
+        _log.failure("handling {what} failed (a txdilation fault): it is dropped", what=what)
 
 
 @implementer(IDilator)
@@ -136,12 +145,12 @@ class Dilator:
         self._manager = m
         m.public_addresses_seen(self._public_addresses)
         if self._pending_key is not None:
-            self._contained("the dilation key", m.got_dilation_key, self._pending_key)
+            contain_fault("the dilation key", m.got_dilation_key, self._pending_key)
         if self._pending_versions is not None:
-            self._contained("the peer's versions", m.got_wormhole_versions, self._pending_versions)
+            contain_fault("the peer's versions", m.got_wormhole_versions, self._pending_versions)
         while self._pending_messages:
             message = self._pending_messages.popleft()
-            self._contained("a dilation message", m.received_dilation_message, message)
+            contain_fault("a dilation message", m.received_dilation_message, message)
         if self._stop_requested:
             m.stop()
         return m.api
@@ -220,29 +229,20 @@ class Dilator:
     def got_key(self, key: bytes) -> None:
         dilation_key = derive_dilation_key(key)
         if self._manager is not None:
-            self._contained("the dilation key", self._manager.got_dilation_key, dilation_key)
+            contain_fault("the dilation key", self._manager.got_dilation_key, dilation_key)
         else:
             self._pending_key = dilation_key
 
     def got_wormhole_versions(self, their_wormhole_versions: dict[str, Any]) -> None:
         if self._manager is not None:
             m = self._manager
-            self._contained("the peer's versions", m.got_wormhole_versions, their_wormhole_versions)
+            contain_fault("the peer's versions", m.got_wormhole_versions, their_wormhole_versions)
         else:
             self._pending_versions = their_wormhole_versions
 
     def received_dilate(self, plaintext: bytes) -> None:
         if self._manager is not None:
             m = self._manager
-            self._contained("a dilation message", m.received_dilation_message, plaintext)
+            contain_fault("a dilation message", m.received_dilation_message, plaintext)
         else:
             self._pending_messages.append(plaintext)
-
-    @staticmethod
-    def _contained(what: str, handle: Callable[[Any], None], value: Any) -> None:
-        """``handle(value)``, a fault in it logged (with its traceback) instead of raised into
-        stock's Boss (see the module docstring)."""
-        try:
-            handle(value)
-        except Exception:
-            _log.failure("handling {what} failed (a txdilation fault): it is dropped", what=what)
