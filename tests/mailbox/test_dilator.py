@@ -54,6 +54,9 @@ class FaultyManager(RecordingManager):
         if self.calls[-1] == "reconnect":
             raise RuntimeError("a fault with 'reconnect'")
 
+    def stop(self) -> None:
+        raise RuntimeError("a fault with the stop")
+
 
 class FaultyDilator(Dilator):
     manager_type = FaultyManager
@@ -118,7 +121,21 @@ class DilatorTests(SynchronousTestCase):
         self.assertEqual(
             [str(e.value) for e in errors], ["a fault with 'reconnect'", "a fault with the key"]
         )
-        manager.stop()
+
+    def test_a_fault_in_stopping_still_lets_the_wormhole_close(self) -> None:
+        """The Terminator calls stop() once the mailbox closed (inside stock's handling of it)
+        and waits for ``stoppedD``: a Manager whose stop raises has the failure logged and the
+        terminator told at once, so the wormhole's close completes; a second stop() changes
+        nothing."""
+        d = FaultyDilator(MemoryReactorClock(), None, None, ["ged"])
+        terminator = RecordingTerminator()
+        d.wire(MailboxPipe(), terminator)
+        d.dilate(settings=Settings(network=LOOPBACK))
+        d.stop()
+        self.successResultOf(terminator.stopped)
+        d.stop()
+        errors = self.flushLoggedErrors(RuntimeError)
+        self.assertEqual([str(e.value) for e in errors], ["a fault with the stop"])
 
     def test_the_mailbox_status_fault_never_reaches_the_boss(self) -> None:
         """stock's Boss tells the stock-facing Manager of every mailbox status change

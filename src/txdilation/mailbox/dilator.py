@@ -10,7 +10,7 @@ and tests put them.
 Invariants: at most one Manager per Dilator (a second ``dilate()`` raises
 ``CanOnlyDilateOnceError``); nothing received before ``dilate()`` is lost or reordered;
 ``stop()`` fires the Terminator's ``stoppedD`` exactly once, after the Manager stopped; no
-exception leaves ``got_key``, ``got_wormhole_versions`` or ``received_dilate``.
+exception leaves ``got_key``, ``got_wormhole_versions``, ``received_dilate`` or ``stop``.
 
 That last one matters because stock's Boss calls them while it handles a mailbox message, and
 stock turns an exception raised there into the end of the whole wormhole: every pending
@@ -65,13 +65,18 @@ FLUSH_CHECK = 0.05
 """Seconds between two looks at what the peer has still to acknowledge, while a close waits."""
 
 
-def contain_fault(what: str, handle: Callable[[Any], object], value: Any) -> None:
+def contain_fault(what: str, handle: Callable[[Any], object], value: Any) -> bool:
     """``handle(value)`` for stock's Boss, a fault in it logged (with its traceback) instead of
-    raised into the Boss, which would close the whole wormhole with it (module docstring)."""
+    raised into the Boss, which would close the whole wormhole with it (module docstring).
+
+    :returns: whether ``handle`` returned (False: it raised, and that was logged).
+    """
     try:
         handle(value)
     except Exception:
         _log.failure("handling {what} failed (a txdilation fault): it is dropped", what=what)
+        return False
+    return True
 
 
 @implementer(IDilator)
@@ -209,15 +214,16 @@ class Dilator:
         return done
 
     def stop(self) -> None:
-        """Called by the Terminator once the mailbox is closed; fires ``T.stoppedD()``."""
+        """Called by the Terminator once the mailbox is closed; fires ``T.stoppedD()`` (at
+        once if the Manager's stop raised: the wormhole's close must not wait for ever)."""
         if self._stop_requested:
             return
         self._stop_requested = True
-        if self._manager is None:
+        m = self._manager
+        if m is None or not contain_fault("the stop", lambda _: m.stop(), None):
             self._T.stoppedD()
             return
-        self._manager.stop()
-        self._manager.when_stopped().addCallback(lambda _: self._T.stoppedD())
+        m.when_stopped().addCallback(lambda _: self._T.stoppedD())
 
     def got_welcome(self, welcome: Mapping[str, Any]) -> None:
         """The mailbox server's welcome (each time our mailbox connection opens): the address
