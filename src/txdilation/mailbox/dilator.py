@@ -65,14 +65,14 @@ FLUSH_CHECK = 0.05
 """Seconds between two looks at what the peer has still to acknowledge, while a close waits."""
 
 
-def contain_fault(what: str, handle: Callable[[Any], object], value: Any) -> bool:
-    """``handle(value)`` for stock's Boss, a fault in it logged (with its traceback) instead of
+def contain_fault(what: str, handle: Callable[..., object], *args: Any) -> bool:
+    """``handle(*args)`` for stock's Boss, a fault in it logged (with its traceback) instead of
     raised into the Boss, which would close the whole wormhole with it (module docstring).
 
     :returns: whether ``handle`` returned (False: it raised, and that was logged).
     """
     try:
-        handle(value)
+        handle(*args)
     except Exception:
         _log.failure("handling {what} failed (a txdilation fault): it is dropped", what=what)
         return False
@@ -220,7 +220,7 @@ class Dilator:
             return
         self._stop_requested = True
         m = self._manager
-        if m is None or not contain_fault("the stop", lambda _: m.stop(), None):
+        if m is None or not contain_fault("the stop", m.stop):
             self._T.stoppedD()
             return
         m.when_stopped().addCallback(lambda _: self._T.stoppedD())
