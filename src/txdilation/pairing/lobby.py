@@ -217,8 +217,6 @@ class Lobby:
         self._stopped = False
         self._backoff = Backoff(reactor)
         self._recheck: Any = None
-        self._renewing = False
-        self._trouble: LobbyTrouble | None = None
         factory: Any = WebSocketClientFactory(url)  # type: ignore[no-untyped-call]
         factory.protocol = _LobbyProtocol
         factory.setProtocolOptions(
@@ -284,7 +282,7 @@ class Lobby:
         self._flush(protocol)
         waiter.addTimeout(CLOSE_TIMEOUT, self._reactor)
         waiter.addErrback(lambda f: None)
-        waiter.addCallback(lambda _: protocol.dropConnection(abort=False))
+        waiter.addCallback(lambda _: _hang_up(protocol, clean=True))
         return waiter
 
     def stop(self) -> Deferred[None]:
@@ -293,7 +291,7 @@ class Lobby:
         protocol = self._protocol
         self._halt()
         if protocol is not None:
-            protocol.dropConnection(abort=True)
+            _hang_up(protocol, clean=False)
         return succeed(None)
 
     def _halt(self) -> None:
@@ -307,10 +305,9 @@ class Lobby:
 
     def _opened(self, protocol: _LobbyProtocol) -> None:
         if self._stopped and not self.core.closing:
-            protocol.dropConnection(abort=True)
+            _hang_up(protocol, clean=False)
             return
         self._protocol = protocol
-        self._trouble = None
         self.core.opened()
         self._flush()
         delay = RECHECK * (1 + 0.2 * random.random())
@@ -319,8 +316,7 @@ class Lobby:
     def _renew(self, protocol: _LobbyProtocol) -> None:
         self._recheck = None
         if self._protocol is protocol:
-            self._renewing = True
-            protocol.dropConnection(abort=False)
+            self._drop(protocol, None, renewing=True)
 
     def _message(self, protocol: _LobbyProtocol, payload: bytes) -> None:
         if protocol is not self._protocol:
@@ -343,27 +339,32 @@ class Lobby:
         if in_history and not self.core.history:
             self._backoff.reset()  # the mailbox answered in full: it is fine
         if trouble is not None:
-            self._trouble = trouble
-            protocol.dropConnection(abort=True)
+            self._drop(protocol, trouble)
             return
         self._flush()
         if body is not None:
             self._on_body(body)
 
     def _lost(self, protocol: _LobbyProtocol, too_big: bool) -> None:
-        if self._protocol is not protocol:
-            return
+        if self._protocol is protocol:
+            trouble = None
+            if too_big:
+                text = f"the rendezvous holds a message over {MAX_PAYLOAD} bytes"
+                trouble = LobbyTrouble("squatted", text)
+            self._drop(protocol, trouble)
+
+    def _drop(
+        self, protocol: _LobbyProtocol, trouble: LobbyTrouble | None, renewing: bool = False
+    ) -> None:
+        """This connection is over (whatever ends it): connect again, in the next round when
+        the mailbox is unusable."""
         self._protocol = None
         self.core.lost()
         if self._recheck is not None and self._recheck.active():
             self._recheck.cancel()
         self._recheck = None
-        trouble, self._trouble = self._trouble, None
-        renewing, self._renewing = self._renewing, False
-        if too_big:
-            text = f"the rendezvous holds a message over {MAX_PAYLOAD} bytes"
-            trouble = LobbyTrouble("squatted", text)
-        self._retry(trouble, renewing and trouble is None)
+        _hang_up(protocol, clean=renewing)
+        self._retry(trouble, renewing)
 
     def _flush(self, protocol: _LobbyProtocol | None = None) -> None:
         protocol = protocol or self._protocol
@@ -371,6 +372,18 @@ class Lobby:
             return
         for message in self.core.take():
             protocol.sendMessage(json.dumps(message).encode("utf-8"), False)  # type: ignore[no-untyped-call]
+
+
+def _hang_up(protocol: _LobbyProtocol, *, clean: bool) -> None:
+    """End a connection: a WebSocket close handshake, or at once (unless it is over already)."""
+    if protocol.state == protocol.STATE_CLOSED:
+        return
+    if clean and protocol.state == protocol.STATE_OPEN:
+        protocol.sendClose()
+    else:
+        transport: Any = protocol.transport
+        if transport is not None:
+            transport.abortConnection()
 
 
 def _endpoint(reactor: Any, url: str) -> Any:
