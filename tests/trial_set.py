@@ -144,6 +144,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.pairing.test_ratchet": kinds("unit"),
     "tests.pairing.test_record": kinds("hypothesis unit"),
     "tests.pairing.test_store": kinds("unit"),
+    "tests.pairing.test_warnings": kinds("unit"),
     "tests.selection.test_addresses": kinds("unit"),
     "tests.selection.test_advertise": kinds("unit"),
     "tests.selection.test_attempts": kinds("unit"),

@@ -23,6 +23,7 @@ from tests.pairing.support import records
 from tests.support.harness import LOOPBACK, REPO_ROOT
 from tests.test_cli import run_cli
 from txdilation.pairing import ratchet
+from txdilation.pairing.keys import key_fingerprint
 from txdilation.pairing.record import encode
 from txdilation.pairing.spent import spend
 from txdilation.pairing.store import PairingStore
@@ -131,6 +132,8 @@ class CommandTests(SynchronousTestCase):
         self.assertIn(record.current.fingerprint, out)
         self.assertIn("pending:     1", out)
         self.assertNotIn(record.current.secret.hex(), out)
+        self.assertNotIn(record.key.hex(), out)
+        self.assertIn(key_fingerprint(record.peer_key), out)
         code, out, err = run_cli("pairing", "forget", str(path))
         self.assertEqual(code, 0, err)
         self.assertIn("forgot the pairing with side-b", out)

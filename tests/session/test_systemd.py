@@ -3,10 +3,11 @@ systemd would run them.
 
 There is no systemd here, so the test does what systemd does with these units: it takes the
 unit's ``ExecStart=`` (the virtualenv's ``bin/twistd``: this environment's, whose first line
-names this Python, as a virtualenv's does), expands ``%S`` and ``%d`` (the credentials directory, where ``LoadCredential=`` puts a
-private copy of the settings) to scratch directories, passes
-a listening socket as file descriptor 3 with ``LISTEN_PID``/``LISTEN_FDS`` set (socket
-activation, as ``txdilation.socket`` asks), and reads the journal from the process's stdout.
+names this Python, as a virtualenv's does), expands ``%S`` and ``%d`` (the credentials
+directory, where ``LoadCredential=`` puts a private copy of the settings) to scratch
+directories, passes a listening socket as file descriptor 3 with ``LISTEN_PID``/``LISTEN_FDS``
+set (socket activation, as ``txdilation.socket`` asks), and reads the journal from the
+process's stdout.
 A connection made to the socket before the session even dilated goes through it to the peer
 (an in-process session against the real mailbox server on 127.0.0.1) and back; SIGTERM then
 stops the unit with exit status 0. The paired unit is restarted as ``systemctl restart`` and
