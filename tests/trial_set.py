@@ -138,6 +138,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.pairing.test_derive": kinds("hypothesis unit"),
     "tests.pairing.test_handshake": kinds("unit"),
     "tests.pairing.test_hello": kinds("hypothesis unit"),
+    "tests.pairing.test_lobby": kinds("unit"),
     "tests.pairing.test_messages": kinds("unit"),
     "tests.pairing.test_paired": kinds("reactor servers"),
     "tests.pairing.test_plan": kinds("unit"),

@@ -64,20 +64,20 @@ class Lobbies:
         for generation in held:
             if generation.fingerprint not in self._open:
                 self._start(record, generation)
-            self._post(generation.fingerprint, hello, keep=True)
+            self._post(generation.fingerprint, hello, hello=True)
 
     def post(self, fingerprint: str, message: Hello) -> None:
         """Post an offer or an answer in the lobbies of generation ``fingerprint``."""
         if not self._stopped:
-            self._post(fingerprint, message, keep=False)
+            self._post(fingerprint, message, hello=False)
 
-    def _post(self, fingerprint: str, message: Hello, *, keep: bool) -> None:
+    def _post(self, fingerprint: str, message: Hello, *, hello: bool) -> None:
         entry = self._open.get(fingerprint)
         if entry is None:
             return
         key = derive.lobby_key(entry[0].secret)
         for lobby in entry[1]:
-            lobby.post(seal(message, key), keep=keep)  # sealed apart: slots are not linkable
+            lobby.post(seal(message, key), hello=hello)  # sealed apart: slots are not linkable
 
     def _start(self, record: PairingRecord, generation: Generation) -> None:
         secret, me = generation.secret, record.me.id

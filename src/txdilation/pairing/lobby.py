@@ -7,7 +7,8 @@ mailbox protocol allows without a nameplate::
     bind {appid, side, client_version}   side: derive.lobby_side of the slot's current round
     open {mailbox}                        mailbox: derive.lobby_mailbox of that round
     ping                                  its pong marks the end of what the mailbox held
-    add  {phase: "pairing", body}         this process's hello, when the mailbox lacks it
+    add  {phase: "pairing", body}         this process's hello and latest offers or answers,
+                                          each when the mailbox lacks it
 
 and hands every message's body to ``on_body``. Whatever goes wrong with the mailbox itself (the
 server's ``error``, e.g. ``crowded`` because a third side opened it; more than
@@ -43,6 +44,7 @@ from txdilation.pairing.hello import BODY_LENGTH, PHASE
 
 __all__ = [
     "CLOSE_TIMEOUT",
+    "KEPT",
     "MAX_MESSAGES",
     "MAX_PAYLOAD",
     "MAX_ROUNDS",
@@ -60,6 +62,8 @@ MAX_MESSAGES: Final = 256
 MAX_PAYLOAD: Final = 16 * 1024
 """The WebSocket payload cap (a lobby message is about 1.2 KB)."""
 MAX_ROUNDS: Final = 64
+KEPT: Final = 4
+"""Offers and answers kept for posting again (with the hello)."""
 RECHECK: Final = 60.0
 """Seconds between renewals of a healthy connection (with up to 20% jitter)."""
 
@@ -90,18 +94,20 @@ class LobbyCore:
     """The lobby's protocol, without I/O: server messages in, messages to send out.
 
     :ivar place: the ``(mailbox, side)`` of a round.
-    :ivar body: the hello to post whenever a connection finds the mailbox without it.
+    :ivar hello: this process's hello, posted whenever a connection finds the mailbox without
+        it; ``directed``: its latest offers or answers (:data:`KEPT`), likewise.
     """
 
     appid: str
     place: Callable[[int], tuple[str, str]]
     round: int = 0
-    body: str | None = None
+    hello: str | None = None
+    directed: list[str] = field(default_factory=list)
     connected: bool = False
     closing: bool = False
     received: int = 0
     history: bool = True
-    body_seen: bool = False
+    seen: set[str] = field(default_factory=set)
     outgoing: list[dict[str, Any]] = field(default_factory=list)
 
     def _send(self, kind: str, **fields: Any) -> None:
@@ -113,7 +119,8 @@ class LobbyCore:
 
     def opened(self) -> None:
         """The WebSocket is open: bind, open, and mark the end of the mailbox's history."""
-        self.connected, self.received, self.history, self.body_seen = True, 0, True, False
+        self.connected, self.received, self.history = True, 0, True
+        self.seen = set()
         mailbox, side = self.place(self.round)
         self._send("bind", appid=self.appid, side=side, client_version=client_version())
         self._send("open", mailbox=mailbox)
@@ -122,12 +129,15 @@ class LobbyCore:
         else:
             self._send("ping", ping=self.round)
 
-    def post(self, body: str, *, keep: bool) -> None:
-        """Post ``body`` now (if connected); ``keep``: post it again on every connection that
-        finds the mailbox without it (a hello)."""
-        if keep:
-            self.body, self.body_seen = body, False
-        if self.connected and not self.closing:
+    def post(self, body: str, *, hello: bool) -> None:
+        """Post ``body`` now (if connected, else on the next connection), and again on every
+        connection that finds the mailbox without it (a message lost with a mailbox that was
+        deleted or left for the next round is not lost for the peer)."""
+        if hello:
+            self.hello = body
+        else:
+            self.directed = [*self.directed, body][-KEPT:]
+        if self.connected and not self.closing and not self.history:
             self._send("add", phase=PHASE, body=body)
 
     def close(self) -> None:
@@ -155,13 +165,15 @@ class LobbyCore:
             body = message.get("body")
             if not isinstance(body, str) or len(body) != BODY_LENGTH:
                 return None, None
-            if body == self.body:
-                self.body_seen = True
+            if body == self.hello or body in self.directed:
+                self.seen.add(body)
             return body, None
         if kind == "pong" and self.history:
             self.history = False
-            if self.body is not None and not self.body_seen:
-                self._send("add", phase=PHASE, body=self.body)
+            kept = [self.hello] if self.hello is not None else []
+            for body in [*kept, *self.directed]:
+                if body not in self.seen:
+                    self._send("add", phase=PHASE, body=body)
         elif kind == "error":
             return None, LobbyTrouble("squatted", f"the server said: {message.get('error')}")
         elif kind == "welcome":
@@ -262,9 +274,9 @@ class Lobby:
         else:
             self._backoff.later(self._connect)
 
-    def post(self, body: str, *, keep: bool) -> None:
-        """Post a lobby message (sealed, hex); ``keep``: see :meth:`LobbyCore.post`."""
-        self.core.post(body, keep=keep)
+    def post(self, body: str, *, hello: bool) -> None:
+        """Post a lobby message (sealed, hex); see :meth:`LobbyCore.post`."""
+        self.core.post(body, hello=hello)
         self._flush()
 
     def close(self) -> Deferred[None]:

@@ -102,7 +102,9 @@ class Rendezvous:
         current = self._host.meeting_peer()
         if current is not None:
             process, _, met, link_up = current
-            if nonce != process.nonce and met and message.counter >= process.counter:
+            if nonce != process.nonce and met:
+                if message.counter < process.counter:
+                    return  # an older process of the peer than the one met: gone
                 if link_up:
                     self._hold(message)
                     self._check(nonce)
