@@ -60,8 +60,8 @@ __all__ = [
     "merge",
 ]
 
-DEFAULT_MAILBOX: Final = "ws://relay.magic-wormhole.io:4000/v1"
-"""The public magic-wormhole mailbox server (stock's default)."""
+DEFAULT_MAILBOX: Final = "wss://relay.magic-wormhole.io/v1"
+"""The public magic-wormhole mailbox server, over TLS (stock's next default)."""
 
 MAILBOX_VARIABLE: Final = "TXDILATION_MAILBOX"
 """The environment variable naming the mailbox server used when none is given (sessions,
@@ -207,6 +207,8 @@ class SessionConfig:
     :ivar drain_timeout: how long a stop waits for forwarded connections to end by themselves.
     :ivar close_timeout: how long a stop waits for the wormhole to close.
     :ivar pairing: the pairing file (docs/pairing.md), or None for an unpaired session.
+    :ivar pair_again: ``--pair-again`` (command line only): pair from a code this side already
+        paired from.
     """
 
     appid: str = DEFAULT_APPID
@@ -224,8 +226,9 @@ class SessionConfig:
     close_timeout: float = DEFAULT_CLOSE_TIMEOUT
     log_level: str | None = None
     dilation: tuple[tuple[str, str], ...] = ()
-    pairing: str | None = None
     """``(key, value)`` of the Dilation settings given, values as the variables take them."""
+    pairing: str | None = None
+    pair_again: bool = False
 
     def environment(self) -> dict[str, str]:
         """The ``TXDILATION_*`` variables the given Dilation settings (and ``events``,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from dataclasses import replace
 from importlib import metadata
 from typing import Any, NoReturn
 
@@ -81,6 +82,11 @@ class SessionOptions(usage.Options):
     optFlags = [
         ["allocate-code", None, "Allocate a wormhole code and report it (a 'code' event)."],
         ["no-listen", None, "Advertise no direct hints (use the peer's hints or the relay)."],
+        [
+            "pair-again",
+            None,
+            "With --pairing: pair from a code this side already paired from (on purpose).",
+        ],
     ]
     optParameters = [
         [
@@ -196,6 +202,8 @@ class SessionOptions(usage.Options):
             overrides["listen"] = self.listen
             overrides["connect"] = self.connect
             self.config = build_config(merge(file_settings, overrides))
+            if self["pair-again"]:
+                self.config = replace(self.config, pair_again=True)
             if self.config.pairing is not None:
                 from txdilation.session.paired import check_pairing
 

@@ -2,8 +2,10 @@
 
 Layer: session (the application on top of :mod:`txdilation.pairing`). :func:`check_pairing`
 refuses, while the options are parsed and before anything is sent, a pairing file that cannot be
-used (one line each: permissions, owner, another version, corrupted or edited) and settings that
-contradict it (a code on the command line when the pairing exists; no code when it does not).
+used (one line each: permissions, owner, a symbolic link, an unsafe directory, another version,
+corrupted or edited) and settings that contradict it (a code on the command line when the
+pairing exists; no code when it does not; a code this side already paired from, unless
+``--pair-again``).
 :func:`startup` is the session's start with a pairing (it knows the session only as a
 :class:`StartingSession`): a
 :class:`~txdilation.pairing.paired.PairedWormhole` stands in for the wormhole and its dilation
@@ -27,7 +29,8 @@ from twisted.python.failure import Failure
 
 from txdilation.pairing.errors import PairingFileError
 from txdilation.pairing.options import PairingOptions
-from txdilation.pairing.store import PairingStore
+from txdilation.pairing.spent import is_spent
+from txdilation.pairing.store import PairingStore, check_directory
 from txdilation.session.config import SessionConfig
 from txdilation.session.errors import ConfigError
 from txdilation.session.library import SEMANTICS, Dilated, library_settings
@@ -107,6 +110,16 @@ def check_pairing(config: SessionConfig, *, code_given: bool) -> None:
     directory = Path(path).resolve().parent
     if not directory.is_dir():
         raise ConfigError(f"pairing file {path}: directory {directory} does not exist")
+    try:
+        check_directory(Path(path))
+        spent = config.code is not None and is_spent(path, config.code)
+    except PairingFileError as e:
+        raise ConfigError(str(e)) from None
+    if spent and not config.pair_again:
+        raise ConfigError(
+            f"this side already paired from the code {config.code} at {path}: a code pairs once "
+            "(get a new code, or give --pair-again to pair again with it on purpose)"
+        )
 
 
 async def startup(core: StartingSession) -> None:
@@ -135,6 +148,7 @@ async def startup(core: StartingSession) -> None:
         expected_subprotocols=config.connect_names,
         semantics=SEMANTICS,
         settings=core.settings or library_settings(config, os.environ),
+        pair_again=config.pair_again,
         fault=os.environ.get(FAULT_VARIABLE) or None,
     )
 
