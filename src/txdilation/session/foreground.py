@@ -21,6 +21,7 @@ from typing import IO, Any
 from twisted.logger import LogLevel, globalLogBeginner, textFileLogObserver
 from twisted.python import usage
 
+from txdilation import _early_signals
 from txdilation.session.options import SessionOptions
 
 __all__ = ["EXIT_USAGE", "begin_logging", "run", "usage_error"]
@@ -32,6 +33,12 @@ class RunOptions(SessionOptions):
     """``txdilation run [options]``."""
 
     synopsis = "txdilation run [options]"
+    command = "txdilation run"
+    longdesc = SessionOptions.longdesc.split(" Exit status:")[0] + (
+        " Exit status: 130 after SIGINT and 143 after SIGTERM (what shells report for an "
+        "interrupted command), 0 when the peer closed its wormhole, 1 after a fatal error, 2 "
+        "for bad options."
+    )
 
 
 def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
@@ -82,6 +89,7 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     session = Session(config, reactor, writer, on_ended=ended)
     line = LiveStatusLine(session, err, reactor, tty=err.isatty())
     writer.add_observer(line.observe)
+    _early_signals.keep_through_startup(reactor)  # until handle_signals: not the reactor's
     reactor.callWhenRunning(handle_signals)  # type: ignore[attr-defined]
     reactor.callWhenRunning(session.start)  # type: ignore[attr-defined]
     reactor.callWhenRunning(line.start)  # type: ignore[attr-defined]
