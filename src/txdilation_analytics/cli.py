@@ -67,7 +67,12 @@ def _conf_pair(text: str) -> tuple[str, str]:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive whole number, got {text!r}"
+        ) from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
     return value
@@ -120,27 +125,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     days.add_argument("--to", dest="last", type=_day, metavar="DAY", help="last day to analyze")
 
-    parser = _Parser(
-        prog=PROG,
-        description="Spark pipeline: dilation telemetry and wormhole server records to reports.",
-    )
-    parser.add_argument(
+    versioned = _Parser(add_help=False)  # every command takes --version
+    versioned.add_argument(
         "-V",
         "--version",
         action="version",
         version=version_text(),
         help="print the versions and exit",
     )
+    parser = _Parser(
+        prog=PROG,
+        description="Spark pipeline: dilation telemetry and wormhole server records to reports.",
+        parents=[versioned],
+    )
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
-    sub.add_parser("ingest", parents=[common, inputs], help="new inputs -> bronze Parquet")
-    sub.add_parser("sessionize", parents=[common, days], help="bronze -> silver tables")
-    sub.add_parser("aggregate", parents=[common], help="silver -> gold daily tables")
-    sub.add_parser("report", parents=[common], help="-> report/index.html, summary.json")
-    sub.add_parser("analyze", parents=[common, inputs, days], help="all four stages")
+    sub.add_parser(
+        "ingest", parents=[versioned, common, inputs], help="new inputs -> bronze Parquet"
+    )
+    sub.add_parser("sessionize", parents=[versioned, common, days], help="bronze -> silver tables")
+    sub.add_parser("aggregate", parents=[versioned, common], help="silver -> gold daily tables")
+    sub.add_parser("report", parents=[versioned, common], help="-> report/index.html, summary.json")
+    sub.add_parser("analyze", parents=[versioned, common, inputs, days], help="all four stages")
     synth = sub.add_parser(
-        "synth", parents=[common], help="write synthetic event logs and server records"
+        "synth", parents=[versioned, common], help="write synthetic event logs and server records"
     )
     synth.add_argument("--sessions", type=_positive, required=True, metavar="N")
     synth.add_argument("--seed", type=int, default=0)
@@ -164,7 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--compress", action="store_true", help="gzip the event files (part-*.txt.gz)"
     )
     bundle = sub.add_parser(
-        "bundle", help="write this package as a zip for spark-submit --py-files (no Spark)"
+        "bundle",
+        parents=[versioned],
+        help="write this package as a zip for spark-submit --py-files (no Spark)",
     )
     bundle.add_argument("--output", required=True, metavar="FILE.zip")
     return parser

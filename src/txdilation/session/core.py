@@ -97,10 +97,11 @@ class SessionCore:
 
     def begin(self) -> None:
         config = self.config
+        appid, mailbox = paired.kept_server(config)
         self.writer.emit(
             "starting",
-            appid=config.appid,
-            mailbox=config.mailbox,
+            appid=appid,
+            mailbox=mailbox,
             listen=[f.name for f in config.listen],
             connect=list(config.connect_names),
             pid=os.getpid(),

@@ -4,8 +4,9 @@ Layer: session configuration (``twisted.python.usage``, no I/O except reading ``
 :class:`SessionOptions` parses the options, reads the ``--config`` TOML file if given, lays the
 command line over it (:func:`txdilation.session.config.merge`) and leaves the validated
 :class:`~txdilation.session.config.SessionConfig` in ``options.config``. Every problem is a
-``usage.UsageError`` naming the option: ``txdilation run`` prints it as one line and exits 2,
-``twistd`` prints it after its usage text and exits 1. ``--version`` prints the versions of
+``usage.UsageError`` naming the option: ``txdilation run`` and ``twistd dilation`` print it as
+one line and exit 2 (:class:`StartRefused`, a start this host refuses now: exit 1). The help
+is in argparse's format (:mod:`.helptext`). ``--version`` prints the versions of
 txdilation, magic-wormhole, Twisted and Python (:func:`version_text`) and exits 0.
 """
 
@@ -32,10 +33,17 @@ from txdilation.session.config import (
     merge,
 )
 from txdilation.session.endpoints import parse_forward
-from txdilation.session.errors import ConfigError
+from txdilation.session.errors import CannotStart, ConfigError
 from txdilation.session.values import is_wildcard
 
-__all__ = ["SessionOptions", "version_text"]
+__all__ = ["SessionOptions", "StartRefused", "version_text"]
+
+
+class StartRefused(usage.UsageError):
+    """The options are right but the session cannot start now (:class:`CannotStart`): the
+    command prints the message as its one line and exits with :attr:`exit_status`, 1."""
+
+    exit_status = 1
 
 
 def version_text() -> str:
@@ -213,6 +221,8 @@ class SessionOptions(usage.Options):
                 from txdilation.session.paired import check_pairing
 
                 check_pairing(self.config, code_given=bool(self["code"] or self["allocate-code"]))
+        except CannotStart as e:
+            raise StartRefused(str(e)) from None
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
         if self.config.log_level is None:
