@@ -78,6 +78,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to below 1, got {text!r}")
+    return value
+
+
 def _day(text: str) -> Any:
     try:
         return parse_day(text)
@@ -164,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     synth.add_argument(
         "--corrupt-rate",
-        type=float,
+        type=_fraction,
         default=0.0,
         metavar="P",
         help="fraction of event lines to damage",
@@ -230,15 +240,19 @@ def run(args: argparse.Namespace, spark_log: IO[Any] | None = None) -> Any:
         inputs.check()
     check_stage("sessionize" if args.command == "analyze" and inputs is None else args.command,
                 args.output)  # fmt: skip
+    progress = Progress(quiet=args.quiet)
+    small = small_profile(args, inputs)
+    progress.say(  # at once: the JVM's start is the longest silence of a small run
+        "starting Spark (a JVM" + (", its small profile" if small else "") + "): often 10 to 30 s"
+    )
     spark = get_spark(
         args.master,
         driver_memory=args.driver_memory,
         shuffle_partitions=args.shuffle_partitions,
-        small=small_profile(args, inputs),
+        small=small,
         extra=dict(args.conf),
         spark_log=spark_log,
     )
-    progress = Progress(quiet=args.quiet)
     progress.say(f"Spark {spark.version} on {spark.sparkContext.master}")
     if args.command == "synth":
         from .synth import SynthOptions, synthesize

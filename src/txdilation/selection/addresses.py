@@ -91,7 +91,7 @@ def unreachable_listener(network: NetworkSettings) -> str | None:
     return (
         f"the listener binds only {bound[0]} (listen-interface) but the hints advertise "
         f"{', '.join(configured)} (hint-addresses): the peer cannot connect to this side "
-        "directly unless a port forward leads there (then give hint-port)"
+        f"directly; advertise {bound[0]} too, or give hint-port if a port forward leads there"
     )
 
 

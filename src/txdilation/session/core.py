@@ -115,12 +115,7 @@ class SessionCore:
             )
         unreachable = unreachable_listener(self.dilation_settings().network)
         if unreachable is not None and not config.no_listen:
-            self.writer.emit(
-                "warning",
-                message=unreachable,
-                advice="advertise the listen interface's address (hint-addresses), or drop one "
-                "of the two settings",
-            )
+            self.writer.emit("warning", message=unreachable, advice="")  # (one line says all)
         self.startup = Deferred.fromCoroutine(self._startup())
         self.startup.addErrback(self.startup_failed)
 
