@@ -112,7 +112,9 @@ def _check(parse: Any, option: str, kind: str, spec: ForwardSpec) -> ForwardSpec
         )
         raise ConfigError(message) from None
     except (ValueError, KeyError) as e:
-        message = f"{option} {spec.name}: bad {kind} endpoint {spec.endpoint!r}: {e}"
+        number = _NOT_A_NUMBER.fullmatch(str(e))  # (Python's words for int("http"))
+        why = f"{number.group(1)} is not a number (a port is one)" if number else str(e)
+        message = f"{option} {spec.name}: bad {kind} endpoint {spec.endpoint!r}: {why}"
         raise ConfigError(message) from None
     wrong = _wrong_address(endpoint, lowest_port=0 if kind == "server" else 1)
     if wrong:
@@ -135,6 +137,7 @@ def _wrong_address(endpoint: object, lowest_port: int) -> str:
 _MISSING: Final = re.compile(
     r"missing \d+ required (?:positional |keyword-only )?arguments?: '(\w+)'"
 )
+_NOT_A_NUMBER: Final = re.compile(r"invalid literal for int\(\) with base \d+: (.*)")
 _EXAMPLES: Final = {"server": "tcp:8080:interface=127.0.0.1", "client": "tcp:127.0.0.1:80"}
 
 
