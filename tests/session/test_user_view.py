@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from twisted.internet.protocol import Factory
+from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.pairing.support import records
@@ -128,6 +129,22 @@ class ListenInterfaceTests(ProcessesMixin, TestCase):
         lines = [line for line in process.stderr.splitlines() if "warning" in line]
         self.assertEqual(len(lines), 1, process.stderr)
         self.assertIn("advertise 127.0.0.1 too", lines[0])
+
+    async def test_client_timeout_says_its_value(self) -> None:
+        """A ``dilation:`` client string with ``timeout=1`` and a code nobody uses
+        (``examples/endpoint_fetch.py``, as docs/endpoints.md runs it): one line, exit 1,
+        naming the timeout's value (``(timeout=1)``, not ``(timeout=)``)."""
+        mailbox = self.mailbox.url.replace(":", "\\:")
+        endpoint = f"dilation:subprotocol=http:code=5-nobody-here:timeout=1:mailbox={mailbox}"
+        out, err, status = await getProcessOutputAndValue(
+            sys.executable,
+            ["examples/endpoint_fetch.py", endpoint, "/"],
+            env=without_loopback_settings(),
+            path=str(REPO_ROOT),
+        )
+        lines = err.decode().splitlines()
+        self.assertEqual((status, out, len(lines)), (1, b"", 1), err)
+        self.assertIn("nobody joined with code 5-nobody-here within 1 s (timeout=1)", lines[0])
 
 
 @pytest.mark.slow
@@ -270,6 +287,24 @@ class EarlySignalSlowTests(SynchronousTestCase):
                 self.assertEqual(status, 128 + sig, stderr)
                 assert_no_traceback(self, stderr, f"{argv[1]} after {delay} s")
                 self.assertIn(f"interrupted by {sig.name}", stderr)
+
+
+@pytest.mark.slow
+class DemoSummarySlowTests(SynchronousTestCase):
+    """``txdilation demo``'s summary stays readable however many cuts."""
+
+    def test_many_cuts_one_summary_line(self) -> None:
+        """``txdilation demo --mib 2 --cuts 6``: exit 0; the connections A used (up to seven
+        distinct ones) are one short line: at most three, then how many in all."""
+        status, stdout, stderr = _run(command("txdilation", "demo", "--mib", "2", "--cuts", "6"))
+        self.assertEqual(status, 0, stderr)
+        used = [line for line in stdout.splitlines() if "connections used by A" in line]
+        self.assertEqual(len(used), 1, stdout)
+        self.assertLessEqual(used[0].count(";"), 3, used[0])
+        counted = re.search(r"; \.\.\. \((\d+) in all\)$", used[0])
+        if counted is not None:  # (how many distinct connections were made is the kernel's)
+            self.assertGreater(int(counted.group(1)), 3)
+            self.assertEqual(used[0].count("tcp:"), 3, used[0])
 
 
 class HelpAndVersionTests(SynchronousTestCase):
