@@ -46,9 +46,14 @@ class _Links(HTMLParser):
         for name, value in attrs:
             if name == "id" and value:
                 self.ids.add(value)
-            elif name in ("href", "src") and value and not urlsplit(value).scheme:
-                if not value.startswith("//"):
-                    self.urls.append(value)
+            elif name in ("href", "src") and value and _internal(value):
+                self.urls.append(value)
+
+
+def _internal(url: str) -> bool:
+    """A link within the site: no scheme (``https:``, ``mailto:``) and no host (``//``)."""
+    parts = urlsplit(url)
+    return not parts.scheme and not parts.netloc
 
 
 def _parse(page: Path) -> _Links:

@@ -301,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prefix}: error: {e}", file=sys.stderr)
         status = 2
     except ImportError as e:
-        extra = "pip install 'txdilation[analytics]'"
+        extra = "pip install -e '.[analytics]' (in a checkout)"
         print(f"{PROG}: {e}; install the extra: {extra}", file=sys.stderr)
         status = 2
     except Exception as e:

@@ -69,7 +69,7 @@ def run_demo(
     if missing:
         print(
             f"txdilation demo: needs {' and '.join(missing)} (it runs the real servers on "
-            "127.0.0.1): pip install 'txdilation[demo]'",
+            "127.0.0.1): pip install -e '.[demo]' in a checkout",
             file=sys.stderr,
         )
         return 1
