@@ -26,7 +26,6 @@ handed to ``late`` (the Connector closes it with everything else).
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -170,7 +169,7 @@ class Advertiser:
             if port not in self.listeners:
                 return  # stopped meanwhile
             hints: list[Hint] = [DirectTCPV1Hint(a, portnum, 0.0) for a in addresses]
-            if self.punch and self._reachable_from_outside():
+            if self.punch:
                 public = self._settings.public_addresses
                 punched = punch.punched_hints(public, portnum, addresses)
                 if punched:
@@ -184,12 +183,6 @@ class Advertiser:
         d.addCallback(publish)
         d.addErrback(lambda f: _log.failure("address discovery failed", f))
         return d
-
-    def _reachable_from_outside(self) -> bool:
-        """Whether a public (NAT-mapped) address may lead to our listener: not when it binds
-        a loopback address only."""
-        bound = bound_addresses(self._settings.network.listen_interface)
-        return bound is None or not ipaddress.ip_address(bound[0]).is_loopback
 
     def _find_addresses(self) -> Deferred[Sequence[str]]:
         configured = self._settings.network.hint_addresses
