@@ -221,8 +221,6 @@ class SessionOptions(usage.Options):
                 from txdilation.session.paired import check_pairing
 
                 check_pairing(self.config, code_given=bool(self["code"] or self["allocate-code"]))
-        except CannotStart as e:
-            raise StartRefused(str(e)) from None
         except ConfigError as e:
             raise usage.UsageError(str(e)) from None
         if self.config.log_level is None:
@@ -236,6 +234,15 @@ class SessionOptions(usage.Options):
         _check_interface(self.config)
         for option, path in (("--status", self.config.status), ("--events", self.config.events)):
             _check_writable(option, path)
+        if self.config.pairing is not None:  # last: a usage error is said first
+            from txdilation.session.paired import check_not_in_use
+
+            try:
+                check_not_in_use(self.config)
+            except CannotStart as e:
+                raise StartRefused(str(e)) from None
+            except ConfigError as e:
+                raise usage.UsageError(str(e)) from None
 
 
 def _add_forward(table: dict[str, str], value: str, option: str) -> None:

@@ -2,10 +2,10 @@
 
 Layer: session (the application on top of :mod:`txdilation.pairing`). :func:`check_pairing`
 refuses, while the options are parsed and before anything is sent, a pairing file that cannot be
-used (one line each: permissions, owner, another version, corrupted or edited, another process
-holding it) and settings that contradict it (a code on the command line when the pairing
-exists; no code when it does not). :func:`startup` is the session's start with a pairing (it
-knows the session only as a :class:`StartingSession`): a
+used (one line each: permissions, owner, another version, corrupted or edited) and settings that
+contradict it (a code on the command line when the pairing exists; no code when it does not);
+:func:`check_not_in_use`, last, one that another process holds. :func:`startup` is the
+session's start with a pairing (it knows the session only as a :class:`StartingSession`): a
 :class:`~txdilation.pairing.paired.PairedWormhole` stands in for the wormhole and its dilation
 (the Forwarder's ``--listen``/``--connect`` forwards are served in every meeting, so they come
 back by themselves after a restart of either side), its events become status events, and each
@@ -38,7 +38,14 @@ if TYPE_CHECKING:  # pragma: no cover (.observe imports wormhole)
     from txdilation.session.forwarding import Forwarder
     from txdilation.session.observe import LinkObserver
 
-__all__ = ["FAULT_VARIABLE", "StartingSession", "check_pairing", "kept_server", "startup"]
+__all__ = [
+    "FAULT_VARIABLE",
+    "StartingSession",
+    "check_not_in_use",
+    "check_pairing",
+    "kept_server",
+    "startup",
+]
 
 FAULT_VARIABLE: Final = "TXDILATION_PAIRING_FAULT"
 
@@ -93,7 +100,6 @@ def check_pairing(config: SessionConfig, *, code_given: bool) -> None:
             store.load()
         except PairingFileError as e:
             raise ConfigError(str(e)) from None
-        _check_not_in_use(store)
         if code_given:
             raise ConfigError(
                 f"pairing file {path} exists: no code is needed or accepted (to pair again, "
@@ -123,12 +129,16 @@ def kept_server(config: SessionConfig) -> tuple[str, str]:
     return config.appid, config.mailbox
 
 
-def _check_not_in_use(store: PairingStore) -> None:
+def check_not_in_use(config: SessionConfig) -> None:
     """Refuse a pairing file another process holds (its lock), before anything starts: take
-    the lock and give it back at once (the session takes it again when it starts).
+    the lock and give it back at once (the session takes it again when it starts). Call it
+    once the options are otherwise checked: a usage error is said first.
 
     :raises CannotStart: in one line, with what to do (never to forget a healthy pairing).
     """
+    if config.pairing is None or not PairingStore(config.pairing).exists():
+        return
+    store = PairingStore(config.pairing)
     try:
         store.lock()
     except PairingInUse as e:
