@@ -11,11 +11,15 @@ hold a traceback, and the exit statuses are those docs/command.md gives (2 usage
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -224,6 +228,47 @@ class PairingInUseTests(SynchronousTestCase):
         self.assertTrue(path.exists())
 
 
+class SilentMailbox:
+    """A WebSocket server on 127.0.0.1 that completes the opening handshake and then says
+    nothing: a session pointed at it waits for the server's welcome for as long as it runs
+    (a refused or silent TCP port would fail it within seconds, racing the signal)."""
+
+    GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server((LOOPBACK, 0))
+        self.url = f"ws://{LOOPBACK}:{self.listener.getsockname()[1]}/v1"
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            self.held.append(connection)
+            request = b""
+            while b"\r\n\r\n" not in request:
+                chunk = connection.recv(4096)
+                if not chunk:
+                    break
+                request += chunk
+            key = re.search(rb"(?im)^sec-websocket-key:\s*(\S+)", request)
+            if key is None:
+                continue
+            accept = base64.b64encode(hashlib.sha1(key.group(1) + self.GUID).digest())
+            connection.sendall(
+                b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+            )
+
+    def close(self) -> None:
+        self.listener.close()
+        for connection in self.held:
+            connection.close()
+
+
 def _signal_group_once_started(argv: list[str], delay: float, sig: int) -> tuple[int, str]:
     """Start ``argv`` in a process group of its own, wait until it handles SIGTERM (its
     command installed its handlers: before that Python itself is still starting), then
@@ -271,11 +316,13 @@ class EarlySignalSlowTests(SynchronousTestCase):
 
     def test_ctrl_c_while_starting(self) -> None:
         """SIGINT to the process group (as Ctrl-C) at several moments of the first second or
-        two, from the moment the command handles signals: ``txdilation run`` (a mailbox server
-        that refuses: it keeps trying) and ``txdilation demo`` each exit 130 with a line saying
-        they were interrupted, never a traceback; SIGTERM the same with 143; the demo never
-        exits 1 without a word."""
-        run = command("txdilation", "run", "--allocate-code", "--mailbox", "ws://127.0.0.1:9/v1")
+        two, from the moment the command handles signals: ``txdilation run`` (its mailbox
+        server never welcomes it: it keeps waiting) and ``txdilation demo`` each exit 130
+        with a line saying they were interrupted, never a traceback; SIGTERM the same with
+        143; the demo never exits 1 without a word."""
+        mailbox = SilentMailbox()
+        self.addCleanup(mailbox.close)
+        run = command("txdilation", "run", "--allocate-code", "--mailbox", mailbox.url)
         demo = command("txdilation", "demo", "--mib", "1", "--cuts", "1", "--timeout", "60")
         cases = [(run, d, signal.SIGINT) for d in (0.0, 0.1, 0.3, 0.7, 1.5)]
         cases += [(demo, d, signal.SIGINT) for d in (0.0, 0.3, 1.0, 2.0)]
