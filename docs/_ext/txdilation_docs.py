@@ -72,8 +72,11 @@ def command_helps() -> list[tuple[str, str]]:
     from txdilation.session.tap import Options
     from txdilation_analytics.cli import build_parser as analytics_parser
 
-    pages = _argparse_pages(build_parser())
-    pages.insert(1, ("txdilation run", help_parser(RunOptions(), RunOptions.command).format_help()))
+    run = help_parser(RunOptions(), RunOptions.command).format_help()  # (argparse's is a stub)
+    pages = [
+        (name, run if name == RunOptions.command else text)
+        for name, text in _argparse_pages(build_parser())
+    ]
     pages.append(("twistd dilation", help_parser(Options(), Options.command).format_help()))
     return pages + _argparse_pages(analytics_parser())
 
