@@ -522,7 +522,8 @@ class BrowserTests(SynchronousTestCase):
 
     def test_page_renders_without_errors(self) -> None:
         """A full-page screenshot is wide and long enough and not blank; the page logs no
-        console error, throws nothing and loads nothing but itself."""
+        console error, throws nothing and loads nothing but itself; every chart has at least
+        two visible tick labels on each axis."""
         find_browser()  # before Spark: under CI=true a missing browser fails, never skips
         run = report_run()
         page = os.path.join(run["report"], "index.html")
@@ -534,6 +535,8 @@ class BrowserTests(SynchronousTestCase):
         self.assertEqual(
             {u.split(":", 1)[0] for u in visit.requests}, {"file"}, visit.requests
         )  # self-contained: no network, no other file
+        self.assertGreaterEqual(len(visit.charts), 7, visit.charts)  # (the inputs draw seven)
+        self.assertEqual(visit.unlabelled_axes(), [])  # every chart: both axes labelled
         from PIL import Image
 
         with Image.open(png) as image:

@@ -227,8 +227,16 @@ class LiveLineTests(SynchronousTestCase):
             event = {"kind": kind, "code": "c", "name": "n", "address": "a", "state": "s",
                      "verifier": "00", "generation": 1, "path": "p", "hint": "h",
                      "where": "w", "message": "m", "reason": "r", "mood": "m", "open": 1,
-                     "remaining_s": 5}  # fmt: skip
+                     "remaining_s": 5, "peer": "p"}  # fmt: skip
             describe_event(event)
+        self.assertEqual(  # the pairing's events have lines too (docs/pairing.md)
+            describe_event({"kind": "waiting", "peer": "backup-b", "generation": 3}),
+            "waiting for paired peer backup-b (generation 3, no code needed)",
+        )
+        self.assertEqual(
+            describe_event({"kind": "reconnected", "peer": "backup-b", "down_s": 2.31}),
+            "reconnected to paired peer backup-b after a restart (down 2.31 s)",
+        )
 
     def test_terminal_line(self) -> None:
         """On a terminal the status line shows generation, path, RTT and bytes, is redrawn

@@ -3,9 +3,11 @@
 An :class:`Advertiser` is owned by the :class:`~txdilation.selection.connector.Connector`
 (which starts it unless told not to listen, or over Tor). It listens (retrying shortly while a
 fixed port is still held by the previous generation's listener), discovers this host's
-addresses off the reactor thread, and hands each direct hint it has not published yet this
-generation to ``publish`` (the Connector's ``listener_ready`` input): at once when listening
-starts, and again whenever :meth:`Advertiser.network_changed` finds new addresses.
+addresses off the reactor thread (``hint_addresses`` replace them; a ``listen_interface`` that
+is one address is the only one advertised: the listener takes no other), and hands each direct
+hint it has not published yet this generation to ``publish`` (the Connector's
+``listener_ready`` input): at once when listening starts, and again whenever
+:meth:`Advertiser.network_changed` finds new addresses.
 
 On a real reactor the listener is dual-stack and, with ``punch`` on, bound with
 ``SO_REUSEPORT``; our public address from the mailbox's welcome is then advertised with the
@@ -38,7 +40,7 @@ from wormhole import ipaddrs
 
 from txdilation.link.connection import DilatedConnectionProtocol
 from txdilation.selection import punch
-from txdilation.selection.addresses import ipv6_addresses
+from txdilation.selection.addresses import bound_addresses, ipv6_addresses
 from txdilation.selection.attempts import Attempt, AttemptLog
 from txdilation.selection.hints import DirectTCPV1Hint, Hint, describe_inbound
 from txdilation.selection.listener import LISTEN_BACKLOG, OldestFirstCap, listen
@@ -186,6 +188,9 @@ class Advertiser:
         configured = self._settings.network.hint_addresses
         if configured is not None:
             return succeed(configured)
+        bound = bound_addresses(self._settings.network.listen_interface)
+        if bound is not None:  # the listener takes no other address: advertise only that one
+            return succeed(bound)
         pool = getattr(self._reactor, "getThreadPool", None)
         # IPv6 addresses only where the listener takes IPv6 (no interface, or an IPv6 one)
         ipv6 = self._dual_stack and ":" in (self._settings.network.listen_interface or ":")

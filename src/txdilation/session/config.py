@@ -33,8 +33,8 @@ one; the Dilation settings are valid for the library (the same checks as
 
 from __future__ import annotations
 
+import difflib
 import math
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,6 +45,7 @@ from txdilation.selection.hints import HintError
 from txdilation.selection.relays import parse_relay_location
 from txdilation.session.endpoints import ForwardSpec, validate_client, validate_server
 from txdilation.session.errors import ConfigError
+from txdilation.session.values import check_code, listen_address, parse_size
 
 __all__ = [
     "DEFAULT_APPID",
@@ -58,6 +59,7 @@ __all__ = [
     "check_raw",
     "load_toml",
     "merge",
+    "parse_size",
 ]
 
 DEFAULT_MAILBOX: Final = "wss://relay.magic-wormhole.io/v1"
@@ -85,7 +87,7 @@ class DilationSetting:
 
     key: str
     variable: str
-    kind: str  # "seconds", "seconds-or-0", "bytes", "port", "port-or-0", "text", "addresses",
+    kind: str  # "seconds", "seconds-or-0", "bytes", "port", "port-or-0", "address", "addresses",
     # "switch"
     help: str
 
@@ -94,7 +96,7 @@ DILATION_SETTINGS: Final = (
     DilationSetting(
         "listen-interface",
         "TXDILATION_LISTEN_INTERFACE",
-        "text",
+        "address",
         "Interface the direct-hint listener binds [default: all].",
     ),
     DilationSetting(
@@ -167,7 +169,7 @@ DILATION_SETTINGS: Final = (
 """The library settings a session sets through ``TXDILATION_*`` variables (docs/api.md)."""
 
 _DILATION_TYPES: Final[dict[str, tuple[type, ...]]] = {  # str: as given on the command line
-    "text": (str,),
+    "address": (str,),
     "addresses": (str, list),
     "switch": (bool, str),
     "port": (int, str),
@@ -271,7 +273,9 @@ def check_raw(data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
     """
     unknown = sorted(set(data) - set(_SCALARS) - set(_TABLES))
     if unknown:
-        raise ConfigError(f"{where}: unknown setting(s) {', '.join(unknown)}")
+        close = difflib.get_close_matches(unknown[0], [*_SCALARS, *_TABLES], n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"{where}: unknown setting(s) {', '.join(unknown)}{hint}")
     checked: dict[str, Any] = {}
     for key, value in data.items():
         if key in _TABLES:
@@ -335,6 +339,11 @@ def build_config(raw: Mapping[str, Any]) -> SessionConfig:
         raise ConfigError("give either a code or allocate-code, not both")
     if code is None and not allocate and pairing is None:
         raise ConfigError("give a wormhole code (--code) or ask for one (--allocate-code)")
+    if code is not None:
+        try:
+            check_code(code)
+        except ValueError as e:
+            raise ConfigError(f"code: {e}") from None
     listen = tuple(
         validate_server(ForwardSpec.make(n, e)) for n, e in raw.get("listen", {}).items()
     )
@@ -403,34 +412,6 @@ def check_mailbox_url(url: str) -> None:
         raise ConfigError(f"mailbox {url!r}: port 0 is not a port; {example}")
 
 
-_SIZE = re.compile(r"(\d+)\s*([kmg]i?b?|b)?", re.IGNORECASE)
-_UNITS: Final = {
-    "": 1,
-    "b": 1,
-    "k": 1000,
-    "m": 10**6,
-    "g": 10**9,
-    "ki": 2**10,
-    "mi": 2**20,
-    "gi": 2**30,
-}
-
-
-def parse_size(text: str | int) -> int:
-    """A byte count: an int, or digits with an optional unit (``64MiB``, ``4M``, ``512k``;
-    ``k``/``M``/``G`` are powers of 1000, ``KiB``/``MiB``/``GiB`` powers of 1024).
-
-    :raises ValueError: for anything else.
-    """
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text
-    found = _SIZE.fullmatch(str(text).strip())
-    if found is None:
-        raise ValueError(f"expected a number of bytes such as 65536 or 64MiB, not {text!r}")
-    unit = (found.group(2) or "").lower().removesuffix("b")
-    return int(found.group(1)) * _UNITS[unit]
-
-
 def _dilation_settings(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """The Dilation settings given in ``raw``, as variable values, checked as the library's
     readers check them (so a value the library would refuse is refused before anything
@@ -449,10 +430,8 @@ def _dilation_settings(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 
 def _as_variable(kind: str, value: Any) -> str:
     """``value`` (from TOML or an option) as the ``TXDILATION_*`` variable's text."""
-    if kind == "text":
-        if not str(value).strip():
-            raise ValueError("must not be empty")
-        return str(value).strip()
+    if kind == "address":
+        return listen_address(str(value))
     if kind == "switch":
         if isinstance(value, bool):
             return "on" if value else "off"
