@@ -99,7 +99,7 @@ MISTAKES: tuple[Mistake, ...] = (
     txdilation("pairing", words="the following arguments are required"),
     txdilation("pairing", "show", words="the following arguments are required: PATH"),
     txdilation("pairing", "eat", "x", words="invalid choice: 'eat'"),
-    txdilation("pairing", "show", "{tmp}/none.pairing", status=1, words="cannot read it"),
+    txdilation("pairing", "show", "{tmp}/none.pairing", status=1, words="cannot open it"),
     txdilation("pairing", "forget", "{tmp}/none.pairing", status=1, words="does not exist"),
     txdilation("pairing", "show", "{tmp}/junk.pairing", status=1, words="{tmp}/junk.pairing"),
     # --- txdilation run: the code ---
