@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Cooperator, LoopingCall
 from twisted.logger import Logger
+from wormhole import __version__ as stock_version
 from wormhole._interfaces import IDilator, ISend, ITerminator
 from wormhole._status import (
     ConnectedPeer,
@@ -46,6 +47,7 @@ from wormhole._status import (
 )
 from zope.interface import implementer
 
+from txdilation._version import IMPLEMENTATION, __version__
 from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.mailbox.manager import DILATION_VERSIONS, Manager
 from txdilation.mailbox.messages import make_side
@@ -148,6 +150,13 @@ class Dilator:
             settings=settings if settings is not None else Settings(),
         )
         self._manager = m
+        _log.info(
+            "dilating through {implementation} {version} (in place of magic-wormhole "
+            "{stock_version}'s Dilation)",
+            implementation=IMPLEMENTATION,
+            version=__version__,
+            stock_version=stock_version,
+        )
         m.public_addresses_seen(self._public_addresses)
         if self._pending_key is not None:
             contain_fault("the dilation key", m.got_dilation_key, self._pending_key)
