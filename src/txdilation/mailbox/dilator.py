@@ -35,7 +35,6 @@ from typing import Any, ClassVar
 from twisted.internet.defer import Deferred
 from twisted.internet.task import Cooperator, LoopingCall
 from twisted.logger import Logger
-from wormhole import __version__ as stock_version
 from wormhole._interfaces import IDilator, ISend, ITerminator
 from wormhole._status import (
     ConnectedPeer,
@@ -62,6 +61,14 @@ from txdilation.wire.keys import derive_dilation_key
 __all__ = ["Dilator", "contain_fault"]
 
 _log = Logger(namespace="txdilation.mailbox.dilator")
+
+
+def _stock_version() -> str:
+    """magic-wormhole's version (asked when dilating: stock's package is imported by then,
+    while this module may be imported during stock's own ``import wormhole``)."""
+    import wormhole
+
+    return str(wormhole.__version__)
 
 FLUSH_CHECK = 0.05
 """Seconds between two looks at what the peer has still to acknowledge, while a close waits."""
@@ -155,7 +162,7 @@ class Dilator:
             "{stock_version}'s Dilation)",
             implementation=IMPLEMENTATION,
             version=__version__,
-            stock_version=stock_version,
+            stock_version=_stock_version(),
         )
         m.public_addresses_seen(self._public_addresses)
         if self._pending_key is not None:

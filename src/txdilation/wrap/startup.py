@@ -38,7 +38,7 @@ def arm(armed_by: str) -> None:
 
         atexit.register(_prove_at_exit)
     if "wormhole" in sys.modules:  # imported before we were armed: rebind its names now
-        _install()
+        _prove(_install())
     else:
         sys.meta_path.insert(0, FirstWormholeImport())
 
@@ -65,11 +65,12 @@ class _InstallThenImport:
     _own_spec: ModuleSpec | None = None
 
     def create_module(self, spec: ModuleSpec) -> ModuleType:
-        _install()
+        failure = _install()
         import importlib
 
         module = importlib.import_module("wormhole")  # done by install(), or stock's on failure
         self._own_spec = module.__spec__
+        _prove(failure)
         return module
 
     def exec_module(self, module: ModuleType) -> None:
@@ -77,7 +78,8 @@ class _InstallThenImport:
         module.__spec__ = self._own_spec
 
 
-def _install() -> None:
+def _install() -> str | None:
+    """``txdilation.install()``; on failure, back to stock: says why (stderr), returns why."""
     reason = None
     try:
         from txdilation._install import install
@@ -86,10 +88,14 @@ def _install() -> None:
     except Exception as e:  # stay on stock, and say so
         reason = f"txdilation could not be installed: {type(e).__name__}: {e}"
         sys.stderr.write(f"txdilation: not in effect in this process; {reason}\n")
-    _prove(reason)
+        from txdilation._install import uninstall
+
+        uninstall()
+    return reason
 
 
 def _prove(reason: str | None) -> None:
+    """Append this process's proof line (once), if asked for."""
     path = os.environ.get("TXDILATION_DROPIN_PROOF")
     if not path or _proved:
         return
