@@ -41,6 +41,7 @@ def _prove_absent(reason):
         return
     line = {
         "pid": os.getpid(),
+        "ppid": os.getppid(),
         "argv": getattr(sys, "argv", None),  # Python 2 sets it after site
         "executable": sys.executable,
         "armed_by": "sitecustomize",

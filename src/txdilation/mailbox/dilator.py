@@ -70,6 +70,7 @@ def _stock_version() -> str:
 
     return str(wormhole.__version__)
 
+
 FLUSH_CHECK = 0.05
 """Seconds between two looks at what the peer has still to acknowledge, while a close waits."""
 

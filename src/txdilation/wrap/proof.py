@@ -1,7 +1,7 @@
 """The line a process writes about itself: did txdilation take effect here?
 
 Layer: application (``wrap``). :func:`record` is one JSON object: the process (``pid``,
-``argv``, ``executable``), what armed txdilation (``armed_by``: ``sitecustomize`` for
+``ppid``, ``argv``, ``executable``), what armed txdilation (``armed_by``: ``sitecustomize`` for
 ``txdilation exec``, ``pth`` for ``txdilation enable``, ``pytest`` for the plugin), whether it
 took effect (``took_effect``, with a ``reason`` when not), the ``implementation`` stock's names
 resolve to, and the ``versions`` of txdilation, magic-wormhole, Twisted and Python.
@@ -66,6 +66,7 @@ def record(armed_by: str, reason: str | None = None) -> dict[str, Any]:
     report = substitution_report()
     line: dict[str, Any] = {
         "pid": os.getpid(),
+        "ppid": os.getppid(),
         "argv": sys.argv,
         "executable": sys.executable,
         "armed_by": armed_by,
