@@ -157,7 +157,7 @@ def run_tier(
     py, common = str(bin_dir / "python"), {"env": env, "logs": logs}
     steps = [run_step("venv", [python, "-m", "venv", str(venv)], cwd=work, timeout=120, **common)]
     packages = [f"{wheel}[demo]", *TEST_REQUIREMENTS, *([README_APPLICATION] if readme else [])]
-    install = ["-m", "pip", "install", "-q", *packages]
+    install = ["-m", "pip", "install", "-q", "--no-compile", *packages]
     steps.append(run_step("install the wheel", [py, *install], cwd=work, timeout=900, **common))
     if not all(s.ok for s in steps):
         return steps
