@@ -126,16 +126,22 @@ class AppProcess(ProcessProtocol):
 
     def stop(self, signal: str = "TERM") -> None:
         """Send ``signal`` now, KILL two seconds later if it is still running."""
-        if self.ended.called or self.transport is None:
-            return
-        try:
-            self.transport.signalProcess(signal)
-        except ProcessExitedAlready:
-            return
+        signal_then_kill(self.reactor, self.transport, self.ended, signal)
 
-        def kill() -> None:
-            if not self.ended.called and self.transport is not None:
-                with suppress(ProcessExitedAlready):
-                    self.transport.signalProcess("KILL")
 
-        self.reactor.callLater(2.0, kill)
+def signal_then_kill(reactor: Any, transport: Any, ended: Deferred[Any], signal: str) -> None:
+    """Send ``signal`` to a spawned process that has not ``ended``; KILL it two seconds later
+    if it has not ended by then."""
+    if ended.called or transport is None:
+        return
+    try:
+        transport.signalProcess(signal)
+    except ProcessExitedAlready:
+        return
+
+    def kill() -> None:
+        if not ended.called:
+            with suppress(ProcessExitedAlready):
+                transport.signalProcess("KILL")
+
+    reactor.callLater(2.0, kill)

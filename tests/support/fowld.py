@@ -18,14 +18,14 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterable
-from contextlib import suppress
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.error import ProcessDone, ProcessExitedAlready, ProcessTerminated
+from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
+from tests.support.apps import signal_then_kill
 from tests.support.execs import exec_prefix
 from tests.support.harness import REPO_ROOT, SRC_DIR
 
@@ -161,19 +161,7 @@ class Fowld(ProcessProtocol):
 
     def stop(self) -> None:
         """TERM now, KILL two seconds later if it is still running."""
-        if self.ended.called or self.transport is None:
-            return
-        try:
-            self.transport.signalProcess("TERM")
-        except ProcessExitedAlready:
-            return
-
-        def kill() -> None:
-            if not self.ended.called and self.transport is not None:
-                with suppress(ProcessExitedAlready):
-                    self.transport.signalProcess("KILL")
-
-        self.reactor.callLater(2.0, kill)
+        signal_then_kill(self.reactor, self.transport, self.ended, "TERM")
 
 
 def tcp_connections(pid: int) -> list[tuple[int, int]]:

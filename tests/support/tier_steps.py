@@ -50,6 +50,13 @@ STOCK_DILATION_TESTS = (
     "wormhole.test.dilate.test_connect",
 )
 
+
+def stock_dilation_tests(python: str) -> list[str]:
+    """``pytest -p txdilation.dropin --pyargs`` magic-wormhole's own 8 dilation tests."""
+    plugins = ["-p", "txdilation.dropin", "-p", "no:cacheprovider"]
+    return [python, "-m", "pytest", *plugins, "--pyargs", *STOCK_DILATION_TESTS]
+
+
 ENDPOINTS = """
 from twisted.internet import reactor
 from twisted.internet.endpoints import clientFromString, serverFromString
@@ -181,17 +188,7 @@ def run_tier(
     steps.append(
         run_step(
             "stock's dilation tests",
-            [
-                py,
-                "-m",
-                "pytest",
-                "-p",
-                "txdilation.dropin",
-                "-p",
-                "no:cacheprovider",
-                "--pyargs",
-                *STOCK_DILATION_TESTS,
-            ],
+            stock_dilation_tests(py),
             cwd=scratch,
             timeout=600,
             check=expect("8 passed", "wormhole._dilation -> txdilation"),
