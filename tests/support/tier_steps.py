@@ -7,7 +7,8 @@ endpoint parsers, ``txdilation demo``, ``txdilation exec`` with its proof line,
 ``txdilation-analytics --version``); stock magic-wormhole's own 8 dilation tests with
 txdilation; and, from the tier's own unpacked sdist, the unit tests, one interop pairing each
 way with stock peers and ``txdilation exec``'s tests. With ``readme`` it also runs README's
-"Use it under your application" commands as written. A failed install stops the tier.
+"Use it under your application" commands as written, and docs/dropin.md's pipx ones. A failed
+install stops the tier.
 """
 
 from __future__ import annotations
@@ -202,6 +203,7 @@ def run_tier(
     )
     if readme:
         steps.append(readme_step(tree, scratch, common))
+        steps.append(pipx_step(bin_dir, wheel, scratch, common))
     return steps
 
 
@@ -295,6 +297,47 @@ def readme_step(tree: Path, scratch: Path, common: dict[str, Any]) -> Step:
         check=check,
         shell=True,
         **common,
+    )
+
+
+def pipx_step(bin_dir: Path, wheel: Path, scratch: Path, common: dict[str, Any]) -> Step:
+    """docs/dropin.md's pipx commands (the wheel for ``txdilation``, fowl's pinned version):
+    fowl, installed by pipx, dilates through txdilation once enabled there (its proof line),
+    ``which`` says so, and stock again after ``disable``."""
+    home = scratch / "pipx"
+    env = dict(common["env"], PIPX_HOME=str(home), PIPX_BIN_DIR=str(home / "bin"))
+    env.update(PIPX_MAN_DIR=str(home / "man"), TXDILATION_DROPIN_PROOF=str(home / "proof.jsonl"))
+    env["PATH"] = f"{home / 'bin'}{os.pathsep}{env['PATH']}"
+    script = f"""set -e
+        {bin_dir / "python"} -m pip install -q --no-compile pipx
+        pipx install '{README_APPLICATION}'
+        pipx inject --include-apps fowl {wheel}
+        txdilation enable
+        fowl --help > /dev/null
+        txdilation which
+        txdilation disable
+        txdilation which
+    """
+
+    def check(out: str) -> str | None:
+        proofs = [json.loads(line) for line in (home / "proof.jsonl").open()]
+        on_pth = [p for p in proofs if p["armed_by"] == "pth" and p["took_effect"]]
+        if not any("fowl" in str(p["argv"]) for p in on_pth):
+            return f"fowl did not prove it ran on txdilation: {proofs}"
+        reports = re.findall(r"^dilation: (.*)$", out, flags=re.M)
+        if [r.split()[0] for r in reports] != ["txdilation", "stock"]:
+            return f"which: {reports}"
+        return None
+
+    return run_step(
+        "pipx: inject, enable, disable",
+        [script],
+        cwd=scratch,
+        timeout=600,
+        check=check,
+        shell=True,
+        logs=common["logs"],
+        env=env,
     )
 
 
