@@ -225,13 +225,13 @@ class Background:
         self.out = Path(tempfile.mkdtemp(prefix="txdilation-tiers-", dir=scratch_base()))
         self.started = time.monotonic()
         log = open(self.out / "runner.log", "wb")  # noqa: SIM115 (the child keeps it)
+        nice = ["nice", "-n", "10"] if shutil.which("nice") else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.tiers", str(self.out)],
+            [*nice, sys.executable, "-m", "tests.support.tiers", str(self.out)],
             cwd=REPO_ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=lambda: os.nice(10),
             start_new_session=True,
         )
         log.close()
