@@ -4,8 +4,9 @@ The sdist and the wheel are built once and checked (``twine check --strict``, me
 each carries); then Python 3.10, 3.11, 3.12 and 3.13 each install the *wheel* in a fresh
 virtualenv and run the smoke steps, stock's dilation tests with txdilation, and (from an
 unpacked sdist) the unit tests, one interop pairing each way and ``txdilation exec``'s tests;
-the 3.11 tier runs README's "Use it under your application" commands too, and docs/dropin.md's
-pipx commands (fowl installed by pipx, txdilation injected and enabled). Under pytest the run
+the tier of the suite's own Python (3.11 in CI) runs README's "Use it under your application"
+commands and docs/dropin.md's pipx commands (fowl installed by pipx, txdilation injected and
+enabled), and from the sdist only a few tests (the suite runs the rest on that Python). Under pytest the run
 starts as collection ends and overlaps the suite (``tests.support.tiers_plugin``); these tests,
 moved to the end, wait for it. A Python that pyenv does not have skips its tier, except under
 ``CI=true``, where it fails.
@@ -68,8 +69,8 @@ class TierTests(SynchronousTestCase):
         self.check_tier("3.10")
 
     def test_python_3_11(self) -> None:
-        """The tier of Python 3.11, with README's "Use it under your application" commands and
-        docs/dropin.md's pipx ones."""
+        """The tier of Python 3.11 (in CI the suite's own: with README's and the pipx
+        commands)."""
         self.check_tier("3.11")
 
     def test_python_3_12(self) -> None:

@@ -6,7 +6,7 @@ each step bounded in time and logged to its own file: the virtualenv and the whe
 endpoint parsers, ``txdilation demo``, ``txdilation exec`` with its proof line,
 ``txdilation-analytics --version``); stock magic-wormhole's own 8 dilation tests with
 txdilation; and, from the tier's own unpacked sdist, the unit tests, one interop pairing each
-way with stock peers and ``txdilation exec``'s tests. With ``readme`` it also runs README's
+way with stock peers and ``txdilation exec``'s tests. The main suite's Python also runs README's
 "Use it under your application" commands as written, and docs/dropin.md's pipx ones. A failed
 install stops the tier.
 """
@@ -28,7 +28,7 @@ from typing import Any
 #: what a tier installs beside the wheel (its ``demo`` extra: the real servers): the tests' needs
 TEST_REQUIREMENTS = ("pytest >= 8", "pytest-twisted >= 1.14", "hypothesis >= 6.100")
 
-#: README's example application (the ``readme`` tier only)
+#: README's example application (the main suite's Python's tier only)
 README_APPLICATION = "fowl == 26.8.0"
 
 #: the unit tests, one interop pairing each way, and exec's tests, from the unpacked sdist
@@ -44,6 +44,10 @@ SDIST_TESTS = (
     "tests/test_interop.py::TxdilationLeftStockRight::test_echo_direct_server_leads",
     "tests/test_exec.py",
 )
+
+#: on the Python the main suite runs on (which runs all of SDIST_TESTS from the checkout):
+#: enough to show that the sdist's tests run against the installed wheel
+SDIST_TESTS_SUITE_PYTHON = ("tests/wire", "tests/test_exec.py")
 
 STOCK_DILATION_TESTS = (
     "wormhole.test.dilate.test_full",
@@ -146,9 +150,11 @@ def readme_use_commands(readme: str) -> list[str]:
 
 
 def run_tier(
-    python: str, wheel: Path, sdist: Path, work: Path, *, readme: bool = False
+    python: str, wheel: Path, sdist: Path, work: Path, *, suite_python: bool = False
 ) -> list[Step]:
-    """The tier of ``python`` (see the module docstring), in ``work``."""
+    """The tier of ``python`` (see the module docstring), in ``work``. ``suite_python``: the
+    Python of the main suite, which runs README's and the pipx commands, and from the sdist
+    only :data:`SDIST_TESTS_SUITE_PYTHON`."""
     logs, scratch, venv = work / "logs", work / "scratch", work / "venv"
     for d in (logs, scratch):
         d.mkdir(parents=True)
@@ -164,7 +170,11 @@ def run_tier(
     )
     py, common = str(bin_dir / "python"), {"env": env, "logs": logs}
     steps = [run_step("venv", [python, "-m", "venv", str(venv)], cwd=work, timeout=120, **common)]
-    packages = [f"{wheel}[demo]", *TEST_REQUIREMENTS, *([README_APPLICATION] if readme else [])]
+    packages = [
+        f"{wheel}[demo]",
+        *TEST_REQUIREMENTS,
+        *([README_APPLICATION] if suite_python else []),
+    ]
     install = ["-m", "pip", "install", "-q", "--no-compile", *packages]
     steps.append(run_step("install the wheel", [py, *install], cwd=work, timeout=900, **common))
     if not all(s.ok for s in steps):
@@ -197,11 +207,12 @@ def run_tier(
         )
     )
     tree = unpack(sdist, work / "sdist")
-    pytest = [py, "-m", "pytest", "-p", "no:cacheprovider", "-q", *SDIST_TESTS]
+    tests = SDIST_TESTS_SUITE_PYTHON if suite_python else SDIST_TESTS
+    pytest = [py, "-m", "pytest", "-p", "no:cacheprovider", "-q", *tests]
     steps.append(
         run_step("sdist tests", pytest, cwd=tree, timeout=900, check=pytest_passed, **common)
     )
-    if readme:
+    if suite_python:
         steps.append(readme_step(tree, scratch, common))
         steps.append(pipx_step(bin_dir, wheel, scratch, common))
     return steps

@@ -4,9 +4,9 @@ Layer: test infrastructure. ``python -m tests.support.tiers OUT`` builds the sdi
 wheel once (``python -m build``, from a copy of the checkout), checks them (``twine check
 --strict``; the wheel's metadata, version and contents; the sdist carrying the tests, the docs
 and the changelog), then runs the tier of each of Python 3.10 to 3.13 side by side
-(``tests.support.tier_steps``; pyenv's interpreters, the 3.11 tier also running README's
-commands). It runs at low priority (nice 10) and writes ``OUT/results.json``; every step is
-bounded in time, so the whole run is too.
+(``tests.support.tier_steps``; pyenv's interpreters, the main suite's Python also running
+README's and the pipx commands). It runs at low priority (nice 10) and writes
+``OUT/results.json``; every step is bounded in time, so the whole run is too.
 
 :data:`BACKGROUND` starts it once per test process and waits for its results: the pytest plugin
 ``tests.support.tiers_plugin`` starts it as collection ends, so that it overlaps the main
@@ -33,7 +33,8 @@ from tests.support.harness import REPO_ROOT
 from tests.support.tier_steps import Step, as_dicts, expect, run_step, run_tier, unpack
 
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
-README_TIER = "3.11"
+#: the main suite's Python: its tier also runs README's and the pipx commands
+SUITE_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 #: what the checkout's copy leaves out (caches, builds, virtualenvs, test scratch)
 _JUNK = shutil.ignore_patterns(
@@ -177,7 +178,7 @@ def run_all(out: Path, pythons: tuple[str, ...] = PYTHONS) -> dict[str, Any]:
                 Path(built["wheel"]),
                 Path(built["sdist"]),
                 out / f"py{version}",
-                readme=version == README_TIER,
+                suite_python=version == SUITE_PYTHON,
             )
             return {
                 "python": python,
