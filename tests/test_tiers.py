@@ -6,9 +6,9 @@ virtualenv and run the smoke steps, stock's dilation tests with txdilation, and 
 unpacked sdist) the unit tests, one interop pairing each way and ``txdilation exec``'s tests;
 the tier of the suite's own Python (3.11 in CI) runs README's "Use it under your application"
 commands and docs/dropin.md's pipx commands (fowl installed by pipx, txdilation injected and
-enabled), and from the sdist only a few tests (the suite runs the rest on that Python). Under pytest the run
-starts as collection ends and overlaps the suite (``tests.support.tiers_plugin``); these tests,
-moved to the end, wait for it. A Python that pyenv does not have skips its tier, except under
+enabled), and from the sdist only a few tests (the suite runs the rest on that Python). Under
+pytest the run starts as collection ends and overlaps the suite (``tests.support.tiers_plugin``);
+these tests, moved to the end, wait for it. A Python that pyenv does not have skips its tier, except under
 ``CI=true``, where it fails.
 """
 
