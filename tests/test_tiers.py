@@ -8,8 +8,8 @@ the tier of the suite's own Python (3.11 in CI) runs README's "Use it under your
 commands and docs/dropin.md's pipx commands (fowl installed by pipx, txdilation injected and
 enabled), and from the sdist only a few tests (the suite runs the rest on that Python). Under
 pytest the run starts as collection ends and overlaps the suite (``tests.support.tiers_plugin``);
-these tests, moved to the end, wait for it. A Python that pyenv does not have skips its tier, except under
-``CI=true``, where it fails.
+these tests, moved to the end, wait for it. A Python that pyenv does not have skips its tier,
+except under ``CI=true``, where it fails.
 """
 
 from __future__ import annotations
