@@ -214,7 +214,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.test_stops": kinds("reactor servers"),
     "tests.test_telemetry": kinds("hypothesis unit"),
     "tests.test_telemetry_emission": kinds("dropin reactor servers unit"),
-    "tests.test_tiers": kinds("unit"),
+    "tests.test_tiers": kinds("dropin unit"),
     "tests.test_upgrade": kinds("namespaces reactor"),
     "tests.testing.test_fakes": kinds("unit"),
     "tests.testing.test_memory": kinds("reactor unit"),
