@@ -15,11 +15,13 @@ suite, and ``tests/test_tiers.py`` collects the results at the end.
 
 from __future__ import annotations
 
+import atexit
 import glob
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -224,6 +226,7 @@ class Background:
         if self.proc is not None:
             return
         self.out = Path(tempfile.mkdtemp(prefix="txdilation-tiers-", dir=scratch_base()))
+        atexit.register(self.remove)  # under trial, where no plugin removes it
         self.started = time.monotonic()
         log = open(self.out / "runner.log", "wb")  # noqa: SIM115 (the child keeps it)
         nice = ["nice", "-n", "10"] if shutil.which("nice") else []
@@ -257,12 +260,13 @@ class Background:
     def stop(self) -> None:
         """End the run if it still goes on (the session was interrupted)."""
         if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, 9)
+            os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
     def remove(self) -> None:
-        """Remove the run's directory (its virtualenvs and builds)."""
-        if self.out is not None and (self.proc is None or self.proc.poll() is not None):
+        """End the run if need be, and remove its directory (its virtualenvs and builds)."""
+        self.stop()
+        if self.out is not None:
             shutil.rmtree(self.out, ignore_errors=True)
 
 

@@ -30,5 +30,4 @@ def pytest_collection_modifyitems(session: Any, config: Any, items: list[Any]) -
 
 def pytest_unconfigure(config: Any) -> None:
     """End a run the session did not wait for, and remove its files."""
-    BACKGROUND.stop()
     BACKGROUND.remove()
