@@ -38,6 +38,9 @@ from tests.support.harness import (
 
 DEFAULT_TIMEOUT = 120.0
 
+#: the release and per-Python tiers, in the background of the session (tests/test_tiers.py)
+pytest_plugins = ["tests.support.tiers_plugin"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     apply_loopback_env()

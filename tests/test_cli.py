@@ -102,7 +102,7 @@ class HelpTests(SynchronousTestCase):
         """``txdilation -h``, ``txdilation run -h`` and ``txdilation demo -h`` print the help
         (the options of the command) and exit 0."""
         for argv, words in (
-            (["-h"], "{run,demo,pairing}"),
+            (["-h"], "{run,demo,pairing,exec,enable,disable,which}"),
             (["run", "-h"], "--drain-timeout"),
             (["demo", "-h"], "--mib"),
         ):

@@ -15,6 +15,7 @@ from twisted.internet.task import Clock
 from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
 
+import txdilation
 from txdilation import telemetry as tm
 from txdilation.settings import TelemetrySettings
 from txdilation.wire.roles import FOLLOWER, LEADER
@@ -71,6 +72,20 @@ class RecordTests(SynchronousTestCase):
         self.assertEqual({r["event"] for r in records}, set(tm.EVENTS))
         for r in records:
             VALIDATOR.validate(r)
+
+    def test_the_first_record_names_the_implementation(self) -> None:
+        """``dilation_requested`` says which Dilation emitted the session: txdilation and its
+        version; the schema takes no other implementation, and still takes a record of a
+        version without the fields."""
+        t, records, _ = make()
+        t.dilation_requested()
+        [first] = records
+        named = (first["implementation"], first["implementation_version"])
+        self.assertEqual(named, ("txdilation", txdilation.__version__))
+        VALIDATOR.validate(first)
+        self.assertFalse(VALIDATOR.is_valid({**first, "implementation": "magic-wormhole"}))
+        older = {k: v for k, v in first.items() if not k.startswith("implementation")}
+        self.assertTrue(VALIDATOR.is_valid(older))
 
     def test_envelope(self) -> None:
         """Records carry schema, clock ts, seq, session; role/generation/pair once known."""

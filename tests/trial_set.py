@@ -97,6 +97,8 @@ TRIAL: tuple[tuple[str, frozenset[str]], ...] = (
     ),
     # the drop-in: install/uninstall under stock's API, in this process and in a child
     ("tests.test_dropin.InstallTests", kinds("dropin processes stock")),
+    # txdilation exec: every Python process under it proves it dilates through txdilation
+    ("tests.test_exec.ProofTests", kinds("processes stock unit")),
     # the analytics on a local SparkSession, and the report's browser check
     ("tests.analytics.test_golden", kinds("spark unit")),
     ("tests.analytics.test_report.BrowserTests.test_errors_are_caught", kinds("browser")),
@@ -192,6 +194,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.test_exactly_once": kinds("hypothesis unit"),
     "tests.test_example_app": kinds("unit"),
     "tests.test_examples": kinds("processes reactor servers"),
+    "tests.test_exec_apps": kinds("processes reactor servers stock"),
     "tests.test_faults": kinds("reactor unit"),
     "tests.test_figures": kinds("unit"),
     "tests.test_flood": kinds("namespaces reactor"),
@@ -208,6 +211,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.test_reach": kinds("namespaces reactor servers stock"),
     "tests.test_recovery": kinds("namespaces reactor"),
     "tests.test_relay_stuck_link": kinds("reactor servers"),
+    "tests.test_release": kinds("processes unit"),
     "tests.test_relays": kinds("namespaces processes reactor servers stock"),
     "tests.test_semantics": kinds("dropin reactor servers stock"),
     "tests.test_servers_doc": kinds("processes reactor"),
@@ -217,6 +221,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.test_stops": kinds("reactor servers"),
     "tests.test_telemetry": kinds("hypothesis unit"),
     "tests.test_telemetry_emission": kinds("dropin reactor servers unit"),
+    "tests.test_tiers": kinds("dropin unit"),
     "tests.test_upgrade": kinds("namespaces reactor"),
     "tests.testing.test_fakes": kinds("unit"),
     "tests.testing.test_memory": kinds("reactor unit"),

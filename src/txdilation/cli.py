@@ -18,6 +18,9 @@ txdilation, magic-wormhole, Twisted and Python; a usage error is ONE line on std
 where to look
 (``txdilation demo: error: ...; see 'txdilation demo --help'``) and exit status 2;
 ``python -m txdilation`` is the same command.
+
+``txdilation exec``, ``enable``, ``disable`` and ``which`` put an application you already run
+on txdilation (:mod:`txdilation.wrap`, docs/dropin.md).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from txdilation import _early_signals
+from txdilation.wrap import commands as wrap_commands
 
 
 class _Version(argparse.Action):
@@ -61,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
         "a demonstration on this machine (demo), or a pairing kept from one (pairing).",
     )
     parser.add_argument("-V", "--version", action=_Version)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,demo,pairing}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{run,demo,pairing,exec,enable,disable,which}"
+    )
     sub.add_parser(
         "run",
         help="run one dilated session in the foreground (txdilation run --help)",
@@ -95,6 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub_action = actions.add_parser(action, help=text, description=text)
         sub_action.add_argument("-V", "--version", action=_Version)
         sub_action.add_argument("path", metavar="PATH", help="the pairing file")
+    wrap_commands.add_parsers(sub)
     return parser
 
 
@@ -143,6 +150,8 @@ def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if from_console and argv[:1] in (["run"], ["demo"]):
         _early_signals.install(f"txdilation {argv[0]}")  # before the slow imports
+    if argv[:1] and argv[0] in wrap_commands.NAMES:
+        return wrap_commands.run(argv)
     if argv[:1] == ["run"]:
         from txdilation.session.foreground import run
 

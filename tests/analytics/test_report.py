@@ -144,7 +144,7 @@ def _pq(values: list[float], fmt: Any) -> str:
 
 
 def _day(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).date().isoformat()
+    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).date().isoformat()
 
 
 # --- what the page should say, from the inputs with plain json ------------------------------

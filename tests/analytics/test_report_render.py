@@ -216,7 +216,7 @@ class RenderTests(SynchronousTestCase):
         from txdilation_analytics.humanize import MISSING
         from txdilation_analytics.report import Meta, render_html
 
-        when = datetime.datetime(2026, 1, 7, 8, 30, tzinfo=datetime.UTC)
+        when = datetime.datetime(2026, 1, 7, 8, 30, tzinfo=datetime.timezone.utc)
         page = render_html(empty_summary(), empty_data(), Meta(generated_at=when))
         self.assertIn("generated <strong>2026-01-07 08:30 UTC</strong>", page)
         self.assertIn("No dated rows in the inputs", page)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import difflib
 import math
-import tomllib
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -46,6 +46,11 @@ from txdilation.selection.relays import parse_relay_location
 from txdilation.session.endpoints import ForwardSpec, validate_client, validate_server
 from txdilation.session.errors import ConfigError
 from txdilation.session.values import check_code, listen_address, parse_size
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 __all__ = [
     "DEFAULT_APPID",

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
+from txdilation._version import IMPLEMENTATION, __version__
 from txdilation.settings import TelemetrySettings
 from txdilation.telemetry.sinks import LogFields, writer_for
 from txdilation.telemetry.vocabulary import (
@@ -150,9 +151,13 @@ class Telemetry:
     # --- events ------------------------------------------------------------------------
 
     def dilation_requested(self) -> None:
-        """The application called ``dilate()`` (starts the time-to-dilate clock)."""
+        """The application called ``dilate()`` (starts the time-to-dilate clock); the record
+        names the implementation and its version."""
         self._requested_at = self._clock.seconds()
-        self._emit("dilation_requested", {})
+        self._emit(
+            "dilation_requested",
+            {"implementation": IMPLEMENTATION, "implementation_version": __version__},
+        )
 
     def please_received(self) -> None:
         """The peer's ``please`` arrived (both sides want to dilate)."""

@@ -1,8 +1,9 @@
 """Telemetry's schema and vocabulary: the fixed values a record may hold, the identifiers made
 here (the pair id), and how numbers are recorded (durations clamped, counters checked).
 
-Invariants: every string a record holds is the schema name, a hex identifier made here, or one
-of the vocabularies below (unknown values become :data:`OTHER`); a recorded duration is None,
+Invariants: every string a record holds is the schema name, a hex identifier made here, the
+implementation's name and version (``dilation_requested``), or one of the vocabularies below
+(unknown values become :data:`OTHER`); a recorded duration is None,
 or finite and non-negative; a recorded counter is a non-negative int.
 """
 
