@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tarfile
@@ -213,7 +214,7 @@ def run_tier(
         run_step("sdist tests", pytest, cwd=tree, timeout=900, check=pytest_passed, **common)
     )
     if suite_python:
-        steps.append(readme_step(tree, scratch, common))
+        steps.append(readme_step(tree, wheel, scratch, common))
         steps.append(pipx_step(bin_dir, wheel, scratch, common))
     return steps
 
@@ -279,15 +280,17 @@ def smoke_steps(bin_dir: Path, scratch: Path, common: dict[str, Any]) -> list[St
     ]
 
 
-def readme_step(tree: Path, scratch: Path, common: dict[str, Any]) -> Step:
-    """README's "Use it under your application" commands, as written, one shell: every one
-    succeeds; the application proves it ran on txdilation; ``which`` says txdilation while
-    enabled, stock after ``disable``."""
+def readme_step(tree: Path, wheel: Path, scratch: Path, common: dict[str, Any]) -> Step:
+    """README's "Use it under your application" commands, as written, one shell, in a
+    directory holding the built wheel (as a user's holds the one they downloaded or built):
+    every one succeeds; the application proves it ran on txdilation; ``which`` says txdilation
+    while enabled, stock after ``disable``."""
     commands = readme_use_commands((tree / "README.md").read_text(encoding="utf-8"))
     script = "set -e\n" + "".join(f"echo '$ {c}'\n{c}\n" for c in commands)
     script += "echo '# afterwards'\ntxdilation which\n"
     where = scratch / "readme"
     where.mkdir()
+    shutil.copy(wheel, where / wheel.name)
 
     def check(out: str) -> str | None:
         proofs = [json.loads(line) for p in where.glob("*.jsonl") for line in p.open()]
