@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorUDP
 from twisted.internet.task import Cooperator
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -45,6 +46,7 @@ from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.mailbox.losses import LossRecorder
 from txdilation.mailbox.manager_core import ManagerCore, ManagerEvents
 from txdilation.mailbox.manager_lifecycle import manager_machine
+from txdilation.mailbox.mapping import MappingReporter
 from txdilation.mailbox.messages import (
     CLOSING,
     PATH_UPGRADE,
@@ -56,6 +58,8 @@ from txdilation.mailbox.messages import (
     hint_type_counts,
 )
 from txdilation.mailbox.status import StatusReporter, mailbox_up
+from txdilation.portmap.mapper import PortMapper
+from txdilation.portmap.mapping import PortMapping
 from txdilation.selection import netwatch
 from txdilation.selection.connector import Connector, ConnectorSettings
 from txdilation.selection.liveness import PingTracker
@@ -129,6 +133,8 @@ class Manager:
             eventually=self._eventually,  # stock answers through its eventual queue: so do we
         )
         status = StatusReporter(status_update, initial_mailbox_status, reactor, ping_interval)
+        self._mapping = MappingReporter(telemetry, status.refresh)
+        self._mapper = _port_mapper(reactor, settings, no_listen, tor, self._mapping)
         self._pings = PingTracker(reactor)
         self._core = ManagerCore(
             new_connector=self._new_connector,
@@ -155,6 +161,7 @@ class Manager:
             telemetry=self.telemetry,
             mux=self._mux,
             absence=PeerAbsence(reactor, settings.policy.peer_timeout, self._peer_absent),
+            via_mapping=lambda link: self._mapping.carried(link.description),
         )
         if initial_mailbox_status is not None:
             self._core.absence.mailbox_connected(mailbox_up(initial_mailbox_status))
@@ -179,6 +186,7 @@ class Manager:
             reactor=self._reactor,
             telemetry=self.telemetry,
             eventually=self._eventually,
+            mapper=self._mapper,
         )
 
     def _launch_connector(self, connector: Connector) -> None:
@@ -221,6 +229,11 @@ class Manager:
         """The last round-trip time measured by our PINGs, in seconds."""
         return self._pings.last_rtt
 
+    @property
+    def port_mapping(self) -> PortMapping | None:
+        """The port mapping of our listener the gateway granted, if any (``txdilation.portmap``)."""
+        return self._mapping.current
+
     # --- from the Dilator ---
 
     def got_dilation_key(self, key: bytes) -> None:
@@ -251,6 +264,8 @@ class Manager:
         link = self._core.link
         if link is not None:
             link.network_changed()
+        if self._mapper is not None:
+            self._mapper.network_changed()
         for connector in (self.connector, self._core.upgrader):
             if connector is not None:
                 connector.network_changed()
@@ -283,8 +298,13 @@ class Manager:
         self.events.stop()
 
     def when_stopped(self) -> Deferred[None]:
-        """Fires once the machine stopped (at once if it did)."""
-        return self._core.stopped.when_fired()
+        """Fires once the machine stopped (at once if it did) and the port mapping, if any, is
+        deleted (each deletion is bounded in time)."""
+        d = self._core.stopped.when_fired()
+        mapper = self._mapper
+        if mapper is not None:
+            d.addCallback(lambda _: mapper.stop())
+        return d
 
     def send_ping(self, ping_id: bytes, on_pong: Callable[[float], object] | None = None) -> None:
         """Stock's API (fowl's ``ping``): send a PING with ``ping_id`` on the current link, if
@@ -372,6 +392,7 @@ class Manager:
             candidates=candidates,
             relay_transport=relay.transport if relay is not None else None,
             relay_index=relay.index if relay is not None else None,
+            via_mapping=link.is_direct and self._mapping.carried(link.description),
         )
         if self._traffic_interval is not None and not self.telemetry.periodic_traffic:
             self.telemetry.start_periodic_traffic(self._traffic_interval)
@@ -429,3 +450,19 @@ class Manager:
     def _peer_absent(self) -> None:
         _log.info("no sign of the peer for the peer timeout: presuming it gone")
         self.events.peer_absent()
+
+
+def _port_mapper(
+    reactor: IDilationReactor,
+    settings: Settings,
+    no_listen: bool,
+    tor: Any,
+    reporter: MappingReporter,
+) -> PortMapper | None:
+    """The wormhole's port mapper, unless mapping is off, there is no listener to map (no
+    listening, Tor) or the reactor has no UDP."""
+    if not settings.network.port_mapping or no_listen or tor is not None:
+        return None
+    if not IReactorUDP.providedBy(reactor):
+        return None
+    return PortMapper(reactor, observer=reporter)

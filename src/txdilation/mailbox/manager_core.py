@@ -169,6 +169,8 @@ class ManagerCore:
     early_hints: list[Hint] = field(default_factory=list)
     #: fired once the machine reached ``stopped`` (``Manager.when_stopped``)
     stopped: OneShot[None] = field(default_factory=OneShot)
+    #: whether a link came in through our port mapping (for the telemetry)
+    via_mapping: Callable[[SelectedLink], bool] = lambda link: False
 
     def send_reconnect(self) -> None:
         self.telemetry.reconnect()
@@ -223,7 +225,11 @@ class ManagerCore:
             )
         self.status.connected(self.generation, link.description)
         self.telemetry.path_changed(
-            _path(old), _path(link), None if since is None else now - since, "upgrade"
+            _path(old),
+            _path(link),
+            None if since is None else now - since,
+            "upgrade",
+            via_mapping=link.is_direct and self.via_mapping(link),
         )
         if link.is_direct:
             self.stop_upgrader()

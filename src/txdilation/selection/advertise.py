@@ -10,7 +10,10 @@ starts, and again whenever :meth:`Advertiser.network_changed` finds new addresse
 On a real reactor the listener is dual-stack and, with ``punch`` on, bound with
 ``SO_REUSEPORT``; our public address from the mailbox's welcome is then advertised with the
 listening port as a punched hint (:mod:`txdilation.selection.punch`), and ``punched`` is told
-when such hints are published (the peer's SYN to them follows).
+when such hints are published (the peer's SYN to them follows). Given a
+:class:`~txdilation.portmap.mapper.PortMapper`, it asks for a mapping of the listening port
+(when the listener takes every address and no hint port is set) and publishes the mapped
+external address and port as one more direct hint when the gateway grants it.
 
 Connections the listener accepts are built by the Connector (``accept``) and admitted here: at
 most ``max_unauthenticated`` are held before their handshake, the oldest closed beyond that
@@ -37,6 +40,8 @@ from twisted.python.failure import Failure
 from wormhole import ipaddrs
 
 from txdilation.link.connection import DilatedConnectionProtocol
+from txdilation.portmap.mapper import PortMapper
+from txdilation.portmap.mapping import PortMapping
 from txdilation.selection import punch
 from txdilation.selection.addresses import ipv6_addresses
 from txdilation.selection.attempts import Attempt, AttemptLog
@@ -69,6 +74,7 @@ class Advertiser:
         publish: Callable[[list[Hint]], None],
         punched: Callable[[], None],
         late: Callable[[], None],
+        mapper: PortMapper | None = None,
     ) -> None:
         """
         :param attempt_log: where each accepted connection is one telemetry attempt, if given.
@@ -77,6 +83,7 @@ class Advertiser:
         :param publish: fresh direct hints to send to the peer.
         :param punched: punched hints were found for publication.
         :param late: a listener came up after :meth:`close`: close everything again.
+        :param mapper: asked to map the listening port (None: no port mapping).
         """
         self._settings = settings
         self._reactor = reactor
@@ -85,6 +92,7 @@ class Advertiser:
         self._publish = publish
         self._punched = punched
         self._late = late
+        self._mapper = mapper
         self._closed = False  # the race is over: no more listeners
         self.listeners: list[IListeningPort] = []
         self._published: set[Hint] = set()  # direct hints sent to the peer this generation
@@ -147,7 +155,26 @@ class Advertiser:
             self._late()
             return succeed(None)
         self.port = port.getHost().port  # type: ignore[attr-defined]
-        return self._publish_direct_hints(port)
+        d = self._publish_direct_hints(port)
+        network = self._settings.network
+        if self._mapper is not None and not network.listen_interface and not network.hint_port:
+            self._mapper.map(self.port, lambda mapping: self._mapped(port, mapping))
+        return d
+
+    def _mapped(self, port: IListeningPort, mapping: PortMapping) -> None:
+        """The gateway maps ``mapping.external_port`` to our listener: publish it once (unless
+        a hint to the same address and port was published: the punched one, say)."""
+        if self._closed or port not in self.listeners:
+            return
+        where = (mapping.external_address, mapping.external_port)
+        if any(
+            isinstance(h, DirectTCPV1Hint) and (h.hostname, h.port) == where
+            for h in self._published
+        ):
+            return
+        hint = DirectTCPV1Hint(*where, 0.0)
+        self._published.add(hint)
+        self._publish([hint])
 
     def network_changed(self) -> None:
         """The host's addresses or routes changed: publish direct hints for addresses found now
@@ -221,6 +248,8 @@ class Advertiser:
         """The race is over: stop every listener, forget unauthenticated connections (the
         Connector closes them) and listen no more."""
         self._closed = True
+        if self._mapper is not None and self.port is not None:
+            self._mapper.release(self.port)
         for port in self.listeners:
             port.stopListening()
         self.listeners.clear()

@@ -54,6 +54,7 @@ from wormhole._interfaces import IDilationConnector
 from zope.interface import implementer
 
 from txdilation.link.connection import DilatedConnectionProtocol
+from txdilation.portmap.mapper import PortMapper
 from txdilation.selection.advertise import Advertiser
 from txdilation.selection.attempts import AttemptLog
 from txdilation.selection.connector_settings import (
@@ -104,6 +105,7 @@ class Connector:
         reactor: IDilationReactor,
         telemetry: Telemetry | None = None,
         eventually: Callable[..., object] | None = None,
+        mapper: PortMapper | None = None,
     ) -> None:
         """
         :param settings: what to do (the same for every generation).
@@ -113,6 +115,7 @@ class Connector:
         :param eventually: ``eventually(f, *args)`` calls ``f(*args)`` on a later reactor
             turn, in order (stock's ``EventualQueue.eventually``; default: ``callLater(0)``):
             a candidate is taken on the turn after its KCM exchange, as stock takes it.
+        :param mapper: the wormhole's port mapper, asked to map this generation's listener.
         """
         if eventually is None:
             eventually = lambda f, *a: reactor.callLater(0, f, *a)  # noqa: E731
@@ -129,6 +132,7 @@ class Connector:
             publish=lambda hints: self.events.listener_ready(hints),
             punched=lambda: None,
             late=lambda: core.close_others(keep=core.selected),
+            mapper=mapper,
         )
         self._dialer = core.dialer = Dialer(
             settings,
