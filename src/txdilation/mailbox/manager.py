@@ -30,6 +30,7 @@ Invariants:
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -135,6 +136,9 @@ class Manager:
         status = StatusReporter(status_update, initial_mailbox_status, reactor, ping_interval)
         self._mapping = MappingReporter(telemetry, status.refresh)
         self._mapper = _port_mapper(reactor, settings, no_listen, tor, self._mapping)
+        if self._mapper is not None and not settings.network.listen_port:
+            # mapped now, so that the first generation's hints carry it (its listener takes it)
+            self._mapper.map(_free_port(), lambda mapping: None)
         self._pings = PingTracker(reactor)
         self._core = ManagerCore(
             new_connector=self._new_connector,
@@ -450,6 +454,16 @@ class Manager:
     def _peer_absent(self) -> None:
         _log.info("no sign of the peer for the peer timeout: presuming it gone")
         self.events.peer_absent()
+
+
+def _free_port() -> int:
+    """A TCP port free now on every address (0 if none could be had: any port then)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("", 0))
+            return int(s.getsockname()[1])
+    except OSError:
+        return 0
 
 
 def _port_mapper(

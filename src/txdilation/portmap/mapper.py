@@ -107,18 +107,25 @@ class PortMapper:
         self.current: PortMapping | None = None
         """The mapping held now, if any."""
 
+    @property
+    def port(self) -> int | None:
+        """The port mapped or being mapped (a listener should take it), else None."""
+        if self.current is None and self._pending is None:
+            return None
+        return self._wanted
+
     def map(self, internal_port: int, on_mapped: Callable[[PortMapping], None]) -> None:
         """Keep TCP ``internal_port`` mapped; tell ``on_mapped`` each new external address and
         port (at once if it is mapped already). A port asked for earlier is released."""
-        if self._stopped:
+        if self._stopped or not internal_port:
             return
-        self._on_mapped = on_mapped
         if internal_port == self._wanted:
+            self._on_mapped = on_mapped
             if self.current is not None:
                 on_mapped(self.current)
             return
         self.release()
-        self._wanted = internal_port
+        self._wanted, self._on_mapped = internal_port, on_mapped
         self._start()
 
     def release(self, internal_port: int | None = None) -> None:

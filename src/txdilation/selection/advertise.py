@@ -10,10 +10,12 @@ starts, and again whenever :meth:`Advertiser.network_changed` finds new addresse
 On a real reactor the listener is dual-stack and, with ``punch`` on, bound with
 ``SO_REUSEPORT``; our public address from the mailbox's welcome is then advertised with the
 listening port as a punched hint (:mod:`txdilation.selection.punch`), and ``punched`` is told
-when such hints are published (the peer's SYN to them follows). Given a
-:class:`~txdilation.portmap.mapper.PortMapper`, it asks for a mapping of the listening port
-(when the listener takes every address and no hint port is set) and publishes the mapped
-external address and port as one more direct hint when the gateway grants it.
+when such hints are published (the peer's SYN to them follows). Given the wormhole's
+:class:`~txdilation.portmap.mapper.PortMapper` (when the listener takes every address and no
+hint port is set), it listens on the port the mapper keeps mapped (unless a listen port is
+set; any port if that one cannot be had), asks for that port to be mapped, and publishes the
+mapped external address and port as one more direct hint once the gateway grants it (at once
+when the mapping is held already: a later generation, or one that started after the mapping).
 
 Connections the listener accepts are built by the Connector (``accept``) and admitted here: at
 most ``max_unauthenticated`` are held before their handshake, the oldest closed beyond that
@@ -56,6 +58,7 @@ __all__ = ["LISTEN_RETRIES", "LISTEN_RETRY_DELAY", "Advertiser"]
 
 LISTEN_RETRIES = 50
 LISTEN_RETRY_DELAY = 0.1
+MAPPED_PORT_RETRIES = 3
 
 #: the connector's logger: the split into modules changes no log line
 _log = Logger(namespace="txdilation.selection.connector")
@@ -112,42 +115,56 @@ class Advertiser:
         """The port direct dials start from: the listening port while punching, else None."""
         return self.port if self.punch else None
 
-    def start(self, attempt: int = 0) -> None:
-        """Listen; publish our direct hints once listening."""
+    def start(self, attempt: int = 0, *, mapped_port: bool = True) -> None:
+        """Listen (on the port the mapper keeps mapped, if any and unless a port is set);
+        publish our direct hints once listening."""
         self.listen_retry = None
         network = self._settings.network
         interface = network.listen_interface or ""
+        port = network.listen_port
+        mapped = self._mapper.port if self._mapper is not None and self._maps() else None
+        from_mapper = not port and mapped_port and mapped is not None
+        if from_mapper:
+            port = mapped or 0
         factory = _InboundFactory(self)
         if self._dual_stack:
             d: Deferred[Any] = maybeDeferred(
                 punch.listen,
                 self._reactor,
                 factory,
-                network.listen_port,
+                port,
                 interface,
                 reuse_port=self.punch,
                 backlog=LISTEN_BACKLOG,
             )
         else:
-            d = listen(self._reactor, network.listen_port, interface, factory)
+            d = listen(self._reactor, port, interface, factory)
         d.addCallback(self._listening)
 
         def failed(f: Failure) -> None:
             # A fixed port may still be held by the previous generation's listener, whose
-            # socket closes a reactor turn after stopListening(): try again shortly.
-            if (
-                f.check(CannotListenError)  # type: ignore[no-untyped-call]
-                and network.listen_port
-                and attempt < LISTEN_RETRIES
-                and not self._closed
-            ):
-                self.listen_retry = self._reactor.callLater(
-                    LISTEN_RETRY_DELAY, self.start, attempt + 1
-                )
-                return
+            # socket closes a reactor turn after stopListening(): try again shortly. The
+            # mapped port is given up sooner (another program may hold it): then any port.
+            if f.check(CannotListenError) and not self._closed:  # type: ignore[no-untyped-call]
+                if network.listen_port and attempt < LISTEN_RETRIES:
+                    retry = lambda: self.start(attempt + 1)  # noqa: E731
+                elif from_mapper:
+                    again = attempt < MAPPED_PORT_RETRIES
+                    retry = lambda: self.start(attempt + 1 if again else 0, mapped_port=again)  # noqa: E731
+                else:
+                    retry = None
+                if retry is not None:
+                    self.listen_retry = self._reactor.callLater(LISTEN_RETRY_DELAY, retry)
+                    return
             _log.failure("dilation listener failed", f)
 
         d.addErrback(failed)
+
+    def _maps(self) -> bool:
+        """Whether the listener is worth mapping: it takes every address (the gateway reaches
+        it), and no hint port says a forward is configured already."""
+        network = self._settings.network
+        return not network.listen_interface and not network.hint_port
 
     def _listening(self, port: IListeningPort) -> Deferred[Any]:
         self.listeners.append(port)
@@ -156,8 +173,7 @@ class Advertiser:
             return succeed(None)
         self.port = port.getHost().port  # type: ignore[attr-defined]
         d = self._publish_direct_hints(port)
-        network = self._settings.network
-        if self._mapper is not None and not network.listen_interface and not network.hint_port:
+        if self._mapper is not None and self._maps():
             self._mapper.map(self.port, lambda mapping: self._mapped(port, mapping))
         return d
 
@@ -248,8 +264,6 @@ class Advertiser:
         """The race is over: stop every listener, forget unauthenticated connections (the
         Connector closes them) and listen no more."""
         self._closed = True
-        if self._mapper is not None and self.port is not None:
-            self._mapper.release(self.port)
         for port in self.listeners:
             port.stopListening()
         self.listeners.clear()
