@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -58,12 +59,15 @@ from txdilation.mailbox.messages import (
     dispatch,
     hint_type_counts,
 )
+from txdilation.mailbox.standby import StandbyKeeper
 from txdilation.mailbox.status import StatusReporter, mailbox_up
 from txdilation.portmap.mapper import PortMapper
 from txdilation.portmap.mapping import PortMapping
 from txdilation.selection import netwatch
 from txdilation.selection.connector import Connector, ConnectorSettings
-from txdilation.selection.liveness import PingTracker
+from txdilation.selection.connector_settings import Purpose
+from txdilation.selection.hints import Hint
+from txdilation.selection.liveness import SILENCE, PingTracker
 from txdilation.selection.relays import RelayLocation, RelayUsed, parse_relay_location
 from txdilation.selection.selected import SelectedLink
 from txdilation.settings import Settings
@@ -166,6 +170,8 @@ class Manager:
             mux=self._mux,
             absence=PeerAbsence(reactor, settings.policy.peer_timeout, self._peer_absent),
             via_mapping=lambda link: self._mapping.carried(link.description),
+            standby=StandbyKeeper(reactor, self._make_standby) if tor is None else None,
+            ping_interval=ping_interval,
         )
         if initial_mailbox_status is not None:
             self._core.absence.mailbox_connected(mailbox_up(initial_mailbox_status))
@@ -195,6 +201,18 @@ class Manager:
 
     def _launch_connector(self, connector: Connector) -> None:
         connector.start()
+
+    def _make_standby(self, peer_relays: list[Hint]) -> Connector:
+        """A standby connector for the current generation (``mailbox.standby``), started."""
+        c = self._core
+        assert c.role is not None and c.dilation_key is not None
+        settings = c.connector_settings(c.role, c.dilation_key)
+        settings = replace(settings, purpose=Purpose.STANDBY, no_listen=True, path_upgrade=False)
+        connector = self._new_connector(settings)
+        connector.start()
+        if peer_relays:
+            connector.got_hints(peer_relays)
+        return connector
 
     @property
     def status(self) -> DilationStatus:
@@ -265,6 +283,8 @@ class Manager:
         is dropped if its address is gone, else probed now; a generation still connecting
         publishes hints for new addresses; the edge may reconnect the mailbox
         (``_network_changed_edge``)."""
+        if self._core.standby is not None:
+            self._core.standby.network_changed()
         link = self._core.link
         if link is not None:
             link.network_changed()
@@ -373,7 +393,7 @@ class Manager:
     def hint_status(self, hints: list[DilationHint]) -> None:
         self._core.status.hints(hints)
 
-    def link_for(self, connection: Any) -> SelectedLink:
+    def link_for(self, connection: Any, standby: bool = False) -> SelectedLink:
         """The sink for the connection the Connector is selecting (no I/O yet)."""
         return SelectedLink(
             connection,
@@ -384,7 +404,19 @@ class Manager:
             clock=self._reactor,
             ping_interval=self._ping_interval,
             on_alive=self._alive,
+            standby=standby,
+            leads=self._core.role is LEADER,
         )
+
+    def standby_link_for(self, connection: Any) -> SelectedLink:
+        """The sink for a standby connection (``mailbox.standby``)."""
+        return self.link_for(connection, standby=True)
+
+    def connector_standby_ready(self, link: SelectedLink) -> None:
+        if self._core.standby is not None:
+            self._core.standby.got(link)
+        else:
+            link.abort()
 
     def connector_connection_made(
         self, link: SelectedLink, candidates: int = 1, relay: RelayUsed | None = None
@@ -429,6 +461,17 @@ class Manager:
         c = self._core
         c.retired.discard(link)
         if link is not c.link:
+            if c.standby is not None:
+                c.standby.lost(link)
+            return
+        if c.standby is not None and c.standby.ready:
+            _log.info(
+                "dilated connection {desc} lost: {reason}: moving to the standby",
+                desc=link.description,
+                reason=reason.message,
+                cause=reason.cause.value,
+            )
+            self.events.standby_taken()
             return
         _log.info(
             "dilated connection {desc} lost: {reason}",
@@ -443,8 +486,17 @@ class Manager:
         self.events.connection_lost()
 
     def link_silent(self, link: SelectedLink) -> None:
-        if link is self._core.link:
+        c = self._core
+        if link is c.link:
             self.events.link_silent()
+        elif c.standby is not None and link is c.standby.standby:
+            link.fail(SILENCE)
+
+    def standby_used(self, link: SelectedLink) -> None:
+        """The peer moved the wormhole to our standby: so do we."""
+        c = self._core
+        if c.standby is not None and link is c.standby.standby:
+            self.events.standby_taken()
 
     def _alive(self, rtt: float | None) -> None:
         if rtt is not None:

@@ -62,9 +62,10 @@ from txdilation.selection.connector_settings import (
     RELAY_DELAY,
     ConnectorSettings,
     IConnectorOwner,
+    Purpose,
 )
 from txdilation.selection.dialing import Dialer
-from txdilation.selection.hints import Hint, encode_hint
+from txdilation.selection.hints import Hint, RelayV1Hint, encode_hint
 from txdilation.selection.race import (
     PROVEN_GRACE,
     Candidate,
@@ -72,6 +73,7 @@ from txdilation.selection.race import (
     ConnectorEvents,
     Holding,
 )
+from txdilation.selection.upgrade import RetrySchedule
 from txdilation.telemetry import Telemetry
 from txdilation.wire.contracts import ICandidateOwner, IDilationReactor
 from txdilation.wire.machines import complete
@@ -174,6 +176,11 @@ class Connector:
         return self._core.looking
 
     @property
+    def peer_hints(self) -> list[Hint]:
+        """The peer's hints of this generation, in the order they came."""
+        return self._core.peer_hints
+
+    @property
     def busy(self) -> bool:
         """Something may still produce a connection: an attempt in progress, a candidate in
         its handshake, relay attempts waiting for their delay, a listener being retried.
@@ -184,10 +191,20 @@ class Connector:
     # --- starting, hints ---
 
     def start(self) -> None:
-        """Listen (when allowed), publish relay hints and connect to our own relay."""
+        """Listen (when allowed), publish relay hints and connect to our own relay. A
+        standby connector only dials the relays (ours now, the peer's as they are given); an
+        upgrade connector listens and goes on at once as after a relayed selection."""
         s = self._settings
+        if s.purpose is Purpose.STANDBY:
+            self._dialer.use_hints(list(s.relay_hints))
+            return
         if not s.no_listen and s.tor is None:
             self._advertiser.start()
+        if s.purpose is Purpose.UPGRADE:
+            self._core.looking = True
+            self._dialer.go_on_in_background(RetrySchedule(self._core.reactor.seconds()))
+            self.events.keep_looking()
+            return
         if s.relay_hints:
             self._core.owner.send_hints([encode_hint(h) for h in s.relay_hints])
             self._dialer.use_hints(list(s.relay_hints))
@@ -201,8 +218,11 @@ class Connector:
         self._dialer.dial_again_now()
 
     def got_hints(self, hints: list[Hint]) -> None:
-        """Hints arrived from the peer (the manager filters stale generations)."""
+        """Hints arrived from the peer (the manager filters stale generations; a standby
+        connector uses the relay hints only)."""
         core = self._core
+        if self._settings.purpose is Purpose.STANDBY:
+            hints = [h for h in hints if isinstance(h, RelayV1Hint)]
         core.peer_hints.extend(hints)
         if core.prober is not None:
             core.prober.add(hints)
@@ -329,8 +349,10 @@ def _build_connector_machine() -> Callable[[ConnectorCore], ConnectorEvents]:
         _take(events, c, holding.held[0])
 
     @connected.upon(E.keep_looking).to(upgrading)
+    @connecting.upon(E.keep_looking).to(upgrading)
     def look_for_direct(events: ConnectorEvents, c: ConnectorCore) -> None:
-        """The relayed link is the owner's; this connector goes on with direct paths."""
+        """The relayed link is the owner's (selected here, or by an earlier connector of the
+        generation: ``Purpose.UPGRADE``); this connector goes on with direct paths."""
 
     @upgrading.upon(E.decisive_candidate).to(connected)
     def upgrade(events: ConnectorEvents, c: ConnectorCore, candidate: Candidate) -> None:

@@ -31,6 +31,13 @@ jumps by up to 1.5 ``rto`` at once (a 2 s delay on a fast path: the first ACK af
 comes ~2 s after the first probe-triggering write, inside the 2.5 s) is not called dead, and
 once the samples follow the new RTT the timeouts grow with it.
 
+While a warm standby path is ready (``standby_ready``: leaving this path costs no new
+generation, only a move), the timeouts follow the measured round trip much closer, as QUIC's
+probe timeout does (RFC 9002, 6.2): ``srtt + 4 rttvar`` floored at :data:`STANDBY_MIN_RTO`
+(for jitter and the scheduling delays of a busy host, rather than TCP's 1 s), and a data probe
+waits :data:`STANDBY_PROBE_WAIT` at least: a black hole is then noticed in about 0.5 s. The
+kernel's word still keeps a lossy or jittery path (its TCP ACKs keep coming) from being left.
+
 Invariants: ``on_dead`` is called at most once, and never after :meth:`stop`; one timer at
 most is pending; every method is O(1) amortised (the sent-record log holds one entry per
 write, retired by ACKs) and no timer is rescheduled per ACK.
@@ -52,6 +59,8 @@ __all__ = [
     "MAX_RTO",
     "MIN_RTO",
     "PING_PROBE_FACTOR",
+    "STANDBY_MIN_RTO",
+    "STANDBY_PROBE_WAIT",
     "DeadPathDetector",
     "RttEstimator",
     "unanswered",
@@ -67,6 +76,10 @@ MAX_RTO = 20.0
 DATA_PROBE_FACTOR = 1.5
 #: the periodic PING (an idle link's probe) waits this many RTOs for its PONG
 PING_PROBE_FACTOR = 3.0
+#: seconds: the floor of the timeout while a standby path is ready (QUIC-style, see above)
+STANDBY_MIN_RTO = 0.2
+#: seconds: the shortest wait for a data probe's answer while a standby path is ready
+STANDBY_PROBE_WAIT = 0.3
 
 _log = Logger(namespace="txdilation.selection.dead_path")
 
@@ -93,9 +106,13 @@ class RttEstimator:
     @property
     def rto(self) -> float:
         """``srtt + 4 rttvar`` within [MIN_RTO, MAX_RTO] (INITIAL_RTO before any sample)."""
+        return self.floored(MIN_RTO)
+
+    def floored(self, floor: float) -> float:
+        """``srtt + 4 rttvar`` within [``floor``, MAX_RTO] (INITIAL_RTO before any sample)."""
         if self.srtt is None:
             return INITIAL_RTO
-        return min(MAX_RTO, max(MIN_RTO, self.srtt + 4 * self.rttvar))
+        return min(MAX_RTO, max(floor, self.srtt + 4 * self.rttvar))
 
 
 class DeadPathDetector:
@@ -136,6 +153,8 @@ class DeadPathDetector:
         self._stopped = False
         self.probes = 0  # probes sent, for logs and tests
         self.kernel_saves = 0  # unanswered probes the kernel vouched for
+        self.standby_ready = False
+        """A standby path is ready to take over: shorter timeouts (see the module docstring)."""
 
     # --- what the link reports ---
 
@@ -144,8 +163,14 @@ class DeadPathDetector:
         if self._stopped:
             return
         self._sent.append((seqnum, self._clock.seconds()))
-        if self._timer is None:
+        timer = self._timer
+        if timer is None:
             self._arm()
+        elif self._probe_deadline is None and len(self._sent) == 1:
+            # the timer may wait for an answered probe's old deadline: not past this one's
+            due = self._next_deadline()
+            if due is not None and timer.getTime() > due:
+                self._arm()
 
     def acked(self, resp_seqnum: int) -> None:
         """An ACK for everything up to ``resp_seqnum`` arrived."""
@@ -175,8 +200,7 @@ class DeadPathDetector:
         if self._stopped or self._probe_deadline is not None:
             return
         self._cause = Cause.NETWORK_CHANGE
-        rto = self.rtt.rto
-        self._start_probe(max(DATA_PROBE_FACTOR * rto, DATA_PROBE_FACTOR * MIN_RTO))
+        self._start_probe(self._data_probe_wait())
 
     def stop(self) -> None:
         """No more probes or verdicts (idempotent)."""
@@ -195,7 +219,7 @@ class DeadPathDetector:
         if self._probe_deadline is not None:
             self._probe_deadline = None
             self._cause = Cause.PROBE_UNANSWERED
-            self._quiet_until = self._clock.seconds() + self.rtt.rto
+            self._quiet_until = self._clock.seconds() + self._rto()
         # the pending timer fires at the old deadline and re-arms for the new one: no
         # timer churn per ACK
 
@@ -210,7 +234,7 @@ class DeadPathDetector:
         if self._probe_deadline is not None:
             return self._probe_deadline
         if self._sent:
-            return max(self._sent[0][1] + self.rtt.rto, self._quiet_until)
+            return max(self._sent[0][1] + self._rto(), self._quiet_until)
         return None
 
     def _arm(self) -> None:
@@ -246,11 +270,19 @@ class DeadPathDetector:
             self._quiet_until = now + self._probe_timeout
             self._arm()
             return
-        if self._sent and now >= self._sent[0][1] + self.rtt.rto and now >= self._quiet_until:
-            rto = self.rtt.rto
-            self._start_probe(max(DATA_PROBE_FACTOR * rto, DATA_PROBE_FACTOR * MIN_RTO))
+        if self._sent and now >= self._sent[0][1] + self._rto() and now >= self._quiet_until:
+            self._start_probe(self._data_probe_wait())
             return
         self._arm()
+
+    def _rto(self) -> float:
+        return self.rtt.floored(STANDBY_MIN_RTO if self.standby_ready else MIN_RTO)
+
+    def _data_probe_wait(self) -> float:
+        if self.standby_ready:
+            return max(DATA_PROBE_FACTOR * self._rto(), STANDBY_PROBE_WAIT)
+        rto = self.rtt.rto
+        return max(DATA_PROBE_FACTOR * rto, DATA_PROBE_FACTOR * MIN_RTO)
 
 
 def unanswered(cause: Cause, timeout: float) -> LinkLoss:

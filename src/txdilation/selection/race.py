@@ -28,7 +28,7 @@ from twisted.logger import Logger
 from txdilation.link.connection import DilatedConnectionProtocol
 from txdilation.selection.advertise import Advertiser
 from txdilation.selection.attempts import Attempt, AttemptLog
-from txdilation.selection.connector_settings import ConnectorSettings, IConnectorOwner
+from txdilation.selection.connector_settings import ConnectorSettings, IConnectorOwner, Purpose
 from txdilation.selection.dialing import Dial, Dialer
 from txdilation.selection.hints import Hint, RelayEndpoint, hint_url
 from txdilation.selection.probe import ReachabilityProber
@@ -237,7 +237,12 @@ class ConnectorCore:
         """Whether selecting ``candidate`` is only a start: a relayed link with a peer that
         speaks path upgrades (not over Tor); the machine then goes on to ``upgrading``."""
         s = self.settings
-        return not candidate.connection.is_direct and s.tor is None and s.path_upgrade
+        return (
+            not candidate.connection.is_direct
+            and s.tor is None
+            and s.path_upgrade
+            and s.purpose is Purpose.RACE
+        )
 
     def select(self, candidate: Candidate) -> None:
         """``candidate`` is the link: it goes to the owner (``connector_connection_made``);
@@ -250,7 +255,9 @@ class ConnectorCore:
             self.attempt_log.selected(candidate.attempt)
         s = self.settings
         relayed = not connection.is_direct and s.tor is None
-        if self.upgrades(candidate):
+        if s.purpose is Purpose.STANDBY:
+            self.close_others(keep=connection)
+        elif self.upgrades(candidate):
             self.looking = True
             self.close_relays()
         else:
@@ -262,6 +269,12 @@ class ConnectorCore:
                     self.reactor, self.peer_hints, schedule, self.proven
                 )
                 self.prober.start()
+        if s.purpose is Purpose.STANDBY:
+            standby = self.owner.standby_link_for(connection)
+            connection.events.select(standby)
+            self.owner.connector_standby_ready(standby)
+            connection.deliver_held()
+            return
         link = self.owner.link_for(connection)
         connection.events.select(link)
         endpoint = candidate.relay

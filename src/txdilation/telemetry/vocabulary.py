@@ -107,7 +107,7 @@ MAPPING_CHANGES: Final = frozenset(
 """What happened to the port mapping (``port_mapping``'s ``change``)."""
 MAPPING_PROTOCOLS: Final = frozenset({"pcp", "nat-pmp", "upnp-igd", OTHER})
 """Which protocol holds it (``port_mapping``'s ``protocol``)."""
-PATH_CHANGE_REASONS: Final = frozenset({"upgrade", OTHER})
+PATH_CHANGE_REASONS: Final = frozenset({"upgrade", "standby", OTHER})
 """Why a link moved to another path of the same generation (``path_changed``'s ``reason``)."""
 
 SESSION_ID = re.compile(r"[0-9a-f]{16,64}")
