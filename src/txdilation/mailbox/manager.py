@@ -251,6 +251,14 @@ class Manager:
         """The last round-trip time measured by our PINGs, in seconds."""
         return self._pings.last_rtt
 
+    def abort_link(self) -> None:
+        """Abort the selected connection and the standby beside it (``abort_connection``)."""
+        if self._core.standby is not None:
+            self._core.standby.drop()
+        connection = self.connection
+        if connection is not None:
+            connection.abort()
+
     @property
     def port_mapping(self) -> PortMapping | None:
         """The port mapping of our listener the gateway granted, if any (``txdilation.portmap``)."""
