@@ -133,6 +133,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.mailbox.test_messages": kinds("hypothesis unit"),
     "tests.mailbox.test_path_upgrade": kinds("unit"),
     "tests.mailbox.test_peer_departure": kinds("reactor unit"),
+    "tests.mailbox.test_standby": kinds("unit"),
     "tests.mailbox.test_status": kinds("unit"),
     "tests.mailbox.test_welcome": kinds("unit"),
     "tests.pairing.test_derive": kinds("hypothesis unit"),

@@ -192,7 +192,9 @@ class DeadPathDetector:
         """The periodic PING went out: it is a probe too (unless one is out already)."""
         if self._stopped or self._probe_deadline is not None:
             return
-        self._start_probe(max(PING_PROBE_FACTOR * self.rtt.rto, PING_PROBE_FACTOR * MIN_RTO))
+        self._start_probe(
+            max(PING_PROBE_FACTOR * self.rtt.rto, PING_PROBE_FACTOR * MIN_RTO), send=False
+        )
 
     def probe_now(self) -> None:
         """Probe at once because our addresses or routes changed: an unanswered probe's
@@ -223,12 +225,15 @@ class DeadPathDetector:
         # the pending timer fires at the old deadline and re-arms for the new one: no
         # timer churn per ACK
 
-    def _start_probe(self, timeout: float) -> None:
+    def _start_probe(self, timeout: float, *, send: bool = True) -> None:
+        """A probe waits ``timeout`` for its answer (``send``: write a PING for it; the
+        periodic PING is one already)."""
         self.probes += 1
         self._probe_timeout = timeout
         self._probe_deadline = self._clock.seconds() + timeout
         self._arm()
-        self._send_probe()
+        if send:
+            self._send_probe()
 
     def _next_deadline(self) -> float | None:
         if self._probe_deadline is not None:
