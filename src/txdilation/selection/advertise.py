@@ -78,6 +78,7 @@ class Advertiser:
         punched: Callable[[], None],
         late: Callable[[], None],
         mapper: PortMapper | None = None,
+        mapped: Callable[[], None] = lambda: None,
     ) -> None:
         """
         :param attempt_log: where each accepted connection is one telemetry attempt, if given.
@@ -87,6 +88,7 @@ class Advertiser:
         :param punched: punched hints were found for publication.
         :param late: a listener came up after :meth:`close`: close everything again.
         :param mapper: asked to map the listening port (None: no port mapping).
+        :param mapped: a mapped hint went out.
         """
         self._settings = settings
         self._reactor = reactor
@@ -96,6 +98,7 @@ class Advertiser:
         self._punched = punched
         self._late = late
         self._mapper = mapper
+        self._on_mapped = mapped
         self._closed = False  # the race is over: no more listeners
         self.listeners: list[IListeningPort] = []
         self._published: set[Hint] = set()  # direct hints sent to the peer this generation
@@ -183,14 +186,16 @@ class Advertiser:
         if self._closed or port not in self.listeners:
             return
         where = (mapping.external_address, mapping.external_port)
-        if any(
-            isinstance(h, DirectTCPV1Hint) and (h.hostname, h.port) == where
-            for h in self._published
-        ):
+        self._on_mapped()
+        if where in self._places():
             return
         hint = DirectTCPV1Hint(*where, 0.0)
         self._published.add(hint)
         self._publish([hint])
+
+    def _places(self) -> set[tuple[str, int]]:
+        """The addresses and ports of the direct hints published (whatever their priority)."""
+        return {(h.hostname, h.port) for h in self._published if isinstance(h, DirectTCPV1Hint)}
 
     def network_changed(self) -> None:
         """The host's addresses or routes changed: publish direct hints for addresses found now
@@ -216,7 +221,13 @@ class Advertiser:
                 if punched:
                     self._punched()
                 hints.extend(punched)
-            fresh = [h for h in hints if h not in self._published]
+            places = self._places()  # (a mapped hint may have gone out to the same place)
+            fresh = [
+                h
+                for h in hints
+                if h not in self._published
+                and not (isinstance(h, DirectTCPV1Hint) and (h.hostname, h.port) in places)
+            ]
             self._published.update(fresh)
             if fresh:
                 self._publish(fresh)

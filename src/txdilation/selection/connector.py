@@ -135,6 +135,7 @@ class Connector:
             punched=lambda: None,
             late=lambda: core.close_others(keep=core.selected),
             mapper=mapper,
+            mapped=lambda: core.mapped() if settings.purpose is Purpose.RACE else None,
         )
         self._dialer = core.dialer = Dialer(
             settings,
