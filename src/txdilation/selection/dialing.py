@@ -77,7 +77,13 @@ from txdilation.selection.hints import (
     websocket_address,
 )
 from txdilation.selection.punch_dial import ExpiryProbe, punched_endpoint
-from txdilation.selection.punch_schedule import LOW_TTLS, PunchPlan, Verdict, outcome_of
+from txdilation.selection.punch_schedule import (
+    CROSSING_WINDOW,
+    LOW_TTLS,
+    PunchPlan,
+    Verdict,
+    outcome_of,
+)
 from txdilation.selection.relays import RELAY_CONNECT_TIMEOUT, relays_to_dial
 from txdilation.selection.upgrade import BACKGROUND_CONNECT_TIMEOUT, RetrySchedule
 from txdilation.wire.keys import derive_relay_token
@@ -436,7 +442,8 @@ class Dialer:
         now = self._reactor.seconds()
         quick = self._background is not None and self._background.quick(now)
         for dial in self.direct_dials:
-            if dial.plan is not None and quick:
+            crossing = dial.plan is not None and now - dial.plan.started < CROSSING_WINDOW
+            if dial.plan is not None and (quick or crossing):
                 dial.plan.burst(now)  # refused tries that need crossing SYNs: again soon
             if dial.plan is not None and dial.connecting is not None and dial.plan.holds(now):
                 continue  # a low-TTL try, waiting for its SYN's retransmission to cross

@@ -117,6 +117,10 @@ CROSSING_SPACING = 0.002
 made again, and the least span of its random part."""
 
 REFUSED_BURST = 2.0
+#: seconds: how long refused tries that rely on crossing SYNs go on (the foreground window, and
+#: the bursts of a path upgrade's background tries), instead of :data:`PUNCH_WINDOW`: two NATs
+#: a tenth of a millisecond apart let a crossing through only rarely
+CROSSING_WINDOW = 15.0
 """Seconds after a path upgrade's background try (one of its quick first retries) during which
 a refused try of a plan that relies on crossing SYNs is made again as in the foreground: the
 bursts of the tries at 0.5, 1.5 and 3.5 s cover the first five and a half seconds."""
@@ -269,7 +273,8 @@ class PunchPlan:
                 self._too_high(ttl)  # that SYN itself reached the peer's NAT
         if outcome is Outcome.TAKEN:
             return None
-        if now - self.started >= self.window and not self.retries_in_background(outcome, now):
+        window = max(self.window, CROSSING_WINDOW) if self.crossing_only else self.window
+        if now - self.started >= window and not self.retries_in_background(outcome, now):
             return None
         if outcome is Outcome.EXPIRED:
             return 0.0
