@@ -534,8 +534,13 @@ def _port_mapper(
     reporter: MappingReporter,
 ) -> PortMapper | None:
     """The wormhole's port mapper, unless mapping is off, there is no listener to map (no
-    listening, Tor) or the reactor has no UDP."""
-    if not settings.network.port_mapping or no_listen or tor is not None:
+    listening, Tor), the listener is not on every address (a listen interface: the gateway
+    may not reach it), a forward is configured by hand (a hint port), or the reactor has no
+    UDP."""
+    network = settings.network
+    if not network.port_mapping or no_listen or tor is not None:
+        return None
+    if network.listen_interface or network.hint_port:
         return None
     if not IReactorUDP.providedBy(reactor):
         return None

@@ -57,7 +57,8 @@ What this module decides, for each punched hint (a :class:`PunchPlan`):
   a refused try of such a plan is made again the same way for :data:`REFUSED_BURST` after
   each of the upgrade schedule's quick first tries. Other failures within the window are
   retried every :data:`PUNCH_RETRY_DELAY` as before; nothing is dialled after
-  :data:`PUNCH_WINDOW` (but for those bursts).
+  :data:`PUNCH_WINDOW` (but for those bursts), or :data:`CROSSING_WINDOW` for a plan that relies
+  on crossing SYNs (whose bursts also follow every background try within it).
 
 Invariants: nothing here does I/O or reads a clock (times are passed in; the randomness is the
 ``rng`` given); a plan never asks for a low TTL after its hint's dial was aborted by an expiry,
