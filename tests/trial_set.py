@@ -129,6 +129,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.mailbox.test_dilator": kinds("unit"),
     "tests.mailbox.test_losses": kinds("unit"),
     "tests.mailbox.test_manager_core": kinds("unit"),
+    "tests.mailbox.test_mapping": kinds("unit"),
     "tests.mailbox.test_manager_lifecycle": kinds("unit"),
     "tests.mailbox.test_messages": kinds("hypothesis unit"),
     "tests.mailbox.test_path_upgrade": kinds("unit"),
