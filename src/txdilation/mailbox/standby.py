@@ -1,19 +1,17 @@
 """L1: the warm standby path beside a direct link (``standby-v1``, two txdilation peers).
 
-While the wormhole's link is direct, a :class:`StandbyKeeper` keeps a second connection, through
-the transit relay, handshaken and idle: a standby connector (``Purpose.STANDBY``) makes it, and
-it is held as a standby :class:`~txdilation.selection.selected.SelectedLink` (keepalives only:
-one record each way per :data:`~txdilation.selection.selected.STANDBY_PING_INTERVAL`). While it
-is held, the direct link's dead-path detector uses its short, round-trip-based timeouts
-(``standby_ready``): when that link dies, the Manager moves the wormhole to the standby at once
-(:meth:`take`), with no new generation, as a path upgrade moves it (make-before-break: L4
-replays what is unacknowledged there). A standby that goes is made again later
-(:data:`RETRY_DELAYS`), as long as the link is direct.
+While the link is direct, a :class:`StandbyKeeper` keeps a second connection through the relay
+handshaken and idle: a standby connector (``Purpose.STANDBY``) makes it, and it is held as a
+standby ``SelectedLink`` (keepalives only, one record each way per
+``selected.STANDBY_PING_INTERVAL``). While it is held, the link's dead-path detector uses its
+short, round-trip-based timeouts (``standby_ready``); when the link dies the Manager moves to
+it (:meth:`take`) in the same generation, make-before-break. One that goes is made again
+later (:data:`RETRY_DELAYS`) while the link is direct (docs/reliability.md).
 
-Invariants: at most one standby and one standby connector at a time, and none once
-:meth:`drop` ran (until the next :meth:`want`); both sides make theirs when their link became
-direct (within a round trip of each other: the relay pairs their connections); nothing here
-is used with a stock peer, over Tor, or without a relay.
+Invariants: at most one standby and one standby connector at a time, none after :meth:`drop`
+(until the next :meth:`want`); both sides make theirs when their link became direct, within a
+round trip of each other (the relay pairs them); never with a stock peer, over Tor, or
+without a relay.
 """
 
 from __future__ import annotations

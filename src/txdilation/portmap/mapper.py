@@ -1,21 +1,17 @@
-"""Port mapping: one dilated wormhole's mapping of its direct-hint listener, kept and let go.
+"""Port mapping: one dilated wormhole's forward of its direct-hint listener, kept and let go.
 
-A :class:`PortMapper` is asked to :meth:`~PortMapper.map` a listening port (each generation's
-listener), and tells ``on_mapped`` the external address and port once the gateway granted
-them. It asks the default gateway (:func:`~txdilation.portmap.gateway.find_gateway`) with each
-protocol in turn, PCP, then NAT-PMP, then UPnP IGD (the first that maps wins), renews the
-mapping half-way through its lease, deletes it when the port is released or the mapper
-stopped, and forgets it when the network changes (then maps again). Its ``observer`` hears each
-change (mapped, renewed, lost, deleted, or no gateway mapped).
+:meth:`PortMapper.map` keeps a port mapped and tells ``on_mapped`` each new external address
+and port: the default gateway (:func:`~txdilation.portmap.gateway.find_gateway`) is asked with
+each protocol in turn, PCP, NAT-PMP, UPnP IGD (the first that maps wins); the mapping is renewed
+half-way through its lease, deleted when released or at :meth:`stop`, forgotten (then asked for
+again) when the network changes; the ``observer`` hears each change.
 
-Invariants: it never delays anything: everything runs in the background, each attempt bounded
-in time (the clients' timeouts); a gateway that answered no protocol is not asked again until
-the network changes (so a network without one costs one silent attempt per wormhole, and none
-without a home-router gateway); at most one mapping is held, for the port last asked for; a
-mapping granted after its port was released, the network changed or the mapper stopped is
-deleted at once; a mapping to an address that is not public (a gateway behind another NAT) is
-deleted and never reported; :meth:`stop` cancels an attempt under way and fires once the
-deletion of the mapping held is done (each deletion is bounded in time by its client).
+Invariants: everything runs in the background, each attempt bounded by the clients' timeouts;
+a gateway that answered nothing is not asked again until the network changes; at most one
+mapping is held, for the port last asked for; a mapping granted after its port was released,
+the network changed or the mapper stopped is deleted at once, and so is one to an address that
+is not public (a gateway behind another NAT), never reported; :meth:`stop` cancels an attempt
+under way and fires once the held mapping's deletion is done.
 """
 
 from __future__ import annotations

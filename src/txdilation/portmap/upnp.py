@@ -1,19 +1,15 @@
 """Port mapping: the UPnP IGD client (Twisted glue over :mod:`.ssdp` and :mod:`.igd`).
 
 :meth:`UpnpClient.map` finds the gateway's Internet Gateway Device (an SSDP M-SEARCH to the
-multicast group and to the gateway, then its description over HTTP), asks for its external
-address (``GetExternalIPAddress``) and maps the port: ``AddAnyPortMapping`` on an IGD v2
-service (the device picks a free port), else ``AddPortMapping`` (asking for the internal port,
-then once for another if that one is taken; a device that only keeps permanent leases gets one,
-deleted at the end). A renewal repeats ``AddPortMapping`` for the port it holds.
-:meth:`UpnpClient.unmap` is ``DeletePortMapping``.
+group and to the gateway, then its description over HTTP), asks ``GetExternalIPAddress`` and
+maps the port: ``AddAnyPortMapping`` on IGD v2, else ``AddPortMapping`` (the internal port,
+then once another if it is taken; a permanent lease where only those are kept); a renewal
+repeats ``AddPortMapping``. :meth:`UpnpClient.unmap` is ``DeletePortMapping``.
 
-Invariants: only the gateway's own answers count (SSDP answers from other hosts and control URLs
-on other hosts are refused by the codecs); every HTTP exchange ends within
-:data:`HTTP_TIMEOUT` seconds and reads at most :data:`~txdilation.portmap.igd.MAX_DOCUMENT`
-bytes; failures are :class:`~txdilation.portmap.mapping.NoService` (no device, an HTTP or
-protocol failure) or :class:`~txdilation.portmap.mapping.MappingRefused` (a UPnP error);
-:meth:`unmap` never fails.
+Invariants: only the gateway's own answers count (the codecs refuse others); every HTTP
+exchange ends within :data:`HTTP_TIMEOUT` and reads at most ``igd.MAX_DOCUMENT`` bytes;
+failures are ``NoService`` (no device, HTTP or protocol trouble) or ``MappingRefused`` (a UPnP
+error); :meth:`unmap` never fails.
 """
 
 from __future__ import annotations
