@@ -24,12 +24,14 @@ class Link:
         self.dead_path = Detector()
         self.aborted = False
         self.network_changes = 0
+        self.address_gone = False
 
     def abort(self) -> None:
         self.aborted = True
 
-    def network_changed(self) -> None:
+    def network_changed(self) -> bool:
         self.network_changes += 1
+        return self.address_gone
 
 
 class Maker:
@@ -122,10 +124,16 @@ class KeeperTests(SynchronousTestCase):
         self.assertEqual(len(self.makers), 1)
 
     def test_network_change(self) -> None:
-        """A network change is passed to the standby (dropped if its address went)."""
+        """A network change is passed to the standby; one whose address went is given up at
+        once (the link is never moved to it)."""
         k = self.keeper
         k.want(self.direct, self.hints)  # type: ignore[arg-type]
         standby = Link("relay")
         k.got(standby)  # type: ignore[arg-type]
         k.network_changed()
         self.assertEqual(standby.network_changes, 1)
+        self.assertTrue(k.ready)
+        standby.address_gone = True
+        k.network_changed()
+        self.assertFalse(k.ready)
+        self.assertFalse(self.direct.dead_path.standby_ready)

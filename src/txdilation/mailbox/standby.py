@@ -102,10 +102,10 @@ class StandbyKeeper:
         return standby
 
     def network_changed(self) -> None:
-        """Our addresses changed: the standby is dropped if its address is gone, else
-        probed."""
-        if self.standby is not None:
-            self.standby.network_changed()
+        """Our addresses changed: the standby is dropped at once if its address is gone (the
+        link is never moved to it then), else probed."""
+        if self.standby is not None and self.standby.network_changed():
+            self.lost(self.standby)
 
     def drop(self) -> None:
         """No standby any more: the link is not direct, or is going (idempotent)."""

@@ -276,14 +276,15 @@ class SelectedLink:
     def _send_probe(self) -> None:
         self.connection.send_record(Ping(self._pings.next_ping()))
 
-    def network_changed(self) -> None:
+    def network_changed(self) -> bool:
         """The host's addresses or routes changed: a connection bound to an address we no
-        longer have is dropped at once; any other is probed now."""
+        longer have is dropped at once (True); any other is probed now (False)."""
         host = _local_host(_transport(self.connection))
         if host is not None and not address_is_local(host):
             self.fail(LinkLoss(Cause.NETWORK_CHANGE, f"network change: our address {host} is gone"))
-        else:
-            self.dead_path.probe_now()
+            return True
+        self.dead_path.probe_now()
+        return False
 
     def _dead(self, reason: LinkLoss) -> None:
         _log.info(
