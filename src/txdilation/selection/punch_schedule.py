@@ -58,7 +58,7 @@ What this module decides, for each punched hint (a :class:`PunchPlan`):
   each of the upgrade schedule's quick first tries. Other failures within the window are
   retried every :data:`PUNCH_RETRY_DELAY` as before; nothing is dialled after
   :data:`PUNCH_WINDOW` (but for those bursts), or :data:`CROSSING_WINDOW` for a plan that relies
-  on crossing SYNs (whose bursts also follow every background try within it).
+  on crossing SYNs (whose refused background tries are also made again throughout it).
 
 Invariants: nothing here does I/O or reads a clock (times are passed in; the randomness is the
 ``rng`` given); a plan never asks for a low TTL after its hint's dial was aborted by an expiry,
@@ -244,8 +244,12 @@ class PunchPlan:
 
     def retries_in_background(self, outcome: Outcome, now: float) -> bool:
         """Whether a background try that failed with ``outcome`` at ``now`` is made again
-        before the upgrade schedule's next try (:meth:`again` says when)."""
-        return outcome is Outcome.REFUSED and self.crossing_only and now < self._burst_until
+        before the upgrade schedule's next try (:meth:`again` says when): within a burst, or
+        throughout :data:`CROSSING_WINDOW` from the first dial (only crossing SYNs help, and
+        the more there are the likelier one crosses)."""
+        if outcome is not Outcome.REFUSED or not self.crossing_only:
+            return False
+        return now < self._burst_until or now - self.started < CROSSING_WINDOW
 
     def holds(self, now: float) -> bool:
         """Whether the last try, a low-TTL one, should be left connecting at ``now`` rather
