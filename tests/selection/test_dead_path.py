@@ -270,3 +270,34 @@ class StandbyTimeoutTests(unittest.SynchronousTestCase):
         h.stream(hole + 1.0, acked_after=None)
         self.assertEqual(len(h.dead), 1)
         self.assertLess(h.dead[0][0] - hole, 0.6)
+
+
+class LateCheckTests(unittest.SynchronousTestCase):
+    """A verdict found by a check that came late (the host was busy) waits once more."""
+
+    def test_late_check_waits_once_more(self) -> None:
+        """The reactor ran nothing for a second: the probe's deadline passed meanwhile, and
+        its answer may be unread; the verdict waits one more probe timeout, and comes then
+        if nothing answered."""
+        h = Harness()
+        h.d.standby_ready = True
+        h.stream(2.0, acked_after=0.002)
+        h.d.sent(10_000)
+        h.clock.advance(STANDBY_MIN_RTO + 0.01)  # the data probe
+        self.assertEqual(len(h.probes), 1)
+        h.clock.advance(1.0)  # far past its deadline: a late check
+        self.assertEqual(h.dead, [])
+        h.clock.advance(STANDBY_PROBE_WAIT + 0.01)
+        self.assertEqual(len(h.dead), 1)
+
+    def test_answer_read_after_a_late_check(self) -> None:
+        """The answer, read right after the late check, keeps the path."""
+        h = Harness()
+        h.d.standby_ready = True
+        h.stream(2.0, acked_after=0.002)
+        h.d.sent(10_000)
+        h.clock.advance(STANDBY_MIN_RTO + 0.01)
+        h.clock.advance(1.0)
+        h.d.acked(10_000)
+        h.run(2.0)
+        self.assertEqual(h.dead, [])

@@ -17,6 +17,8 @@ the wire (stock answers every PING with a PONG):
 - **Verdict**: a data probe unanswered for ``max(1.5 * rto, 1.5 * MIN_RTO)`` or a periodic one
   for ``max(3 * rto, 3 * MIN_RTO)`` ends the path (``on_dead``), unless
 
+  - the check comes more than :data:`LATE_SLACK` after the deadline (we were not running, on
+    a busy host: the answer may sit unread): the probe then waits one more timeout, once, or
   - we paused reading ourselves (an answer may be sitting unread), or
   - the kernel says the peer's TCP is alive (``kernel_alive``: nothing in flight, or a TCP
     ACK arrived within the probe's timeout): the peer application is not reading (flow
@@ -56,6 +58,7 @@ from txdilation.wire.reasons import Cause, LinkLoss
 __all__ = [
     "DATA_PROBE_FACTOR",
     "INITIAL_RTO",
+    "LATE_SLACK",
     "MAX_RTO",
     "MIN_RTO",
     "PING_PROBE_FACTOR",
@@ -80,6 +83,9 @@ PING_PROBE_FACTOR = 3.0
 STANDBY_MIN_RTO = 0.2
 #: seconds: the shortest wait for a data probe's answer while a standby path is ready
 STANDBY_PROBE_WAIT = 0.3
+#: seconds: a verdict due this much earlier than the check that finds it (we were not
+#: running: a busy host) waits one more probe timeout, once: the answer may be unread yet
+LATE_SLACK = 0.1
 
 _log = Logger(namespace="txdilation.selection.dead_path")
 
@@ -149,6 +155,7 @@ class DeadPathDetector:
         self._probe_timeout = 0.0
         self._cause = Cause.PROBE_UNANSWERED  # the verdict's cause (or a network change)
         self._quiet_until = 0.0  # no data probe before then
+        self._extended = False  # the probe's deadline was pushed back once (a late check)
         self._timer: IDelayedCall | None = None
         self._stopped = False
         self.probes = 0  # probes sent, for logs and tests
@@ -229,6 +236,7 @@ class DeadPathDetector:
         """A probe waits ``timeout`` for its answer (``send``: write a PING for it; the
         periodic PING is one already)."""
         self.probes += 1
+        self._extended = False
         self._probe_timeout = timeout
         self._probe_deadline = self._clock.seconds() + timeout
         self._arm()
@@ -261,6 +269,11 @@ class DeadPathDetector:
         now = self._clock.seconds()
         if self._probe_deadline is not None:
             if now < self._probe_deadline:
+                self._arm()
+                return
+            if now - self._probe_deadline > LATE_SLACK and not self._extended:
+                self._extended = True  # (reset by the next answer or probe)
+                self._probe_deadline = now + self._probe_timeout
                 self._arm()
                 return
             if not self._reading_paused() and self._kernel_alive(self._probe_timeout) is not True:
