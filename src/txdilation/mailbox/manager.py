@@ -75,12 +75,25 @@ from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.telemetry import Telemetry
 from txdilation.wire.contracts import IDilationReactor
 from txdilation.wire.errors import OldPeerCannotDilateError
-from txdilation.wire.reasons import LinkLoss
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 __all__ = ["DILATION_VERSIONS", "DilatedWormhole", "Manager"]
 
 DILATION_VERSIONS = ["ged"]
+
+#: the causes of a loss after which the link moves to its standby (a path that died); a clean
+#: close (the peer closing its wormhole), a protocol error or a move of our own do not
+PATH_DIED = frozenset(
+    {
+        Cause.DROPPED,
+        Cause.TRANSPORT_FAILED,
+        Cause.SILENT,
+        Cause.PROBE_UNANSWERED,
+        Cause.NETWORK_CHANGE,
+        Cause.PEER_REPORT,
+    }
+)
 
 #: seconds between two new generations started because a direct path proved to work while a
 #: stock peer's link was relayed (if one ends on the relay again, the next waits this long)
@@ -472,7 +485,7 @@ class Manager:
             if c.standby is not None:
                 c.standby.lost(link)
             return
-        if c.standby is not None and c.standby.ready:
+        if c.standby is not None and c.standby.ready and reason.cause in PATH_DIED:
             _log.info(
                 "dilated connection {desc} lost: {reason}: moving to the standby",
                 desc=link.description,
