@@ -220,6 +220,7 @@ class SettingsTests(SynchronousTestCase):
         "hint-addresses": ("192.0.2.7, 198.51.100.1", "192.0.2.7,198.51.100.1"),
         "hint-port": ("40001", "40001"),
         "punch": ("off", "off"),
+        "port-mapping": ("off", "off"),
         "handshake-timeout": ("12.5", "12.5"),
         "peer-timeout": ("0", "0.0"),
         "max-unacked-bytes": ("8MiB", str(8 * 2**20)),

@@ -438,11 +438,11 @@ class ReportPageTests(SynchronousTestCase):
     def test_summary_json_keeps_every_key(self) -> None:
         """summary.json keeps the documented keys in order, then adds undilated_reasons,
         by_path (direct, relay, mixed), range (the days asked for: all here) and the time on
-        each path."""
-        from txdilation_analytics.summary import PATH_TIME_KEYS
+        each path, and the sessions direct through a port mapping."""
+        from txdilation_analytics.summary import MAPPING_KEYS, PATH_TIME_KEYS
 
         summary = self.run["summary"]
-        added = ["undilated_reasons", "by_path", "range", *PATH_TIME_KEYS]
+        added = ["undilated_reasons", "by_path", "range", *PATH_TIME_KEYS, *MAPPING_KEYS]
         self.assertEqual(list(summary), [*SUMMARY_KEYS, *added], list(summary))
         self.assertEqual(summary["range"], {"from": None, "to": None})
         self.assertEqual(list(summary["by_path"]), ["direct", "relay", "mixed"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
@@ -157,6 +158,35 @@ class ObserverTests(SynchronousTestCase):
         self.assertEqual(
             (state.state, state.generation, state.path, state.reconnects, state.rtt_s),
             ("connected", 2, "relay", 1, 0.0012),
+        )
+
+    def test_port_mapping(self) -> None:
+        """The port mapping is reported when it appears, changes or goes (protocol, external
+        port, lease; a permanent lease without one), never again when a status repeats it."""
+        from txdilation.portmap.mapping import MappingProtocol, PortMapping
+
+        mapping: list[PortMapping | None] = [None]
+        observer = LinkObserver(self.writer, lambda: None, mapping_source=lambda: mapping[0])
+        url = "ws://m/v1"
+        status = dstatus(ConnectingPeer(1), 1, Connected(url))
+        observer.dilation_status(status)
+        pcp = MappingProtocol.PCP
+        mapping[0] = PortMapping(pcp, "192.168.1.2", 4000, "198.20.1.2", 4000, 7200.0, 0.0)
+        observer.dilation_status(status)
+        observer.dilation_status(status)
+        upnp = MappingProtocol.UPNP_IGD
+        mapping[0] = PortMapping(upnp, "192.168.1.2", 4000, "198.20.1.2", 4001, math.inf, 0.0)
+        observer.dilation_status(status)
+        mapping[0] = None
+        observer.dilation_status(status)
+        found = [k for k in self.kinds() if k[0] == "port-mapping"]
+        self.assertEqual(
+            found,
+            [
+                ("port-mapping", "pcp", 4000, 7200.0),
+                ("port-mapping", "upnp-igd", 4001),
+                ("port-mapping", None),
+            ],
         )
 
     def test_mailbox_states(self) -> None:

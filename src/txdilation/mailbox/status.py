@@ -132,6 +132,11 @@ class StatusReporter:
                 peer_connection=ConnectedPeer(pc.connected_at, expires, pc.hint_description)
             )
 
+    def refresh(self) -> None:
+        """Report the current status again (something shown beside it changed: the port
+        mapping)."""
+        self._update()
+
     def _peer(self, peer: PeerConnection, generation: int) -> None:
         self._update(peer_connection=peer, generation=generation)
 

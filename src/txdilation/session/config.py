@@ -129,6 +129,12 @@ DILATION_SETTINGS: Final = (
         "TCP hole punching through NATs, on or off [default: on].",
     ),
     DilationSetting(
+        "port-mapping",
+        "TXDILATION_PORT_MAPPING",
+        "switch",
+        "Ask the home router for a port forward (PCP, NAT-PMP, UPnP), on or off [default: on].",
+    ),
+    DilationSetting(
         "handshake-timeout",
         "TXDILATION_HANDSHAKE_TIMEOUT",
         "seconds",

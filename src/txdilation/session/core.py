@@ -91,7 +91,12 @@ class SessionCore:
     countdown: Any = None
 
     def __post_init__(self) -> None:
-        self.observer = LinkObserver(self.writer, self.rtt, on_stopped=self.wormhole_stopped)
+        self.observer = LinkObserver(
+            self.writer,
+            self.rtt,
+            on_stopped=self.wormhole_stopped,
+            mapping_source=lambda: getattr(self.dilated, "port_mapping", None),
+        )
 
     # --- start ---
 

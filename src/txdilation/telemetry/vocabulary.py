@@ -99,9 +99,16 @@ EVENTS: Final = (
     "subchannel_opened",
     "subchannel_closed",
     "session_ended",
+    "port_mapping",
 )
 """Every ``event`` name of schema ``txdilation-telemetry/1``."""
-PATH_CHANGE_REASONS: Final = frozenset({"upgrade", OTHER})
+MAPPING_CHANGES: Final = frozenset(
+    {"mapped", "renewed", "lost", "forgotten", "deleted", "unavailable", OTHER}
+)
+"""What happened to the port mapping (``port_mapping``'s ``change``)."""
+MAPPING_PROTOCOLS: Final = frozenset({"pcp", "nat-pmp", "upnp-igd", OTHER})
+"""Which protocol holds it (``port_mapping``'s ``protocol``)."""
+PATH_CHANGE_REASONS: Final = frozenset({"upgrade", "standby", OTHER})
 """Why a link moved to another path of the same generation (``path_changed``'s ``reason``)."""
 
 SESSION_ID = re.compile(r"[0-9a-f]{16,64}")
@@ -176,6 +183,8 @@ __all__ = [
     "EVENTS",
     "HINT_TYPES",
     "LOST_REASONS",
+    "MAPPING_CHANGES",
+    "MAPPING_PROTOCOLS",
     "NAMESPACE",
     "NOTICED_BY",
     "OTHER",
