@@ -230,6 +230,7 @@ class StatusLineTests(SynchronousTestCase):
                               hint="->relay:tcp:r:4001"),
             "reconnecting": _event("reconnecting", generation=1),
             "rtt": _event("rtt", rtt_ms=3.2, generation=1),
+            "port-mapping": _event("port-mapping", protocol="pcp", port=40001, lifetime_s=7200),
             "link-cut": _event("link-cut", generation=1),
             "subchannel-opened": _event("subchannel-opened", id=1, name="web",
                                         direction="outbound", local="tcp:127.0.0.1:5"),
@@ -267,6 +268,12 @@ class StatusLineTests(SynchronousTestCase):
         self.assertEqual(describe_for_log(samples["warning"])[0], LogLevel.warn)
         self.assertEqual(describe_for_log(samples["rtt"])[0], LogLevel.debug)
         self.assertIn("2.5 MB to the peer", describe_for_log(samples["subchannel-closed"])[1])
+        self.assertEqual(
+            describe_for_log(samples["port-mapping"])[1],
+            "port 40001 mapped by the router (pcp) for 7200 s",
+        )
+        gone = _event("port-mapping", protocol=None)
+        self.assertEqual(describe_for_log(gone)[1], "port mapping gone")
 
     def test_reconnect_gap(self) -> None:
         """A connection selected after a loss is logged as 'reconnected' with the generation

@@ -329,7 +329,8 @@ class RealServersTelemetryTests(RealServersMixin, TestCase):
 
     def check_attempts(self, events: list[dict[str, Any]]) -> None:
         """Attempts of one session: started once, ended once, ids unique; per generation
-        exactly one selected; some lost the race; no handshake failed or timed out."""
+        exactly one selected (a warm standby path's winner ends ``standby``, at most one per
+        generation); some lost the race; no handshake failed or timed out."""
         started = {r["attempt"]: r for r in events if r["event"] == "attempt_started"}
         ended = [r for r in events if r["event"] == "attempt_ended"]
         self.assertEqual(len(started), len([r for r in events if r["event"] == "attempt_started"]))
@@ -339,12 +340,14 @@ class RealServersTelemetryTests(RealServersMixin, TestCase):
             for key in ("hint_type", "direction", "generation"):
                 self.assertEqual(r[key], s[key], r)
             # a dial may also be refused once the peer's race ended and its listener closed
-            self.assertIn(r["outcome"], LOSING | {"selected", "connect_failed"}, r)
+            self.assertIn(r["outcome"], LOSING | {"selected", "standby", "connect_failed"}, r)
             if r["outcome"] == "selected":
                 self.assertGreaterEqual(r["connect_s"], 0)
                 self.assertGreater(r["handshake_s"], 0)
         selected = [r["generation"] for r in ended if r["outcome"] == "selected"]
         self.assertEqual(selected, [1, 2])
+        standby = [r["generation"] for r in ended if r["outcome"] == "standby"]
+        self.assertEqual(len(standby), len(set(standby)), standby)
         self.assertTrue(any(r["outcome"] in LOSING for r in ended))
         self.assertEqual({r["hint_type"] for r in started.values()}, {"direct-tcp-v1", "relay-v1"})
         connections = [r for r in events if r["event"] == "connection_selected"]

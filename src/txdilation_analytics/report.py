@@ -34,6 +34,7 @@ _RANGE_OF = {"transit_log": "transit", "transit_usage_db": "transit"}
 
 OUTCOMES = (
     "selected",
+    "standby",
     "superseded",
     "cancelled",
     "connect_failed",

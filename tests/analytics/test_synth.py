@@ -38,6 +38,8 @@ Record = dict[str, Any]
 LOSERS = {"cancelled", "superseded"}
 EARLY = ("dilation_requested", "please_received", "hints_received")
 """What may come before the role is known (the peer's hints may overtake its please)."""
+IN_FLIGHT = {"hints_received", "hints_sent", "attempt_started", "attempt_ended"}
+"""What may come between a lost link and the reconnect that turns the generation."""
 REAL_INTERVAL = 0.1
 REAL_SLACK = 2.0
 """A loaded CI machine may run the real reactor's timers late; exact schedules are checked on
@@ -61,14 +63,17 @@ def shape_problems(events: Iterable[Record], interval: float, slack: float) -> l
     once after it started, with the same hint type, direction and generation; at least one
     relay attempt in a generation that sent relay hints. A race that selects ends every attempt
     of its generation before ``connection_selected``: the ``selected`` one (of the selected
-    hint type), then its losers ``cancelled`` or ``superseded`` right before the selection.
+    hint type), then its losers ``cancelled`` or ``superseded`` right before the selection;
+    attempts started after the selection are a warm standby's race (at most one ``standby``).
     Connections alternate ``connection_selected``/``connection_lost``; the session's last
     connection ends with a ``connection_lost`` ``closed`` (the graceful close) before the final
     traffic record; between a loss and the next generation the Leader records ``reconnect``,
-    the Follower ``reconnecting``, at once (one may also follow the last loss, when the close
-    overtook it); each selection after a loss is followed at once by ``recovered``, and only
-    those. Pings only while connected. Periodic ``traffic`` every ``interval`` from the first
-    selection on (none missing before the final one), counters never decreasing. Each
+    the Follower ``reconnecting``, at once (but for the lost generation's hints and attempts
+    still in flight: a standby connector's, the peer's; one may also follow the last loss,
+    when the close overtook it); each selection after a loss is followed at once by
+    ``recovered``, and only those. Pings only while connected. Periodic ``traffic`` every
+    ``interval`` from the first selection on (none missing before the final one), counters
+    never decreasing. Each
     subchannel opens once while dilated and closes once, before the final traffic record.
 
     Not checked, because real logs do not follow it: hints received carry the generation the
@@ -139,8 +144,15 @@ def _hints_and_attempts(ev: list[Record], need: Need) -> None:
             continue
         need(won[0]["hint_type"] == r["hint_type"], f"gen {g}: selected another hint type")
         need(r["via_relay"] == (r["hint_type"] == "relay-v1"), f"gen {g}: via_relay")
-        need(all(e["seq"] < r["seq"] for e in ended.values() if e["generation"] == g),
+        race = [s["attempt"] for s in started if s["generation"] == g and s["seq"] < r["seq"]]
+        need(all(ended[a]["seq"] < r["seq"] for a in race if a in ended),
              f"gen {g}: an attempt ends after the selection")  # fmt: skip
+        later = [
+            ended[s["attempt"]]
+            for s in started
+            if s["generation"] == g and s["seq"] > r["seq"] and s["attempt"] in ended
+        ]
+        need(sum(e["outcome"] == "standby" for e in later) <= 1, f"gen {g}: standby x2")
         between = ev[won[0]["seq"] + 1 : i]
         need(all(e["event"] == "attempt_ended" and e["outcome"] in LOSERS for e in between),
              f"gen {g}: not only losers between selected and selection")  # fmt: skip
@@ -177,7 +189,8 @@ def _connections(ev: list[Record], role: str | None, need: Need) -> None:
         turns = [k for k in gap if k in ("reconnect", "reconnecting")]
         if n + 1 < len(lost_at):
             later = [r["generation"] for r in ev[i + 1 : lost_at[n + 1]]]
-            need(len(turns) == 1 and gap.index(turns[0]) == 0, "no reconnect after a loss")
+            before = gap[: gap.index(turns[0])] if len(turns) == 1 else gap
+            need(len(turns) == 1 and set(before) <= IN_FLIGHT, "no reconnect after a loss")
             need(max(later, default=0) == ev[i]["generation"] + 1, "no new generation")
         else:
             need(ev[i]["reason"] == "closed", f"last loss {ev[i]['reason']}, not closed")

@@ -122,6 +122,11 @@ class AttemptLog:
         """The connection was selected."""
         self._end(attempt, "selected")
 
+    def standby(self, attempt: Attempt) -> None:
+        """The connection was selected as the generation's warm standby path (never counted
+        as the generation's connection)."""
+        self._end(attempt, "standby")
+
     def closed(self, attempt: Attempt, reason: LinkLoss) -> None:
         """The connection closed before it was selected; ``reason`` is the L2 connection's."""
         if attempt.ended or attempt.closed_at is not None:

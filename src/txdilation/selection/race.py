@@ -279,9 +279,12 @@ class ConnectorCore:
         connection = candidate.connection
         self.selected = connection
         self.candidates.pop(connection, None)  # the owner's link now: never closed from here
-        if candidate.attempt is not None and self.attempt_log is not None:
-            self.attempt_log.selected(candidate.attempt)
         s = self.settings
+        if candidate.attempt is not None and self.attempt_log is not None:
+            if s.purpose is Purpose.STANDBY:
+                self.attempt_log.standby(candidate.attempt)
+            else:
+                self.attempt_log.selected(candidate.attempt)
         relayed = not connection.is_direct and s.tor is None
         if s.purpose is Purpose.STANDBY:
             self.close_others(keep=connection)

@@ -39,6 +39,7 @@ RELAY_TRANSPORTS: Final = frozenset({"tcp", "ws", "wss", OTHER})
 ATTEMPT_OUTCOMES: Final = frozenset(
     {
         "selected",  # this attempt became the generation's connection
+        "standby",  # this attempt became the generation's warm standby path (standby-v1)
         "superseded",  # finished the handshake but another candidate was selected
         "cancelled",  # stopped before finishing because another candidate won or we stopped
         "connect_failed",  # TCP connect (or relay line) failed
