@@ -149,6 +149,8 @@ class Manager:
                 max_unauthenticated=settings.limits.max_unauthenticated,
                 public_addresses=self._public_addresses,  # as known when the generation starts
                 path_upgrade=PATH_UPGRADE in self._core.peer_extensions,
+                # a stock Leader never retries within a generation: the Follower rekindles it
+                rekindle=role is FOLLOWER and not self._core.peer_extensions,
             ),
             outbox=Outbox(sender),
             status=status,

@@ -18,8 +18,9 @@ most ``max_unauthenticated`` are held before their handshake, the oldest closed 
 
 Invariants: address discovery never blocks the reactor; nothing is published once
 :meth:`Advertiser.close` ran or for a listener that is not ours any more; a direct hint is
-published at most once per generation; a listener that comes up after the race ended is
-handed to ``late`` (the Connector closes it with everything else).
+published at most once per generation (all of them may be sent again, :attr:`Advertiser.published`:
+:mod:`txdilation.selection.rekindle`); a listener that comes up after the race ended is handed
+to ``late`` (the Connector closes it with everything else).
 """
 
 from __future__ import annotations
@@ -87,7 +88,8 @@ class Advertiser:
         self._late = late
         self._closed = False  # the race is over: no more listeners
         self.listeners: list[IListeningPort] = []
-        self._published: set[Hint] = set()  # direct hints sent to the peer this generation
+        #: direct hints sent to the peer this generation, in the order sent (an ordered set)
+        self._published: dict[Hint, None] = {}
         self.listen_retry: IDelayedCall | None = None
         #: hole punching: listen with SO_REUSEPORT and dial direct hints from that port
         self.punch = (
@@ -99,6 +101,11 @@ class Advertiser:
         self.unauthenticated: OldestFirstCap[DilatedConnectionProtocol] = OldestFirstCap(
             settings.max_unauthenticated, lambda c: c.prologue_received
         )
+
+    @property
+    def published(self) -> list[Hint]:
+        """The direct hints published this generation, in the order they were."""
+        return list(self._published)
 
     def punch_port(self) -> int | None:
         """The port direct dials start from: the listening port while punching, else None."""
@@ -174,7 +181,7 @@ class Advertiser:
                     self._punched()
                 hints.extend(punched)
             fresh = [h for h in hints if h not in self._published]
-            self._published.update(fresh)
+            self._published.update(dict.fromkeys(fresh))
             if fresh:
                 self._publish(fresh)
 

@@ -71,6 +71,7 @@ from txdilation.selection.race import (
     ConnectorEvents,
     Holding,
 )
+from txdilation.selection.rekindle import Rekindler
 from txdilation.telemetry import Telemetry
 from txdilation.wire.contracts import ICandidateOwner, IDilationReactor
 from txdilation.wire.machines import complete
@@ -141,6 +142,8 @@ class Connector:
             hint_status=lambda status: owner.hint_status(status),
             selected=lambda: core.selected is not None,
         )
+        if settings.rekindle:
+            core.rekindler = Rekindler(reactor, core.in_handshake, core.rekindle)
         self.events: ConnectorEvents = connector_machine(core)
 
     @classmethod
@@ -187,6 +190,8 @@ class Connector:
         if s.relay_hints:
             self._core.owner.send_hints([encode_hint(h) for h in s.relay_hints])
             self._dialer.use_hints(list(s.relay_hints))
+        if self._core.rekindler is not None:
+            self._core.rekindler.start()
 
     def network_changed(self) -> None:
         """The host's addresses or routes changed while this generation connects (or looks

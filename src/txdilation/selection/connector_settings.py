@@ -90,3 +90,6 @@ class ConnectorSettings:
     #: (Leader) hold relay candidates for ``direct_grace`` seconds while a direct one may
     #: still come: the generation after a direct path proved to work with a stock peer
     prefer_direct: bool = False
+    #: (Follower, a stock Leader, which never retries within a generation) publish our hints
+    #: and dial again while nothing is in its handshake (:mod:`txdilation.selection.rekindle`)
+    rekindle: bool = False
