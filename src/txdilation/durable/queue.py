@@ -44,6 +44,12 @@ class SendQueue:
         """True when some queued record was not written to the current connection."""
         return bool(self._unsent)
 
+    def oldest_seqnum(self) -> int | None:
+        """The seqnum of the oldest record still queued (None: nothing is)."""
+        if self._sent:
+            return self._sent[0][0].seqnum
+        return self._unsent[0][0].seqnum if self._unsent else None
+
     def allocate(self) -> int:
         """Return the next seqnum (never reused)."""
         seqnum = self.next_seqnum

@@ -1,0 +1,109 @@
+"""L5: the CLOSEs the peer acknowledged and has not answered yet, given up on without a link.
+
+A full-close subchannel that closed first (``closing``) ends when the peer's CLOSE answers its
+own. A peer that acknowledged our CLOSE has processed it, and a full-close peer (stock's, ours)
+sends its answer at once, right behind the ACK: everything the application wrote, and its
+close, arrived. If the link is then lost before the answer came (cut right behind the ACK) and
+the peer does not come back, the answer never comes: a stock receiver closes its wormhole as
+soon as it answered, and says nothing when it leaves, so the sender would wait for the peer
+timeout (600 s) to hear ``connectionLost`` (issue 33). :class:`UnansweredCloses` closes such a
+subchannel as if the answer had come (``connectionLost(ConnectionDone())``, as for any close)
+once there has been no link for :data:`ANSWER_TIMEOUT` seconds since its CLOSE was acknowledged;
+a link that returns first brings the answer (the peer replays it) and stops the wait.
+
+Invariants: only a CLOSE the peer acknowledged is waited on (never one it may not have); only
+while there is no link (a half-closeable peer may keep writing for as long as it likes on a live
+one); an answer that comes later is absorbed (``expect_close``); one timer at most.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final, Protocol
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+
+__all__ = ["ANSWER_TIMEOUT", "UnansweredCloses"]
+
+ANSWER_TIMEOUT: Final = 3.0
+"""Seconds without a link, after the peer acknowledged our CLOSE, before its answer is given
+up on (a sender hears ``connectionLost`` within about this long of its last acknowledgement)."""
+
+_log = Logger(namespace="txdilation.subchannels.unanswered")
+
+
+class Closing(Protocol):
+    """A subchannel waiting for the answer to its CLOSE."""
+
+    def answer_overdue(self) -> None:
+        """Close as if the peer's CLOSE had come (a no-op once it is not ``closing``)."""
+
+
+class UnansweredCloses:
+    """See the module docstring.
+
+    :param clock: the reactor's time.
+    :param when_retired: ``when_retired(seqnum)`` fires once the peer acknowledged that record.
+    """
+
+    def __init__(self, clock: IReactorTime, when_retired: Callable[[int], Deferred[None]]) -> None:
+        self._clock = clock
+        self._when_retired = when_retired
+        self._acknowledged: dict[int, Closing] = {}  # scid -> subchannel, CLOSE acknowledged
+        self._linked = False
+        self._timer: IDelayedCall | None = None
+
+    def close_sent(self, scid: int, subchannel: Closing, seqnum: int) -> None:
+        """``subchannel`` sent its CLOSE as record ``seqnum`` and waits for the answer."""
+
+        def acknowledged(_: None) -> None:
+            self._acknowledged[scid] = subchannel
+            if not self._linked:
+                self._arm()
+
+        self._when_retired(seqnum).addCallback(acknowledged)
+
+    def closed(self, scid: int) -> None:
+        """Subchannel ``scid`` closed (answered, or for any other reason)."""
+        self._acknowledged.pop(scid, None)
+        if not self._acknowledged:
+            self._disarm()
+
+    def link_up(self) -> None:
+        """A link was selected: the peer replays its answers on it."""
+        self._linked = True
+        self._disarm()
+
+    def link_down(self) -> None:
+        """The link is gone: answers not come yet are given up on after the timeout."""
+        self._linked = False
+        if self._acknowledged:
+            self._arm()
+
+    def stop(self) -> None:
+        """The wormhole is closing: nothing more."""
+        self._acknowledged.clear()
+        self._disarm()
+
+    def _arm(self) -> None:
+        if self._timer is None:
+            self._timer = self._clock.callLater(ANSWER_TIMEOUT, self._overdue)
+
+    def _disarm(self) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+    def _overdue(self) -> None:
+        self._timer = None
+        overdue, self._acknowledged = self._acknowledged, {}
+        for scid, subchannel in sorted(overdue.items()):
+            _log.info(
+                "subchannel {scid}: the peer acknowledged our CLOSE and no link brought its"
+                " answer within {t:g}s: closed",
+                scid=scid,
+                t=ANSWER_TIMEOUT,
+            )
+            subchannel.answer_overdue()
