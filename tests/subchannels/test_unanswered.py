@@ -1,8 +1,9 @@
-"""A CLOSE the peer acknowledged and never answered (txdilation.subchannels.unanswered): a sender
-whose stock receiver answered its CLOSE, lost that answer in a cut and left, hears
-``connectionLost`` once there has been no link for ANSWER_TIMEOUT seconds (issue 33: it waited
-for the 600 s peer timeout), and never when the peer did not acknowledge the CLOSE, or while a
-link is up. One Multiplexer on a Clock; the peer's records are handed to it directly."""
+"""The CLOSE of a subchannel that closed first (txdilation.subchannels.unanswered): a sender whose
+stock receiver answered its CLOSE, lost that answer in a cut and left, hears ``connectionLost``
+once there has been no link for ANSWER_TIMEOUT seconds (issue 33: it waited for the 600 s peer
+timeout), never when the peer did not acknowledge the CLOSE, or while a link is up; to a stock
+peer the CLOSE goes once the DATA before it was acknowledged. One Multiplexer on a Clock; the
+peer's records are handed to it directly."""
 
 from __future__ import annotations
 
@@ -26,10 +27,14 @@ class Sender:
     """A Leader's multiplexer with one subchannel that wrote ``b"last"`` and closed: OPEN is
     record 0, DATA 1, our CLOSE 2."""
 
-    def __init__(self, test: SynchronousTestCase, protocol: type = RecordingProtocol) -> None:
+    def __init__(
+        self, test: SynchronousTestCase, protocol: type = RecordingProtocol, stock: bool = False
+    ) -> None:
         self.clock = Clock()
         self.mux = Multiplexer(manager=FakeManager(), reactor=self.clock, eventually=synchronously)
         self.mux.set_role(LEADER)
+        if stock:
+            self.mux.peer_is_stock()
         self.connection = FakeDilatedConnection()
         self.mux.connection_made(self.connection)
         self.mux.dilated()
@@ -123,6 +128,33 @@ class UnansweredCloseTests(SynchronousTestCase):
         s.mux.connection_lost()
         s.mux.stop("closed")
         self.assertEqual(s.clock.getDelayedCalls(), [])
+
+
+class StockPeerTests(SynchronousTestCase):
+    def test_close_waits_for_the_data_to_be_acknowledged(self) -> None:
+        """To a stock peer, our CLOSE goes once the subchannel's DATA was acknowledged (so the
+        peer's ACK of it leaves alone, not behind Nagle's algorithm); then as before."""
+        s = Sender(self, stock=True)
+        self.assertEqual(s.connection.of_type(Close), [])
+        s.mux.connection_lost()  # the DATA's ACK comes on a later link, after the replay
+        connection = s.reconnect()
+        self.assertEqual(connection.of_type(Close), [])
+        s.ack(1)
+        self.assertEqual([(r.seqnum, r.scid) for r in connection.of_type(Close)], [(2, s.scid)])
+        s.ack(2)
+        s.mux.connection_lost()
+        s.clock.advance(ANSWER_TIMEOUT)
+        self.assertEqual(s.protocol.events, ["made", "lost"])
+
+    def test_nothing_unacknowledged_sends_at_once(self) -> None:
+        """A stock peer that acknowledged everything already gets the CLOSE at once."""
+        s = Sender(self, stock=True)
+        s.ack(1)
+        self.assertEqual(len(s.connection.of_type(Close)), 1)
+        other = opened(self, s.mux, "bulk")
+        s.ack(3)  # its OPEN
+        other.transport.loseConnection()
+        self.assertEqual(len(s.connection.of_type(Close)), 2)
 
 
 class WhenRetiredTests(SynchronousTestCase):

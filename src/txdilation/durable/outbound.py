@@ -339,6 +339,10 @@ class Outbound:
             for d in waiters:
                 d.callback(None)
 
+    def last_queued(self, scid: int) -> int | None:
+        """The seqnum of the newest record of subchannel ``scid`` not acknowledged yet."""
+        return self._core.queue.last_seqnum_of(scid)
+
     def when_retired(self, seqnum: int) -> Deferred[None]:
         """Fires once the peer acknowledged the record numbered ``seqnum`` (at once if it
         did); never after :meth:`stop` dropped the queue."""

@@ -50,6 +50,15 @@ class SendQueue:
             return self._sent[0][0].seqnum
         return self._unsent[0][0].seqnum if self._unsent else None
 
+    def last_seqnum_of(self, scid: int) -> int | None:
+        """The seqnum of the newest record still queued for subchannel ``scid`` (None: none
+        is). Scans the queue from its newest end: for a subchannel's close, not per record."""
+        for queued in (self._unsent, self._sent):
+            for record, _ in reversed(queued):
+                if record.scid == scid:
+                    return record.seqnum
+        return None
+
     def allocate(self) -> int:
         """Return the next seqnum (never reused)."""
         seqnum = self.next_seqnum

@@ -308,6 +308,8 @@ class Manager:
             self.events.stop()
             return
         c.peer_extensions = c.peer_extensions or message.extensions
+        if not c.peer_extensions:
+            self._mux.peer_is_stock()
         self.telemetry.please_received()
         self.telemetry.set_pair(c.my_side, message.side)
         self.events.rx_please(message.side)

@@ -78,7 +78,7 @@ from txdilation.subchannels.subchannel_lifecycle import (
     WriteLost,
     subchannel_machine,
 )
-from txdilation.subchannels.unanswered import UnansweredCloses
+from txdilation.subchannels.unanswered import Closes
 from txdilation.wire.errors import (
     AlreadyClosedError,
     HalfCloseUsedOnNonHalfCloseable,
@@ -167,7 +167,7 @@ class SubChannel:
         max_write_length: int = MAX_WRITE_LENGTH,
         on_closed: Callable[[int, int, int], object] | None = None,
         semantics: Semantics = STOCK,
-        unanswered: UnansweredCloses | None = None,
+        closes: Closes | None = None,
     ) -> None:
         self._scid = scid
         self._semantics = semantics
@@ -180,7 +180,7 @@ class SubChannel:
         self._receiver = receiver
         self._log = log if log is not None else _log
         self._on_closed = on_closed
-        self._unanswered = unanswered
+        self._closes = closes
         #: payload bytes delivered to the protocol / accepted from it so far
         self.bytes_in = 0
         self.bytes_out = 0
@@ -202,9 +202,10 @@ class SubChannel:
         for step in steps:
             match step:
                 case SendClose(awaits_answer):
-                    seqnum = self._sender.send_close(self._scid)
-                    if awaits_answer and self._unanswered is not None:
-                        self._unanswered.close_sent(self._scid, self, seqnum)
+                    if awaits_answer and self._closes is not None:
+                        self._closes.close(self._scid, self)
+                    else:
+                        self._sender.send_close(self._scid)
                 case ReadLost():
                     self._call(_half(self._protocol).readConnectionLost, failures)
                 case WriteLost():
@@ -242,8 +243,8 @@ class SubChannel:
         semantics = self._semantics
         self._sender.unregister_producer(self._scid, stop=semantics.producer_stopped_on_close)
         self._receiver.subchannel_closed(self._scid, expect_close=expect_close)
-        if self._unanswered is not None:
-            self._unanswered.closed(self._scid)
+        if self._closes is not None:
+            self._closes.closed(self._scid)
         if deliver:
             argument = reason if semantics.reason_is_failure else reason.value
             try:
