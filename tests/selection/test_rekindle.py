@@ -12,9 +12,10 @@ from twisted.internet.task import Clock, Cooperator
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
+from wormhole._status import ConnectingPeer
 
 from tests.mailbox.test_manager import LOOPBACK, MailboxPipe
-from tests.selection.test_connector import RELAY, FakeCandidate, make
+from tests.selection.test_connector import RELAY, FakeCandidate, make, make_observed, outcomes
 from txdilation.link.framer import PROLOGUE_LEADER
 from txdilation.mailbox.manager import Manager
 from txdilation.selection.hints import DirectTCPV1Hint
@@ -85,11 +86,27 @@ class FollowerConnectorTests(SynchronousTestCase):
         reactor.advance(REKINDLE_FIRST)
         self.assertEqual(owner.hint_messages, [owner.hint_messages[0]] * 2)
         self.assertEqual([p for _, p, *_ in reactor.tcpClients], [4001, 4001])
+        self.assertEqual(owner.attempts_again, 1)
         reactor.advance(1.9)  # the next check comes 2 s after the first
         self.assertEqual(len(owner.hint_messages), 2)
         _cut_at_the_relay(reactor, 1).connectionLost(Failure(ConnectionLost()))
         reactor.advance(0.1)
         self.assertEqual((len(owner.hint_messages), len(reactor.tcpClients)), (3, 3))
+
+    def test_telemetry_ends_the_cut_attempt(self) -> None:
+        """The cut attempt's attempt_ended comes while the generation goes on (a closed
+        candidate is held until the race ends, to tell a lost race from a failure: issue 33's
+        telemetry showed the Follower's attempt never ending, the race never did), and each
+        try again is an attempt of its own."""
+        c, _owner, reactor, records = make_observed(
+            FOLLOWER, no_listen=True, relay_hints=(RELAY,), rekindle=True
+        )
+        c.start()
+        _cut_at_the_relay(reactor).connectionLost(Failure(ConnectionLost()))
+        reactor.pump([0.5] * 8)
+        self.assertEqual(outcomes(records), [(1, "relay-v1", "outbound", "handshake_failed")])
+        started = [r["attempt"] for r in records if r["event"] == "attempt_started"]
+        self.assertEqual(started, [1, 2])  # the second try is still connecting
 
     def test_without_rekindle_a_cut_generation_waits(self) -> None:
         """With a txdilation Leader (no rekindle: the Leader starts a new generation itself)
@@ -157,7 +174,7 @@ class ManagerTests(SynchronousTestCase):
     """The Manager gives rekindle to a Follower whose Leader is stock (its please lists no
     txdilation extension), and to nobody else."""
 
-    def follower(self, please: bytes) -> tuple[MailboxPipe, MemoryReactorClock]:
+    def follower(self, please: bytes) -> tuple[MailboxPipe, MemoryReactorClock, Manager]:
         """A relay-only Follower whose first relay connection is cut at the relay."""
         pipe, clock = MailboxPipe(), MemoryReactorClock()
         m = Manager(
@@ -180,21 +197,23 @@ class ManagerTests(SynchronousTestCase):
         _cut_at_the_relay(clock).connectionLost(Failure(ConnectionLost()))
         clock.pump([0.5] * 8)
         self.addCleanup(m.stop)
-        return pipe, clock
+        return pipe, clock, m
 
     def hint_messages(self, pipe: MailboxPipe) -> int:
         return [body["type"] for _, body in pipe.sent].count("connection-hints")
 
     def test_stock_leader_is_rekindled(self) -> None:
         """Stock's please (no extensions): the Follower's hints go out again."""
-        pipe, clock = self.follower(b'{"type": "please", "side": "ffff000000000000"}')
+        pipe, clock, m = self.follower(b'{"type": "please", "side": "ffff000000000000"}')
         self.assertGreaterEqual(self.hint_messages(pipe), 3)
         self.assertGreaterEqual(len(clock.tcpClients), 2)
+        # the status says when it last tried: stock's own field, ConnectingPeer.last_attempt
+        self.assertEqual(m.status.peer_connection, ConnectingPeer(3))
 
     def test_txdilation_leader_is_not(self) -> None:
         """A txdilation Leader (its please lists our extensions) starts a new generation by
         itself: nothing changes between txdilation peers."""
-        pipe, clock = self.follower(
+        pipe, clock, _ = self.follower(
             b'{"type": "please", "side": "ffff000000000000", "extensions": ["closing-v1"]}'
         )
         self.assertEqual(self.hint_messages(pipe), 1)

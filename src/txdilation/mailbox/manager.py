@@ -353,6 +353,10 @@ class Manager:
     def hint_status(self, hints: list[DilationHint]) -> None:
         self._core.status.hints(hints)
 
+    def attempting_again(self) -> None:
+        """(Follower, a stock Leader) the connector tries again: the status says when."""
+        self._core.status.attempted()
+
     def link_for(self, connection: Any) -> SelectedLink:
         """The sink for the connection the Connector is selecting (no I/O yet)."""
         return SelectedLink(

@@ -23,6 +23,9 @@ the first connection that works is taken, relayed or not; a better one is moved 
   hints in the background (:meth:`Dialer.go_on_in_background`), and the first direct
   connection that works becomes the link: the Leader sends its KCM on it (``select``), the
   Follower takes it when that KCM arrives, and the owner hears ``connector_path_upgraded``;
+- a Follower facing a stock Leader (``rekindle``), which never retries within a generation,
+  publishes its hints again and dials again while nothing is in its handshake
+  (:mod:`txdilation.selection.rekindle`);
 - with a stock peer the Leader of a relayed link probes the peer's direct hints
   (:class:`~txdilation.selection.probe.ReachabilityProber`), and a direct connection that
   completes after the relay was selected proves a direct path too: the owner hears

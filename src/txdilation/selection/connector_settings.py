@@ -64,6 +64,9 @@ class IConnectorOwner(TypingProtocol):
     def direct_path_proven(self) -> None:
         """(Leader, a stock peer) a direct path works while the selected link is relayed."""
 
+    def attempting_again(self) -> None:
+        """(Follower, ``rekindle``) our hints went to the stock Leader again: a new attempt."""
+
 
 @dataclass(frozen=True, slots=True)
 class ConnectorSettings:

@@ -225,6 +225,9 @@ class ConnectorCore:
         )
         if hints:
             self.owner.send_hints([encode_hint(h) for h in hints])
+        self.owner.attempting_again()
+        if self.attempt_log is not None:
+            self.attempt_log.settle_held()
         self.dialer.dial_again({c.dial for c in self.candidates.values() if c.dial is not None})
 
     def close_others(self, keep: DilatedConnectionProtocol | None) -> None:
