@@ -8,19 +8,19 @@ from typing import Any
 
 from twisted.internet.address import IPv4Address
 from twisted.internet.error import ConnectionLost
-from twisted.internet.task import Clock, Cooperator
-from twisted.internet.testing import MemoryReactorClock, StringTransport
+from twisted.internet.task import Clock
+from twisted.internet.testing import StringTransport
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase
 from wormhole._status import ConnectingPeer
 
-from tests.mailbox.test_manager import LOOPBACK, MailboxPipe
+from tests.mailbox.test_manager import MailboxPipe
+from tests.mailbox.test_manager_lifecycle import started
 from tests.selection.test_connector import RELAY, FakeCandidate, make, make_observed, outcomes
 from txdilation.link.framer import PROLOGUE_LEADER
 from txdilation.mailbox.manager import Manager
 from txdilation.selection.hints import DirectTCPV1Hint
 from txdilation.selection.rekindle import REKINDLE_FIRST, REKINDLE_MAX, Rekindler
-from txdilation.settings import Settings
 from txdilation.wire.roles import FOLLOWER, LEADER
 
 ADDR = IPv4Address("TCP", "127.0.0.1", 40000)
@@ -174,26 +174,9 @@ class ManagerTests(SynchronousTestCase):
     """The Manager gives rekindle to a Follower whose Leader is stock (its please lists no
     txdilation extension), and to nobody else."""
 
-    def follower(self, please: bytes) -> tuple[MailboxPipe, MemoryReactorClock, Manager]:
+    def follower(self, extensions: tuple[str, ...]) -> tuple[MailboxPipe, Any, Manager]:
         """A relay-only Follower whose first relay connection is cut at the relay."""
-        pipe, clock = MailboxPipe(), MemoryReactorClock()
-        m = Manager(
-            pipe,
-            "0" * 16,
-            "tcp:127.0.0.1:4001",
-            clock,
-            None,
-            Cooperator(scheduler=lambda f: clock.callLater(0, f)),
-            ["ged"],
-            30.0,
-            None,
-            True,
-            None,
-            settings=Settings(network=LOOPBACK),
-        )
-        m.got_dilation_key(b"k" * 32)
-        m.got_wormhole_versions({"can-dilate": ["ged"]})
-        m.received_dilation_message(please)
+        m, pipe, clock = started("0" * 16, "ffff000000000000", extensions)
         _cut_at_the_relay(clock).connectionLost(Failure(ConnectionLost()))
         clock.pump([0.5] * 8)
         self.addCleanup(m.stop)
@@ -204,7 +187,7 @@ class ManagerTests(SynchronousTestCase):
 
     def test_stock_leader_is_rekindled(self) -> None:
         """Stock's please (no extensions): the Follower's hints go out again."""
-        pipe, clock, m = self.follower(b'{"type": "please", "side": "ffff000000000000"}')
+        pipe, clock, m = self.follower(())
         self.assertGreaterEqual(self.hint_messages(pipe), 3)
         self.assertGreaterEqual(len(clock.tcpClients), 2)
         # the status says when it last tried: stock's own field, ConnectingPeer.last_attempt
@@ -213,8 +196,6 @@ class ManagerTests(SynchronousTestCase):
     def test_txdilation_leader_is_not(self) -> None:
         """A txdilation Leader (its please lists our extensions) starts a new generation by
         itself: nothing changes between txdilation peers."""
-        pipe, clock, _ = self.follower(
-            b'{"type": "please", "side": "ffff000000000000", "extensions": ["closing-v1"]}'
-        )
+        pipe, clock, _ = self.follower(("closing-v1",))
         self.assertEqual(self.hint_messages(pipe), 1)
         self.assertEqual(len(clock.tcpClients), 1)
