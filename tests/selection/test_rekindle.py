@@ -192,10 +192,12 @@ class ManagerTests(SynchronousTestCase):
         self.assertGreaterEqual(len(clock.tcpClients), 2)
         # the status says when it last tried: stock's own field, ConnectingPeer.last_attempt
         self.assertEqual(m.status.peer_connection, ConnectingPeer(3))
+        self.assertTrue(m.api.waiting_on_stock_leader)
 
     def test_txdilation_leader_is_not(self) -> None:
         """A txdilation Leader (its please lists our extensions) starts a new generation by
         itself: nothing changes between txdilation peers."""
-        pipe, clock, _ = self.follower(("closing-v1",))
+        pipe, clock, m = self.follower(("closing-v1",))
+        self.assertFalse(m.api.waiting_on_stock_leader)
         self.assertEqual(self.hint_messages(pipe), 1)
         self.assertEqual(len(clock.tcpClients), 1)

@@ -203,6 +203,11 @@ class Manager:
         return self._core.role
 
     @property
+    def led_by_stock(self) -> bool:
+        """We are the Follower and the Leader is stock (its please lists no extension)."""
+        return self._core.role is FOLLOWER and not self._core.peer_extensions
+
+    @property
     def connector(self) -> Connector | None:
         """The current generation's Connector while it is connecting, else None."""
         g = self._core.current

@@ -90,7 +90,9 @@ class SessionCore:
     countdown: Any = None
 
     def __post_init__(self) -> None:
-        self.observer = LinkObserver(self.writer, self.rtt, on_stopped=self.wormhole_stopped)
+        self.observer = LinkObserver(
+            self.writer, self.rtt, on_stopped=self.wormhole_stopped, led_by_stock=self.led_by_stock
+        )
 
     # --- start ---
 
@@ -174,6 +176,10 @@ class SessionCore:
 
     def rtt(self) -> float | None:
         return self.dilated.last_rtt if self.dilated is not None else None
+
+    def led_by_stock(self) -> bool:
+        """Whether we follow a stock Leader now (a paired wormhole never says so)."""
+        return bool(getattr(self.dilated, "waiting_on_stock_leader", False))
 
     def wormhole_stopped(self) -> None:
         """The dilation stopped without us closing: the peer left (our close then succeeds),
