@@ -9,8 +9,10 @@ stock,txdilation] [--moments all,handshake,stream,close] [--loads 0,3] [--path r
 Layer: benchmark infrastructure; prints figures, asserts nothing. Each run is
 ``tests.support.mixed.run_mixed`` (real processes, the real mailbox server and transit relay
 in this process, a fault proxy rate-limited to 20 MB/s; its docstring defines the moments and
-the outcomes). ``--runs`` runs per cell, the moments taken in turn when several are given (so
-``--runs 200 --moments all,handshake,stream,close`` is 50 runs of each). Load ``3`` runs three
+the outcomes; ``--leaders stock`` forces the stock peer's side to the highest, ``txdilation``
+forces nothing, and the table says how often txdilation then led). ``--runs`` runs per cell,
+the moments taken in turn when several are given (so ``--runs 200 --moments
+all,handshake,stream,close`` is 50 runs of each). Load ``3`` runs three
 busy-looping processes (``tests.support.hogs``) for the cell, on top of whatever else runs;
 each cell's record carries ``/proc/loadavg`` before and after. The role table compares 1,000
 sides from txdilation's ``make_side`` with 1,000 from stock's (the higher side leads, in both
@@ -130,13 +132,14 @@ def table(records: list[dict[str, Any]]) -> str:
             c = r["cell"]
             key = (
                 f"{c['sender']} -> {'txdilation' if c['sender'] == 'stock' else 'stock'}",
-                c["leader"],
+                "stock (forced)" if c["leader"] == "stock" else "not forced",
                 c["moment"],
                 str(r["load"]),
                 c["path"],
             )
             cells[key].append(r)
-    columns = ["sender -> receiver", "leads", "cuts at", "load (hogs)", "path", "runs"]
+    columns = ["sender -> receiver", "sides", "cuts at", "load (hogs)", "path", "runs"]
+    columns += ["txdilation led"]
     columns += ["failed", "stalls", "unconfirmed", "errors"]
     columns += ["sender ends after the last ACK: worst (s)"]
     columns += ["median run (s)"]
@@ -147,9 +150,10 @@ def table(records: list[dict[str, Any]]) -> str:
         lags = [r["sender_lag"] for r in runs if r.get("sender_lag") is not None]
         seconds = sorted(r["seconds"] for r in runs)
         failed = len(runs) - outcomes["ok"]
+        led = sum(r.get("txdilation_role") == "leader" for r in runs)
         worst = f"{max(lags):.2f}" if lags else "-"
         lines.append(
-            f"| {' | '.join(key)} | {len(runs)} | {failed} | {outcomes['stall']} | "
+            f"| {' | '.join(key)} | {len(runs)} | {led} | {failed} | {outcomes['stall']} | "
             f"{outcomes['unconfirmed']} | {outcomes['error']} | {worst} | "
             f"{seconds[len(seconds) // 2]:.1f} |"
         )
