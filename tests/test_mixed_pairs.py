@@ -15,6 +15,8 @@ not start one) and the second often waited for the 600 s peer timeout.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +25,10 @@ from twisted.trial import unittest
 
 from tests.support.harness import RealServersMixin
 from tests.support.mixed import Cell, run_mixed
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:  # benchmarks/ is a top-level package of the checkout
+    sys.path.insert(0, str(REPO_ROOT))
 
 RUN_TIMEOUT = 45.0
 TOTAL = 8 << 20
@@ -86,3 +92,42 @@ class MixedPairTests(RealServersMixin, unittest.TestCase):
         """Direct path, stock receiver leading, the first handshakes cut: the Follower's
         hints again make the stock Leader dial its listener again."""
         return self.run_cell("txdilation", "stock", "handshake", "direct")
+
+
+class TableTests(unittest.SynchronousTestCase):
+    """benchmarks/mixed_pairs.py's table: what counts as a failure, and who led."""
+
+    def test_failures_roles_and_lags(self) -> None:
+        """A stall and an unconfirmed run both count as failed, each in its column; the
+        worst sender lag is over the runs that had one; roles are counted where nobody
+        forced a side, and the make_side comparison is given as a share."""
+        from benchmarks.mixed_pairs import table
+
+        cell = {"sender": "txdilation", "leader": "txdilation", "moment": "close", "path": "relay"}
+
+        def run(outcome: str, lag: float | None, role: str) -> dict[str, Any]:
+            return {
+                "kind": "run",
+                "load": 0,
+                "cell": cell,
+                "outcome": outcome,
+                "seconds": 3.0,
+                "sender_lag": lag,
+                "txdilation_role": role,
+            }
+
+        records = [
+            run("ok", 0.5, "leader"),
+            run("ok", 2.5, "leader"),
+            run("stall", None, "follower"),
+            run("unconfirmed", None, "leader"),
+            {"kind": "roles", "choices": 1000, "txdilation_leads": 999},
+        ]
+        text = table(records)
+        self.assertIn(
+            "| txdilation -> stock | not forced | close | 0 | relay | 4 | 3 | 2 | 1 | 1 | 0 | "
+            "2.50 | 3.0 |",
+            text,
+        )
+        self.assertIn("txdilation leads 999 of 1000 (99.9%)", text)
+        self.assertIn("follower: 1, leader: 3", text)

@@ -198,7 +198,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.test_logs": kinds("unit"),
     "tests.test_machines": kinds("hypothesis reactor unit"),
     "tests.test_memory": kinds("processes reactor servers"),
-    "tests.test_mixed_pairs": kinds("reactor servers stock"),
+    "tests.test_mixed_pairs": kinds("reactor servers stock unit"),
     "tests.test_peer_stream": kinds("unit"),
     "tests.test_quality": kinds("processes unit"),
     "tests.test_reach": kinds("namespaces reactor servers stock"),
