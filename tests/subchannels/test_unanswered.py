@@ -2,7 +2,8 @@
 stock receiver answered its CLOSE, lost that answer in a cut and left, hears ``connectionLost``
 once there has been no link for ANSWER_TIMEOUT seconds (issue 33: it waited for the 600 s peer
 timeout), never when the peer did not acknowledge the CLOSE, or while a link is up; to a stock
-peer the CLOSE goes once the DATA before it was acknowledged. One Multiplexer on a Clock; the
+peer the CLOSE goes once the DATA before it was acknowledged; with a txdilation peer nothing
+changes. One Multiplexer on a Clock; the
 peer's records are handed to it directly."""
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ class UnansweredCloseTests(SynchronousTestCase):
         """Everything acknowledged, our CLOSE too, then the link is cut before the answer
         came and no link returns: connectionLost(ConnectionDone) ANSWER_TIMEOUT s later (as
         for an answered close), not at the peer timeout."""
-        s = Sender(self)
+        s = Sender(self, stock=True)
+        s.ack(1)
         s.ack(2)
         s.clock.advance(60)  # a live link: the answer is still to come on it
         self.assertEqual(s.protocol.events, ["made"])
@@ -76,7 +78,8 @@ class UnansweredCloseTests(SynchronousTestCase):
     def test_late_answer_is_absorbed(self) -> None:
         """The peer's answer may still come on a later link: it is acknowledged and
         changes nothing (no second connectionLost, nothing raised)."""
-        s = Sender(self)
+        s = Sender(self, stock=True)
+        s.ack(1)
         s.ack(2)
         s.mux.connection_lost()
         s.clock.advance(ANSWER_TIMEOUT)
@@ -89,8 +92,9 @@ class UnansweredCloseTests(SynchronousTestCase):
     def test_unacknowledged_close_waits_for_the_peer(self) -> None:
         """The peer acknowledged the DATA but not our CLOSE: it may never have seen it, so
         nothing is reported (the peer timeout, above this layer, decides)."""
-        s = Sender(self)
+        s = Sender(self, stock=True)
         s.ack(1)
+        self.assertEqual(len(s.connection.of_type(Close)), 1)
         s.mux.connection_lost()
         s.clock.advance(PEER_TIMEOUT)
         self.assertEqual(s.protocol.events, ["made"])
@@ -98,7 +102,8 @@ class UnansweredCloseTests(SynchronousTestCase):
     def test_a_link_that_returns_stops_the_wait(self) -> None:
         """A link back within the timeout carries the replayed answer: the subchannel ends
         with it, never by the timeout; DATA before the answer is still delivered."""
-        s = Sender(self)
+        s = Sender(self, stock=True)
+        s.ack(1)
         s.ack(2)
         s.mux.connection_lost()
         s.clock.advance(ANSWER_TIMEOUT / 2)
@@ -115,7 +120,7 @@ class UnansweredCloseTests(SynchronousTestCase):
     def test_half_closed_subchannel_is_never_given_up(self) -> None:
         """A half-close (loseWriteConnection) lets the peer write on for as long as it likes:
         its answer is never given up on."""
-        s = Sender(self, HalfProtocol)
+        s = Sender(self, HalfProtocol, stock=True)
         s.ack(2)
         s.mux.connection_lost()
         s.clock.advance(PEER_TIMEOUT)
@@ -123,11 +128,22 @@ class UnansweredCloseTests(SynchronousTestCase):
 
     def test_wormhole_close_cancels_the_wait(self) -> None:
         """stop() (the wormhole closes) leaves no timer behind."""
-        s = Sender(self)
+        s = Sender(self, stock=True)
+        s.ack(1)
         s.ack(2)
         s.mux.connection_lost()
         s.mux.stop("closed")
         self.assertEqual(s.clock.getDelayedCalls(), [])
+
+    def test_between_txdilation_peers_nothing_changes(self) -> None:
+        """With a txdilation peer (which holds its own close until its answer is
+        acknowledged) the CLOSE goes at once and its answer is waited for as before."""
+        s = Sender(self)
+        self.assertEqual(len(s.connection.of_type(Close)), 1)
+        s.ack(2)
+        s.mux.connection_lost()
+        s.clock.advance(PEER_TIMEOUT)
+        self.assertEqual(s.protocol.events, ["made"])
 
 
 class StockPeerTests(SynchronousTestCase):

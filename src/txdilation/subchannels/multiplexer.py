@@ -207,8 +207,9 @@ class Multiplexer:
 
     def peer_is_stock(self) -> None:
         """The peer runs stock's Dilation: a subchannel that closes first sends its CLOSE once
-        its DATA was acknowledged (``txdilation.subchannels.unanswered``)."""
-        self._closes.linger()
+        its DATA was acknowledged, and the answer to an acknowledged CLOSE that no link brings
+        is given up on (``txdilation.subchannels.unanswered``)."""
+        self._closes.peer_is_stock()
 
     def when_acknowledged(self) -> Deferred[None]:
         """Fires once the peer acknowledged every record sent so far (see

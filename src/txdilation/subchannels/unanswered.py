@@ -6,13 +6,15 @@ sends its answer at once, right behind the ACK: everything the application wrote
 close, arrived. If the link is then lost before the answer came and the peer does not come
 back, the answer never comes: a stock receiver closes its wormhole as soon as it answered,
 and says nothing when it leaves, so the sender would wait for the peer timeout (600 s) to hear
-``connectionLost`` (issue 33). :class:`Closes` closes such a subchannel as if the answer had
-come (``connectionLost(ConnectionDone())``, as for any close) once there has been no link for
-:data:`ANSWER_TIMEOUT` seconds since its CLOSE was acknowledged; a link that returns first
-brings the answer (the peer replays it) and stops the wait.
+``connectionLost`` (issue 33). With a stock peer (:meth:`Closes.peer_is_stock`), :class:`Closes`
+closes such a subchannel as if the answer had come (``connectionLost(ConnectionDone())``, as for
+any close) once there has been no link for :data:`ANSWER_TIMEOUT` seconds since its CLOSE was
+acknowledged; a link that returns first brings the answer (the peer replays it) and stops the
+wait. (A txdilation peer that leaves holds its close until its answer is acknowledged: between
+two of ours nothing changes.)
 
-With a stock peer (:meth:`Closes.linger`), our CLOSE goes out only once the peer acknowledged
-the subchannel's DATA before it: a stock receiver, which acknowledges each record in a small
+To a stock peer, too, our CLOSE goes out only once the peer acknowledged the subchannel's DATA
+before it: a stock receiver, which acknowledges each record in a small
 write of its own without ``TCP_NODELAY``, then acknowledges the CLOSE with nothing else in
 flight, at once, instead of behind tens of milliseconds of Nagle's algorithm, the window in
 which a cut takes that acknowledgement with it and leaves us unable to know the CLOSE arrived.
@@ -67,20 +69,21 @@ class Closes:
     def __init__(self, clock: IReactorTime, outbound: Outbound) -> None:
         self._clock = clock
         self._outbound = outbound
-        self._linger = False
+        self._stock = False
         self._acknowledged: dict[int, Closing] = {}  # scid -> subchannel, CLOSE acknowledged
         self._linked = False
         self._stopped = False
         self._timer: IDelayedCall | None = None
 
-    def linger(self) -> None:
-        """The peer is stock: send each CLOSE once the DATA before it was acknowledged."""
-        self._linger = True
+    def peer_is_stock(self) -> None:
+        """The peer is stock: send each CLOSE once the DATA before it was acknowledged, and
+        give up on an answer to an acknowledged CLOSE that no link brings."""
+        self._stock = True
 
     def close(self, scid: int, subchannel: Closing) -> None:
         """``subchannel`` closed first: send its CLOSE (now, or once its DATA was
         acknowledged) and wait for the answer."""
-        last = self._outbound.last_queued(scid) if self._linger else None
+        last = self._outbound.last_queued(scid) if self._stock else None
         if last is None:
             self._send(scid, subchannel)
         else:
@@ -91,7 +94,7 @@ class Closes:
             return
 
         def acknowledged(_: None) -> None:
-            if self._stopped:
+            if self._stopped or not self._stock:
                 return
             self._acknowledged[scid] = subchannel
             if not self._linked:
