@@ -32,12 +32,12 @@ the race ends for good.
 
 Invariants: after :meth:`Dialer.cancel_attempts` nothing is dialed any more (the cancelled
 direct dials ending there start no relay dial, no punch retry follows); the same relay endpoint
-is dialed once per generation (again only by :meth:`Dialer.dial_again`, once that dial is over),
-and none once in the background; a direct dial is
-outstanding from its first try until it fails for good or its connection closes, and it ends
-once (:meth:`Dialer.dial_over`, the one place that ends it), a punch retry or a background try
-being the same dial; every try is one telemetry attempt when
-an :class:`~txdilation.selection.attempts.AttemptLog` is given.
+is dialed once per generation (again only by :meth:`Dialer.dial_again`, once that dial is
+over), and none once in the background; a direct dial is outstanding from its first try until
+it fails for good or its connection closes, and it ends once (:meth:`Dialer.dial_over`, the one
+place that ends it), a punch retry, a background try or a try again being the same dial; every
+try is one telemetry attempt when an :class:`~txdilation.selection.attempts.AttemptLog` is
+given.
 """
 
 from __future__ import annotations
@@ -441,7 +441,7 @@ class Dialer:
         """(A Follower whose stock Leader stopped trying, :mod:`txdilation.selection.rekindle`)
         dial again every hint, direct or relay, whose latest dial is over: not connecting, no
         retry due, and its connection (one of ``open_dials`` while it is open) gone. Relays
-        still waiting for their delay start with it. Nothing once the race is over or in the
+        still waiting for their delay are left to it. Nothing once the race is over or in the
         background."""
         if self._closed or self._background is not None:
             return
