@@ -29,13 +29,15 @@ the peer timeout) or ``error``. ``sender_lag`` is how long after the
 receiver's report (it got the CLOSE and acknowledged it) the sender finished: issue 33's
 "a completed transfer ends for the sender within 5 s of its last acknowledgement".
 Invariants: every run ends within ``timeout`` (the pair is killed), leaves no proxy, no timer
-and no process behind, and touches 127.0.0.1 only.
+and no process behind (and no file, unless it failed: then ``logs`` names its directory, with
+both peers' logs and the txdilation peer's telemetry), and touches 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -43,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.faults import Every, FaultProxy, free_port, start_fault_proxy
-from tests.support.harness import PeerPair, PeerResult
+from tests.support.harness import PeerPair, PeerResult, Placement, peer_environment
 
 RATE = 20_000_000
 """Bytes per second through the proxy, each way of each connection (the issue's 20 MB/s)."""
@@ -87,6 +89,7 @@ class RunOutcome:
     txdilation_role: str | None = None
     sender_lag: float | None = None
     problems: list[str] = field(default_factory=list)
+    logs: str | None = None  # a failed run's directory: the peers' logs, the telemetry
 
     def as_json(self) -> dict[str, Any]:
         return {**asdict(self), "cell": asdict(self.cell)}
@@ -161,7 +164,11 @@ async def run_mixed(
         args[stock] += ["--no-listen"]
     proxy.throttle(RATE)
     started = time.monotonic()
-    pair = PeerPair(reactor, mailbox_url, args["receiver"], args["sender"], timeout).start()
+    # each peer's Twisted log goes to the run's directory, kept only when the run failed
+    here = Placement(env={**peer_environment(), "TXDILATION_PEER_LOG": str(workdir / "peer")})
+    pair = PeerPair(
+        reactor, mailbox_url, args["receiver"], args["sender"], timeout, left=here, right=here
+    ).start()
     schedule = _schedule(reactor, cell, proxy, timeout)
     seen: dict[str, float] = {}
 
@@ -192,6 +199,10 @@ async def run_mixed(
     )
     if "received" in seen and "sent" in seen:
         outcome.sender_lag = round(seen["sent"] - seen["received"], 3)
+    if outcome.outcome == "ok":
+        shutil.rmtree(workdir, ignore_errors=True)
+    else:
+        outcome.logs = str(workdir)
     return outcome
 
 
