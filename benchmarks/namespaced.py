@@ -28,6 +28,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from tests.support.harness import PeerPair  # noqa: E402
+from tests.support.miniupnpd import start_miniupnpd  # noqa: E402
 from tests.support.netns import (  # noqa: E402
     Firewall,
     Host,
@@ -67,13 +68,16 @@ def build_scene(
     firewall: Firewall = Firewall.DROP,
     report_ttl_expiry: bool = True,
     nat_delay: float = 0.0,
+    routers: str = "",
 ) -> Scene:
     """
     Build a scene (closed by ``stack``): ``a`` and ``b`` on the router, or each behind its own
     NAT of kind ``nat`` whose firewall is ``firewall``; more hosts named in ``hosts`` go on the
     router; ``report_ttl_expiry``: whether the router answers an expired TTL with an ICMP time
     exceeded (``tests.support.netns``); ``nat_delay``: seconds each way on each NAT's link to
-    the router (so twice that between the two NATs).
+    the router (so twice that between the two NATs); ``routers``: ``miniupnpd`` runs the real
+    port-mapping daemon on both NATs (``tests.support.miniupnpd``), ``stopped`` makes the NATs
+    ready for it (a public WAN address) without running it.
     """
     net = stack.enter_context(Network())
     internet = net.router(report_ttl_expiry=report_ttl_expiry)
@@ -82,11 +86,18 @@ def build_scene(
     if nat is None:
         a, b = net.host("a", internet), net.host("b", internet)
     else:
-        nats = [net.nat(f"nat-{h}", internet, nat, firewall=firewall) for h in "ab"]
+        mapping = bool(routers)
+        nats = [
+            net.nat(f"nat-{h}", internet, nat, firewall=firewall, port_mapping=mapping)
+            for h in "ab"
+        ]
         if nat_delay:
             for n in nats:
                 net.impair(n, up=Shape(nat_delay), down=Shape(nat_delay))
         a, b = net.host("a", nats[0]), net.host("b", nats[1])
+        if routers == "miniupnpd":
+            for n in nats:
+                stack.callback(start_miniupnpd(n).stop)
     extra = {name: net.host(name, internet) for name in hosts}
     return Scene(net, servers, a, b, extra)
 

@@ -1,6 +1,6 @@
 """Restart to first forwarded byte: paired sessions (``--pairing``) after SIGKILL, side by side
 with what an unpaired session needs (a new code, here handed over instantly):
-``python -m benchmarks.pairing [--restarts 10] [--leak-restarts 100] [--json PATH]``.
+``python -m benchmarks.pairing [--restarts 10] [--squatted 5] [--leak-restarts 100] [--json PATH]``.
 
 Layer: benchmark (not shipped). A real mailbox server and transit relay run in this process on
 127.0.0.1; every session is a ``txdilation run`` process (``txdilation.session.child``). Side A
@@ -13,6 +13,9 @@ in this process. A client connects to A's port, sends 32 bytes and half-closes, 
 - ``B``: the same with B;
 - ``both B,A`` / ``both A,B``: both killed, the mailbox server's unattended mailboxes pruned
   (as after an hour), one started, ``--gap`` seconds later the other;
+- ``squatted A``: as ``A``, with a squatter (``--squatted`` runs) that takes a rendezvous id
+  and its sides from the mailbox server's channel database, closes it as those sides and
+  crowds it, just before A is killed and again right after it is started;
 - ``unpaired``: what a session without a pairing needs after a restart: a new code; both
   sides started with it (no human delay), measured from the second spawn.
 
@@ -39,6 +42,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from tests.session.lobby_attacks import lobby_ids, squat  # noqa: E402
 from twisted.internet.defer import Deferred  # noqa: E402
 from twisted.internet.endpoints import (  # noqa: E402
     TCP4ClientEndpoint,
@@ -173,6 +177,17 @@ class Bench:
         await self.first_echo(a, time.monotonic())
         return a, b
 
+    async def rendezvous(self) -> tuple[str, list[str]]:
+        """A rendezvous of A's current generation with both sides, as the database shows it."""
+        for _ in range(200):
+            both = [
+                (k, v) for k, v in lobby_ids(self.mailbox, self.paths["A"]).items() if len(v) == 2
+            ]
+            if both:
+                return both[0]
+            await deferLater(self.reactor, 0.05, lambda: None)
+        raise RuntimeError("no rendezvous in the channel database")
+
     def prune(self) -> None:
         now = time.time()
         self.mailbox.server.prune_all_apps(now=now, old=now + 1)
@@ -215,6 +230,16 @@ async def measure(reactor: Any, args: argparse.Namespace) -> list[dict[str, Any]
                         b = restarted
                     seconds = await bench.first_echo(a, started)
                 keep(name, seconds, probe, run=number, phases=bench.phases(restarted, wall))
+        for number in range(args.squatted):
+            with LoadProbe([]) as probe:
+                lobby, sides = await bench.rendezvous()
+                await squat(reactor, bench.mailbox, APPID, lobby, sides)
+                await bench.kill(a)
+                started, wall = time.monotonic(), time.time()
+                a = bench.spawn("A", pairing=bench.paths["A"])
+                await squat(reactor, bench.mailbox, APPID, lobby, sides)
+                seconds = await bench.first_echo(a, started)
+            keep("squatted A", seconds, probe, run=number, phases=bench.phases(a, wall))
         for order in (("B", "A"), ("A", "B")):
             for number in range(max(1, args.restarts // 2)):
                 with LoadProbe([]) as probe:
@@ -325,6 +350,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.pairing", description=__doc__)
     parser.add_argument("--restarts", type=int, default=10, help="restarts of each side")
     parser.add_argument("--gap", type=float, default=1.0, help="seconds between both starting")
+    parser.add_argument("--squatted", type=int, default=5, help="restarts of A with a squatter")
     parser.add_argument("--leak-restarts", type=int, default=0, help="restarts for the leak check")
     parser.add_argument("--json", default=None, help="write the records to this file")
     parser.add_argument("--report", default=None, help="print the table of a --json file")

@@ -24,6 +24,10 @@ topologies:
   to the router (20 ms between the NATs; userspace delayer where the kernel has no netem);
 - ``randomizing+relay`` / ``randomizing``: both behind port-randomizing NATs
   (``masquerade fully-random``), relay offered or not;
+- ``randomizing-upnp+relay`` / ``randomizing-upnp``: the same NATs running the real home-router
+  daemon, miniupnpd (PCP, NAT-PMP, UPnP IGD), which a txdilation peer asks for a port forward
+  (``txdilation.portmap``); ``randomizing-upnp-stopped+relay``: the same NATs, the daemon not
+  running;
 - ``ipv6-only+relay``: both hosts IPv6-only on the router, the servers reached over IPv6
   (an IPv6 mailbox URL and an IPv6-literal relay hint);
 - ``ipv6-blocked+relay``: the same, the router dropping everything between the
@@ -70,6 +74,7 @@ class Topology(NamedTuple):
     firewall: Firewall = Firewall.DROP
     report_ttl_expiry: bool = True
     nat_delay: float = 0.0
+    routers: str = ""
 
 
 PRESERVING, RANDOMIZING, RESET = NatKind.PORT_PRESERVING, NatKind.PORT_RANDOMIZING, Firewall.RESET
@@ -85,6 +90,9 @@ TOPOLOGIES: dict[str, Topology] = {
     "preserving-reset-20ms": Topology(PRESERVING, False, RESET, nat_delay=0.01),
     "randomizing+relay": Topology(RANDOMIZING, True),
     "randomizing": Topology(RANDOMIZING, False),
+    "randomizing-upnp+relay": Topology(RANDOMIZING, True, routers="miniupnpd"),
+    "randomizing-upnp": Topology(RANDOMIZING, False, routers="miniupnpd"),
+    "randomizing-upnp-stopped+relay": Topology(RANDOMIZING, True, routers="stopped"),
     "ipv6-only+relay": Topology(None, True),
     "ipv6-blocked+relay": Topology(None, True),
 }
@@ -120,7 +128,7 @@ async def reach_run(
     reactor: Any, topology: str, pairing: str, cap: float, index: int, stay: float = 0.0
 ) -> dict[str, Any]:
     """One run: dilate and echo across ``topology``; which path, how long."""
-    nat, relay, firewall, report_ttl_expiry, nat_delay = TOPOLOGIES[topology]
+    nat, relay, firewall, report_ttl_expiry, nat_delay, routers = TOPOLOGIES[topology]
     leader, follower = PAIRINGS[pairing]
     record: dict[str, Any] = {
         "topology": topology,
@@ -139,6 +147,7 @@ async def reach_run(
                 firewall=firewall,
                 report_ttl_expiry=report_ttl_expiry,
                 nat_delay=nat_delay,
+                routers=routers,
             )
             mailbox, relay_hint, a, b = (
                 scene.servers.mailbox_url,

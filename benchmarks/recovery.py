@@ -20,6 +20,9 @@ peer the pairing names. Cases:
   each side reports the link gone.
 - ``slow``: 2 s of delay added to every packet host ``a`` sends (RTT +2 s; ``tc netem`` or the
   userspace delayer), then 60 s of streaming: how many times either side dropped the link.
+- ``jitter`` / ``lossy``: the soak (``--soak`` seconds, 30 minutes by default): 150 +/- 120 ms
+  each way, or 50 +/- 50 ms and 1% loss each way (issue 31); how many times either side
+  dropped the link or moved it to another connection (its standby path): none is needed.
 - ``stall``: the receiver's application reads nothing for ``--stall`` seconds (60) while the
   sender writes 64 MiB as fast as flow control lets it; how many times either side dropped
   the link (the dead-path detector must not take a closed window for a dead path).
@@ -46,7 +49,14 @@ from typing import Any
 
 from tests.support.harness import PeerPair, PeerResult
 from tests.support.netns import Shape
-from tests.support.peers import connections, noticed_at, path_of, reconnections, status_events
+from tests.support.peers import (
+    connections,
+    moves,
+    noticed_at,
+    path_of,
+    reconnections,
+    status_events,
+)
 from twisted.internet import threads
 
 from benchmarks.namespaced import (
@@ -70,6 +80,8 @@ SLOW_WATCH = 60.0
 SLOW_DELAY = 2.0
 # the jittery soak: each direction of host a's link delayed 150 ms +/- 120 ms (in order)
 SOAK_SHAPE = Shape(0.15, 0.12)
+# the lossy soak (issue 31): 50 ms +/- 50 ms each way and 1% of the packets lost each way
+LOSSY_SHAPE = Shape(0.05, 0.05, 0.01)
 START_ATTEMPTS = 4
 FLOOD_PORT = 40000
 
@@ -110,6 +122,7 @@ CASE_PAIRINGS = {
     "idle": ["tx-tx-sender-leads"],
     "slow": ["tx-tx-sender-leads", "tx-leads-stock-sender", "stock-stock"],
     "jitter": ["tx-tx-sender-leads"],
+    "lossy": ["tx-tx-sender-leads"],
     "flood": ["tx-tx-sender-leads"],
     "stall": ["tx-tx-sender-leads", "tx-leads-stock-receiver"],
 }
@@ -279,11 +292,14 @@ async def slow_run(
     case: str = "slow",
 ) -> dict[str, Any]:
     """One ``slow`` run: 2 s of delay on what host ``a`` sends, ``watch`` s of streaming; or,
-    ``case="jitter"``, the soak: :data:`SOAK_SHAPE` both ways for ``watch`` s."""
-    up, down = (Shape(SLOW_DELAY), None) if case == "slow" else (SOAK_SHAPE, SOAK_SHAPE)
+    ``case="jitter"``, the soak: :data:`SOAK_SHAPE` both ways for ``watch`` s
+    (``case="lossy"``: :data:`LOSSY_SHAPE`)."""
+    shapes = {"slow": (Shape(SLOW_DELAY), None), "jitter": (SOAK_SHAPE, SOAK_SHAPE)}
+    up, down = shapes.get(case, (LOSSY_SHAPE, LOSSY_SHAPE))
     record = _base(case, pairing, None, index) | {
         "delay": up.delay,
         "jitter": up.jitter,
+        "loss": up.loss,
         "watch": watch,
     }
     with ExitStack() as stack:
@@ -298,6 +314,7 @@ async def slow_run(
             slowed_at = time.time()
             await sleep(reactor, watch)
             counts = [reconnections(p, slowed_at) for p in pair.results]
+            moved = [moves(p, slowed_at) for p in pair.results]
             report = await _finish_stream(reactor, pair, sender_first=True)
             record["backend"] = impairment.backend
         finally:
@@ -305,6 +322,8 @@ async def slow_run(
     return record | {
         "sender_reconnections": counts[0],
         "receiver_reconnections": counts[1],
+        "sender_moves": moved[0],
+        "receiver_moves": moved[1],
         "exactly_once": report.get("exactly_once_in_order"),
         "max_gap": report.get("max_gap"),
         "max_latency": report.get("max_latency"),
@@ -531,13 +550,15 @@ def slow_table(records: list[dict[str, Any]], case: str = "slow") -> str:
                 str(len(runs)),
                 f"{sum(1 for t in total if t)}/{len(runs)}",
                 str(sum(total)),
+                str(sum(r.get("sender_moves", 0) + r.get("receiver_moves", 0) for r in runs)),
                 seconds_text(statistics.median(gaps) if gaps else None, ""),
                 _count(runs, "exactly_once"),
                 ", ".join(sorted({str(r.get("backend")) for r in runs})),
             ]
         )
     header = ["pairing", "runs", "runs with a reconnection", "link drops (both sides)"]
-    header += ["median largest gap", "exactly once, in order", "delay by"]
+    header += ["link moves (both sides)", "median largest gap", "exactly once, in order"]
+    header += ["delay by"]
     return markdown_table(header, rows)
 
 
@@ -591,6 +612,12 @@ def report(records: list[dict[str, Any]]) -> str:
             f"Jittery link soak ({SOAK_SHAPE.delay * 1000:g} +/- {SOAK_SHAPE.jitter * 1000:g} ms"
             " each way)",
             lambda rs: slow_table(rs, "jitter"),
+        ),
+        (
+            "lossy",
+            f"Lossy, jittery link soak ({LOSSY_SHAPE.delay * 1000:g} +/- "
+            f"{LOSSY_SHAPE.jitter * 1000:g} ms, {LOSSY_SHAPE.loss:.0%} lost, each way)",
+            lambda rs: slow_table(rs, "lossy"),
         ),
         ("stall", "Receiver not reading", stall_table),
         ("flood", "Connection flood at the listener", flood_table),
@@ -648,8 +675,8 @@ async def measure(reactor: Any, args: argparse.Namespace) -> list[dict[str, Any]
                         record = await idle_run(reactor, pairing, label, cap, index)
                     elif case == "slow":
                         record = await slow_run(reactor, pairing, index)
-                    elif case == "jitter":
-                        record = await slow_run(reactor, pairing, index, args.soak, "jitter")
+                    elif case in ("jitter", "lossy"):
+                        record = await slow_run(reactor, pairing, index, args.soak, case)
                     elif case == "stall":
                         record = await stall_run(reactor, pairing, index, args.stall)
                     else:

@@ -9,7 +9,7 @@ The whole API an application needs, in order: install txdilation, create two wor
 ``get_code`` / ``set_code``), compare verifiers, dilate both, listen for a subprotocol on one
 side and connect to it from the other, then close both wormholes. Without ``--mailbox`` it
 starts a real mailbox server and transit relay on 127.0.0.1 in this process
-(``txdilation.testing.servers``, from ``pip install 'txdilation[demo]'``).
+(``txdilation.testing.servers``, from ``pip install -e '.[demo]'`` in a checkout).
 """
 
 from __future__ import annotations

@@ -38,6 +38,9 @@ from tests.support.harness import (
 
 DEFAULT_TIMEOUT = 120.0
 
+#: the release and per-Python tiers, in the background of the session (tests/test_tiers.py)
+pytest_plugins = ["tests.support.tiers_plugin"]
+
 
 def pytest_configure(config: pytest.Config) -> None:
     apply_loopback_env()
@@ -106,10 +109,19 @@ class _GreenletAwareWait:
             if not woken.called:
                 woken.callback(None)
 
+        def wake_later(result: object) -> object:
+            # Wake from a timed call, never from where ``d`` fired: if that is the reactor's
+            # thread-call queue (a test whose last wait was deferToThread), switching to the
+            # test's greenlet there leaves the reactor in the middle of that queue, and trial's
+            # janitor (``reactor.iterate()`` after the test) would run the same entry again:
+            # a Deferred called twice.
+            reactor.callLater(0, wake)
+            return result
+
         running.append(None)
         testcase._twistedPrivateScheduler = _WakingScheduler(reactor, wake)
         try:
-            d.addBoth(wake)
+            d.addBoth(wake_later)
             pytest_twisted.blockon(woken)
         finally:
             testcase._twistedPrivateScheduler = reactor

@@ -102,7 +102,7 @@ class HelpTests(SynchronousTestCase):
         """``txdilation -h``, ``txdilation run -h`` and ``txdilation demo -h`` print the help
         (the options of the command) and exit 0."""
         for argv, words in (
-            (["-h"], "{run,demo,pairing}"),
+            (["-h"], "{run,demo,pairing,exec,enable,disable,which}"),
             (["run", "-h"], "--drain-timeout"),
             (["demo", "-h"], "--mib"),
         ):
@@ -220,6 +220,7 @@ class SettingsTests(SynchronousTestCase):
         "hint-addresses": ("192.0.2.7, 198.51.100.1", "192.0.2.7,198.51.100.1"),
         "hint-port": ("40001", "40001"),
         "punch": ("off", "off"),
+        "port-mapping": ("off", "off"),
         "handshake-timeout": ("12.5", "12.5"),
         "peer-timeout": ("0", "0.0"),
         "max-unacked-bytes": ("8MiB", str(8 * 2**20)),
@@ -284,7 +285,8 @@ class SettingsTests(SynchronousTestCase):
             ("peer-timeout", -1, "non-negative"),
             ("max-record-size", 0, "positive number of bytes"),
             ("hint-addresses", "", "one or more addresses"),
-            ("listen-interface", " ", "must not be empty"),
+            ("listen-interface", " ", "expected an IP address"),
+            ("listen-interface", "localhost", "expected an IP address"),
             ("log-level", "loud", "log-level must be one of"),
             ("punch", "sometimes", "on or off"),
         ):
@@ -299,6 +301,11 @@ class SettingsTests(SynchronousTestCase):
         self.assertEqual(parse_size("4 MiB"), 4 * 2**20)
         self.assertEqual(parse_size(77), 77)
         self.assertRaises(ValueError, parse_size, "4 parsecs")
+        self.assertEqual(parse_size("16MB"), 16_000_000)
+        for bits in ("16Mb", "16mb", "512kb", "8b"):  # a lower-case b is bits: never guessed
+            with self.subTest(size=bits):
+                e = self.assertRaises(ValueError, parse_size, bits)
+                self.assertIn("ambiguous", str(e))
 
     def test_prepare_sets_variables_and_level(self) -> None:
         """The given settings reach the library in the settings the session dilates with

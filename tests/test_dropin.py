@@ -11,6 +11,8 @@ import textwrap
 
 from twisted.trial.unittest import TestCase
 
+from tests.support.tier_steps import stock_dilation_tests
+
 SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
 
 
@@ -149,19 +151,7 @@ class StockIntegrationTests(TestCase):
         env["TXDILATION_HINT_ADDRESSES"] = "127.0.0.1"
         with tempfile.TemporaryDirectory() as cwd:
             result = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pytest",
-                    "-p",
-                    "txdilation.dropin",
-                    "-p",
-                    "no:cacheprovider",
-                    "--pyargs",
-                    "wormhole.test.dilate.test_full",
-                    "wormhole.test.dilate.test_api",
-                    "wormhole.test.dilate.test_connect",
-                ],
+                stock_dilation_tests(sys.executable),
                 cwd=cwd,
                 env=env,
                 capture_output=True,

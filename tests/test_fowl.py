@@ -7,10 +7,13 @@ txdilation in every process, and two real ``fowld`` processes forwarding a port.
   is logged as an error, and every Python process the suite starts proves (``TXDILATION_DROPIN_
   PROOF``) that it dilated through txdilation.
 - ``FowldForwardingTests``: two fowld processes (txdilation/txdilation, txdilation/stock,
-  stock/txdilation, and stock/stock for reference) forward a local port through the real
+  stock/txdilation, and stock/stock for reference; a txdilation fowld is fowld run unchanged
+  under ``txdilation exec``, as a user runs it) forward a local port through the real
   mailbox server and transit relay: 64 MiB each way checked with SHA-256 while the dilated link
   is cut once, the far side closes and the near client sees EOF, a second connection works,
-  fowld's JSON ``ping`` is answered wherever stock's is, both exit cleanly, no tracebacks.
+  fowld's JSON ``ping`` is answered wherever stock's is, both exit cleanly, no tracebacks; each
+  exec'd fowld proves (``--proof``) it ran on txdilation and its telemetry (``--events``)
+  names txdilation and its version.
 
 Everything stays on 127.0.0.1: fowl's hard-coded public relay is replaced by the test's
 (``tests/support/site``) and stock is confined to loopback.
@@ -24,6 +27,7 @@ import io
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -39,9 +43,11 @@ from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.support import fowl_errors
+from tests.support.execs import proof_lines
 from tests.support.fowl_errors import PREFIX as FOWLD_ERROR
 from tests.support.fowld import SITE_DIR, Fowld, cut_links
 from tests.support.harness import REPO_ROOT, RealServersMixin
+from txdilation import __version__
 
 TOTAL = 64 << 20
 CHUNK = 1 << 20
@@ -322,8 +328,10 @@ class FowldForwardingTests(RealServersMixin, TestCase):
         self.addCleanup(service.stopListening)
         service_port = service.getHost().port
 
-        a = Fowld.start(reactor, "a", impl_a, self.mailbox.url, relay)
-        b = Fowld.start(reactor, "b", impl_b, self.mailbox.url, relay)
+        scratch = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, scratch)
+        a = Fowld.start(reactor, "a", impl_a, self.mailbox.url, relay, scratch)
+        b = Fowld.start(reactor, "b", impl_b, self.mailbox.url, relay, scratch)
         procs = [a, b]
         self.addCleanup(lambda: DeferredList([p.ended for p in procs]))
         for p in procs:
@@ -395,12 +403,27 @@ class FowldForwardingTests(RealServersMixin, TestCase):
             self.assertNotIn("Traceback", errors, p.tail())
             self.assertNotIn("Unhandled", errors, p.tail())
         self.assertEqual(codes, [0, 0], [p.tail() for p in procs])
+        for p in procs:
+            if p.impl == "txdilation":
+                self.check_exec_proof(p)
         reply = None if ping_reply is None else (ping_reply.get("kind"), ping_reply.get("message"))
         print(
             f"fowld {impl_a}/{impl_b}: 64 MiB each way, 1 link cut, EOF, second connection: "
             f"{transfer_s:.1f} s from start; ping answered with {reply}; exits {codes}"
         )
         return {"cut": cut, "ping": reply, "errors": {p.name: p.errors() for p in procs}}
+
+    def check_exec_proof(self, proc: Fowld) -> None:
+        """fowld under ``txdilation exec``: its one Python process proves it dilated through
+        txdilation, and its first telemetry record names txdilation and its version."""
+        assert proc.proof is not None and proc.events is not None
+        [line] = proof_lines(proc.proof)
+        self.assertEqual((line["pid"], line["took_effect"]), (proc.pid, True), line)
+        self.assertEqual(line["implementation"], "txdilation")
+        records = proof_lines(proc.events)
+        self.assertEqual(records[0]["event"], "dilation_requested", records[:1])
+        named = (records[0]["implementation"], records[0]["implementation_version"])
+        self.assertEqual(named, ("txdilation", __version__))
 
     async def _first_reply(
         self, proc: Fowld, after: int, kinds: tuple[str, ...], timeout: float = 5.0

@@ -330,6 +330,20 @@ class AdviceTests(SynchronousTestCase):
         said = explain(WrongPasswordError(wrong.message))  # explained before: not said twice
         self.assertEqual(said.message, wrong.message)
 
+    def test_in_words_once(self) -> None:
+        """A message's full stop does not run into the advice ("refused.; check"); a pairing
+        file another process holds is advice to stop that process, never to forget the
+        pairing (it is healthy)."""
+        from twisted.internet.error import ConnectionRefusedError
+
+        from txdilation.pairing.errors import PairingInUse
+
+        refused = explain(ServerConnectionError("ws://x/v1", ConnectionRefusedError()))
+        self.assertFalse(refused.message.endswith("."), refused.message)
+        in_use = explain(PairingInUse("pairing file p is in use by another process on this host"))
+        self.assertIn("stop the other process", in_use.advice)
+        self.assertNotIn("forget", in_use.advice)
+
     def test_unknown_and_wrapped(self) -> None:
         """An unknown error keeps its type name; a DeferredList's FirstError is unwrapped."""
         from twisted.internet.defer import FirstError

@@ -204,8 +204,10 @@ class AddressDiscoveryTests(TestCase):
 
     @inlineCallbacks
     def test_discovery_runs_off_the_reactor_thread(self) -> Any:
-        """Without configured hint addresses, stock's blocking find_addresses() runs in a
-        thread, never on the reactor thread (stock defect 11)."""
+        """Without configured hint addresses, for a listener on every address, stock's
+        blocking find_addresses() runs in a thread, never on the reactor thread (stock defect
+        11); a listener bound to one address needs no discovery: it advertises that address,
+        the only one it takes."""
         from wormhole import ipaddrs
 
         seen: list[str] = []
@@ -217,23 +219,22 @@ class AddressDiscoveryTests(TestCase):
         original = ipaddrs.find_addresses
         ipaddrs.find_addresses = find_addresses  # stock's module, restored below
         self.addCleanup(setattr, ipaddrs, "find_addresses", original)
-        settings = ConnectorSettings(
-            role=LEADER,
-            dilation_key=b"k" * 32,
-            side="a" * 16,
-            network=NetworkSettings("127.0.0.1", None),
-        )
-        owner = RecordingOwner()
-        c = Connector(settings, owner=owner, reactor=reactor)
-        c.start()
-        self.addCleanup(c.events.stop)
-        while not owner.hint_messages:
-            yield __import__("twisted.internet.task", fromlist=["deferLater"]).deferLater(
-                reactor, 0.01, lambda: None
+
+        def advertiser(interface: str | None) -> Any:
+            settings = ConnectorSettings(
+                role=LEADER,
+                dilation_key=b"k" * 32,
+                side="a" * 16,
+                network=NetworkSettings(interface, None),
             )
+            return Connector(settings, owner=RecordingOwner(), reactor=reactor)._advertiser
+
+        yield advertiser(None)._find_addresses()  # (discovery only: nothing listens)
         self.assertEqual(len(seen), 1)
         self.assertNotEqual(seen[0], threading.current_thread().name)
-        self.assertEqual(owner.hint_messages[0][0]["hostname"], "127.0.0.1")
+        found = yield advertiser("127.0.0.1")._find_addresses()
+        self.assertEqual(found, ["127.0.0.1"])
+        self.assertEqual(len(seen), 1)  # not discovered again
 
 
 class NetworkSettingsTests(SynchronousTestCase):

@@ -26,6 +26,9 @@ from tests.support.netns import require_namespaces  # noqa: E402
 
 #: the asserted bound on a delivery gap whose target is 3 s (5 s after an address change)
 GAP_BOUND = 10.0
+#: the same between two txdilation peers, whose links move to their warm standby path
+#: (target 1 s median, 1.5 s worst; generous: the machine is shared)
+STANDBY_GAP_BOUND = 4.0
 ADDRESS_GAP_BOUND = 15.0
 #: the idle case's ping interval, and the slack on "noticed within one interval"
 IDLE_PING = 10.0
@@ -55,16 +58,19 @@ class RecoverySlowTests(unittest.TestCase):
         return record
 
     async def test_black_hole_sender_leads(self) -> None:
-        """tx sender leading a tx receiver: the path dies under traffic, the relay takes over
-        within seconds at the default 30 s ping interval (it took 50 s before)."""
+        """tx sender leading a tx receiver: the path dies under traffic, and the link moves
+        to the standby through the relay (kept warm beside the direct link) within about a
+        second at the default 30 s ping interval (it took 50 s before issue 14, 2.8 s before
+        issue 31)."""
         record = await self._fault("blackhole", "tx-tx-sender-leads")
-        self.assertLess(record["gap"], GAP_BOUND)
+        self.assertLess(record["gap"], STANDBY_GAP_BOUND)
         self.assertEqual(record["path_after"], "relay")
 
     async def test_black_hole_receiver_leads(self) -> None:
-        """The tx receiver leads: the sending Follower notices and reports 'link-lost'."""
+        """The tx receiver leads: whichever side notices first moves, and its MOVED ping on
+        the standby moves the other."""
         record = await self._fault("blackhole", "tx-tx-receiver-leads")
-        self.assertLess(record["gap"], GAP_BOUND)
+        self.assertLess(record["gap"], STANDBY_GAP_BOUND)
         self.assertEqual(record["path_after"], "relay")
 
     async def test_black_hole_tx_leads_stock_receiver(self) -> None:

@@ -15,6 +15,7 @@ from twisted.internet.task import Clock
 from twisted.logger import Logger
 from twisted.trial.unittest import SynchronousTestCase
 
+import txdilation
 from txdilation import telemetry as tm
 from txdilation.settings import TelemetrySettings
 from txdilation.wire.roles import FOLLOWER, LEADER
@@ -57,6 +58,7 @@ def drive_everything(t: tm.Telemetry, clock: Clock) -> None:
     t.set_generation(2)
     t.recovered("direct", tm.noticed_by("network_error"), 0.5)
     t.path_changed("relay", "direct", 1.5)
+    t.port_mapping("mapped", "pcp", 7200.0)
     t.traffic(10, 1000, 10, 100, 8, 800, 0, final=True)
     t.session_ended("happy")
 
@@ -71,6 +73,20 @@ class RecordTests(SynchronousTestCase):
         self.assertEqual({r["event"] for r in records}, set(tm.EVENTS))
         for r in records:
             VALIDATOR.validate(r)
+
+    def test_the_first_record_names_the_implementation(self) -> None:
+        """``dilation_requested`` says which Dilation emitted the session: txdilation and its
+        version; the schema takes no other implementation, and still takes a record of a
+        version without the fields."""
+        t, records, _ = make()
+        t.dilation_requested()
+        [first] = records
+        named = (first["implementation"], first["implementation_version"])
+        self.assertEqual(named, ("txdilation", txdilation.__version__))
+        VALIDATOR.validate(first)
+        self.assertFalse(VALIDATOR.is_valid({**first, "implementation": "magic-wormhole"}))
+        older = {k: v for k, v in first.items() if not k.startswith("implementation")}
+        self.assertTrue(VALIDATOR.is_valid(older))
 
     def test_envelope(self) -> None:
         """Records carry schema, clock ts, seq, session; role/generation/pair once known."""
@@ -98,6 +114,30 @@ class RecordTests(SynchronousTestCase):
         self.assertEqual(by_event["connection_lost"]["uptime_s"], 2.0)
         self.assertEqual(by_event["connection_selected"]["candidates"], 2)
         self.assertIs(by_event["connection_selected"]["via_relay"], False)
+
+    def test_port_mapping(self) -> None:
+        """``port_mapping`` carries the change, the protocol and the lease (none when
+        permanent or unavailable), values outside the vocabularies as other; ``via_mapping``
+        appears on a selection or a path change only when true."""
+        t, records, _ = make()
+        t.port_mapping("mapped", "upnp-igd", math.inf)
+        t.port_mapping("unavailable", None, None)
+        t.port_mapping("gone away", "socks", 60.0)
+        t.connection_selected("direct-tcp-v1", False, via_mapping=True)
+        t.path_changed("relay", "direct", 1.0, via_mapping=False)
+        fields = [{k: r.get(k) for k in ("change", "protocol", "lifetime_s")} for r in records[:3]]
+        self.assertEqual(
+            fields,
+            [
+                {"change": "mapped", "protocol": "upnp-igd", "lifetime_s": None},
+                {"change": "unavailable", "protocol": None, "lifetime_s": None},
+                {"change": "other", "protocol": "other", "lifetime_s": 60.0},
+            ],
+        )
+        self.assertIs(records[3]["via_mapping"], True)
+        self.assertNotIn("via_mapping", records[4])
+        for r in records:
+            VALIDATOR.validate(r)
 
     def test_recovered(self) -> None:
         """``recovered`` carries the lost path, how the loss was noticed and the gap; values

@@ -18,6 +18,9 @@ txdilation, magic-wormhole, Twisted and Python; a usage error is ONE line on std
 where to look
 (``txdilation demo: error: ...; see 'txdilation demo --help'``) and exit status 2;
 ``python -m txdilation`` is the same command.
+
+``txdilation exec``, ``enable``, ``disable`` and ``which`` put an application you already run
+on txdilation (:mod:`txdilation.wrap`, docs/dropin.md).
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from txdilation.session.foreground import EXIT_USAGE, usage_error
-from txdilation.session.options import version_text
+from txdilation import _early_signals
+from txdilation.wrap import commands as wrap_commands
 
 
 class _Version(argparse.Action):
@@ -39,6 +42,8 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="print the versions and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        from txdilation.session.options import version_text
+
         print(version_text())
         parser.exit(0)
 
@@ -47,6 +52,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (no usage text first) and exit status 2."""
 
     def error(self, message: str) -> NoReturn:
+        from txdilation.session.foreground import EXIT_USAGE, usage_error
+
         self.exit(EXIT_USAGE, usage_error(self.prog, message) + "\n")
 
 
@@ -58,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
         "a demonstration on this machine (demo), or a pairing kept from one (pairing).",
     )
     parser.add_argument("-V", "--version", action=_Version)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,demo,pairing}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{run,demo,pairing,exec,enable,disable,which}"
+    )
     sub.add_parser(
         "run",
         help="run one dilated session in the foreground (txdilation run --help)",
@@ -86,10 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Pairing files (docs/pairing.md): 'show' prints one, never its secret; "
         "'forget' removes it (the peer's side must be forgotten too).",
     )
+    pairing.add_argument("-V", "--version", action=_Version)
     actions = pairing.add_subparsers(dest="action", required=True, metavar="{show,forget}")
     for action, text in (("show", "print a pairing"), ("forget", "remove a pairing file")):
         sub_action = actions.add_parser(action, help=text, description=text)
+        sub_action.add_argument("-V", "--version", action=_Version)
         sub_action.add_argument("path", metavar="PATH", help="the pairing file")
+    wrap_commands.add_parsers(sub)
     return parser
 
 
@@ -134,7 +146,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
+    from_console = argv is None  # (not a test calling main(): the process is ours)
     argv = list(sys.argv[1:] if argv is None else argv)
+    if from_console and argv[:1] in (["run"], ["demo"]):
+        _early_signals.install(f"txdilation {argv[0]}")  # before the slow imports
+    if argv[:1] and argv[0] in wrap_commands.NAMES:
+        return wrap_commands.run(argv)
     if argv[:1] == ["run"]:
         from txdilation.session.foreground import run
 

@@ -10,54 +10,32 @@ reports the substitution in the header, and uninstalls at the end. Importing thi
 nothing.
 
 With ``TXDILATION_DROPIN_PROOF=PATH`` in the environment, every process (the test process and
-each child) appends a JSON line to PATH with :func:`substitution_report`: proof that the
-substitution took effect there.
+each child) appends a JSON line to PATH (:func:`txdilation.wrap.proof.record`): proof that the
+substitution took effect there. ``txdilation exec`` (``txdilation.wrap``) is the same for any
+command.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 from txdilation._install import install, is_installed, uninstall
+from txdilation.wrap import environment
+from txdilation.wrap.proof import append, record, substitution_report
 
 #: the directory whose ``sitecustomize.py`` installs txdilation in child processes
-SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_dropin_site")
+SITE_DIR = environment.SITE_DIR
+
+__all__ = ["SITE_DIR", "child_environment", "substitution_report"]
 
 
 def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """``environ`` (default ``os.environ``) plus what makes a child Python process install
-    txdilation at start-up: ``TXDILATION_DROPIN=1`` and :data:`SITE_DIR` first on
-    ``PYTHONPATH``."""
-    env = dict(os.environ if environ is None else environ)
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != SITE_DIR]
-    env["PYTHONPATH"] = os.pathsep.join([SITE_DIR, *paths])
-    env["TXDILATION_DROPIN"] = "1"
-    return env
-
-
-#: the module stock's ``wormhole._dilation.manager`` is while txdilation is installed
-_STOCK_FACING = "txdilation._stock.manager"
-
-
-def substitution_report() -> dict[str, Any]:
-    """Whether this process dilates through txdilation: installed, and stock's modules and
-    the names stock bound at import time resolve to txdilation's."""
-    report: dict[str, Any] = {"installed": is_installed()}
-    manager = sys.modules.get("wormhole._dilation.manager")
-    boss = sys.modules.get("wormhole._boss")
-    report["dilation_module"] = getattr(manager, "__name__", None)
-    dilator = getattr(boss, "Dilator", None)
-    report["boss_dilator"] = f"{dilator.__module__}.{dilator.__qualname__}" if dilator else None
-    report["substituted"] = bool(
-        report["installed"]
-        and report["dilation_module"] == _STOCK_FACING
-        and report["boss_dilator"] == f"{_STOCK_FACING}.Dilator"
-    )
-    return report
+    txdilation (``txdilation.wrap.environment.child_environment``): ``TXDILATION_DROPIN=1`` and
+    :data:`SITE_DIR` first on ``PYTHONPATH``."""
+    return environment.child_environment(environ)
 
 
 def pytest_configure(config: Any) -> None:
@@ -67,11 +45,9 @@ def pytest_configure(config: Any) -> None:
     os.environ.setdefault("TXDILATION_HINT_ADDRESSES", "127.0.0.1")
     os.environ.update(child_environment())
     install()
-    proof = os.environ.get("TXDILATION_DROPIN_PROOF")
+    proof = os.environ.get(environment.PROOF_VAR)
     if proof:
-        line = {"pid": os.getpid(), "argv": sys.argv, **substitution_report()}
-        with open(proof, "a", encoding="utf-8") as f:
-            f.write(json.dumps(line) + "\n")
+        append(proof, record("pytest"))
 
 
 def pytest_unconfigure(config: Any) -> None:

@@ -20,6 +20,9 @@ Where to listen and what to advertise (:class:`NetworkSettings`):
 - ``TXDILATION_PUNCH``: ``off`` (or ``0``, ``no``, ``false``) turns TCP hole punching off
   (``txdilation.selection.punch``): no punched hint, the listener without ``SO_REUSEPORT``,
   direct dials from ephemeral ports. Default ``on``.
+- ``TXDILATION_PORT_MAPPING``: ``off`` (or ``0``, ``no``, ``false``) stops asking the home router
+  for a port forward of the listener (PCP, NAT-PMP, UPnP IGD: ``txdilation.portmap``). Default
+  ``on``.
 
 Resource limits (:class:`Limits`; each variable unset or empty means the default):
 
@@ -88,6 +91,7 @@ class NetworkSettings:
     listen_port: int = 0
     hint_port: int | None = None
     punch: bool = True
+    port_mapping: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -97,10 +101,10 @@ class NetworkSettings:
 
     @classmethod
     def from_environ(cls, env: Mapping[str, str]) -> NetworkSettings:
-        """Read the five network ``TXDILATION_*`` variables (empty values count as unset).
+        """Read the six network ``TXDILATION_*`` variables (empty values count as unset).
 
         :raises ValueError: when a port variable is not a port number, or
-            ``TXDILATION_PUNCH`` not a yes or no.
+            ``TXDILATION_PUNCH`` or ``TXDILATION_PORT_MAPPING`` not a yes or no.
         """
         interface = env.get("TXDILATION_LISTEN_INTERFACE", "").strip() or None
         raw = env.get("TXDILATION_HINT_ADDRESSES", "")
@@ -108,7 +112,8 @@ class NetworkSettings:
         listen_port = _port_from_environ(env, "TXDILATION_LISTEN_PORT")
         hint_port = _port_from_environ(env, "TXDILATION_HINT_PORT")
         punch = _switch_from_environ(env, "TXDILATION_PUNCH", default=True)
-        return cls(interface, addresses or None, listen_port or 0, hint_port, punch)
+        mapping = _switch_from_environ(env, "TXDILATION_PORT_MAPPING", default=True)
+        return cls(interface, addresses or None, listen_port or 0, hint_port, punch, mapping)
 
 
 _YES = ("1", "on", "yes", "true")

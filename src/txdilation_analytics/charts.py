@@ -7,7 +7,8 @@ Layer: pure drawing (plain Python data in, SVG text out; no Spark, no I/O). Inva
   page without clashing ids);
 - log axes get several labelled ticks in human units (``10 ms``, ``1 MB/s``): 1-2-5 steps, or
   every integer step when the data spans less than a decade, or a linear axis when even that
-  gives fewer than three ticks;
+  gives fewer than three ticks; the view spans the data and every tick (so every chart has
+  labels on both axes);
 - distribution charts (CDFs) mark each series' p50 and p90 and name them in the legend;
 - a function returns ``None`` when it has nothing to draw, and the page says "no data".
 """
@@ -112,6 +113,11 @@ def human_axis(ax: Any, which: str, values: Sequence[float], fmt: Formatter) -> 
         (ax.set_xscale if which == "x" else ax.set_yscale)("log")
         axis.set_major_locator(FixedLocator(ticks))
         axis.set_minor_locator(NullLocator())
+        # the view spans the data and every tick: autoscaling to the data alone can leave all
+        # the ticks of a narrow range outside it (data 110-180 ms, ticks 90, 100 and 200 ms),
+        # and then the axis has no label at all
+        view = (min(low, ticks[0]) / 10**0.03, max(high, ticks[-1]) * 10**0.03)
+        (ax.set_xlim if which == "x" else ax.set_ylim)(*view)
     axis.set_major_formatter(_formatter(fmt))
 
 

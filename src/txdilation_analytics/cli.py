@@ -67,9 +67,24 @@ def _conf_pair(text: str) -> tuple[str, str]:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive whole number, got {text!r}"
+        ) from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction from 0 to below 1, got {text!r}")
     return value
 
 
@@ -120,27 +135,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     days.add_argument("--to", dest="last", type=_day, metavar="DAY", help="last day to analyze")
 
-    parser = _Parser(
-        prog=PROG,
-        description="Spark pipeline: dilation telemetry and wormhole server records to reports.",
-    )
-    parser.add_argument(
+    versioned = _Parser(add_help=False)  # every command takes --version
+    versioned.add_argument(
         "-V",
         "--version",
         action="version",
         version=version_text(),
         help="print the versions and exit",
     )
+    parser = _Parser(
+        prog=PROG,
+        description="Spark pipeline: dilation telemetry and wormhole server records to reports.",
+        parents=[versioned],
+    )
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
-    sub.add_parser("ingest", parents=[common, inputs], help="new inputs -> bronze Parquet")
-    sub.add_parser("sessionize", parents=[common, days], help="bronze -> silver tables")
-    sub.add_parser("aggregate", parents=[common], help="silver -> gold daily tables")
-    sub.add_parser("report", parents=[common], help="-> report/index.html, summary.json")
-    sub.add_parser("analyze", parents=[common, inputs, days], help="all four stages")
+    sub.add_parser(
+        "ingest", parents=[versioned, common, inputs], help="new inputs -> bronze Parquet"
+    )
+    sub.add_parser("sessionize", parents=[versioned, common, days], help="bronze -> silver tables")
+    sub.add_parser("aggregate", parents=[versioned, common], help="silver -> gold daily tables")
+    sub.add_parser("report", parents=[versioned, common], help="-> report/index.html, summary.json")
+    sub.add_parser("analyze", parents=[versioned, common, inputs, days], help="all four stages")
     synth = sub.add_parser(
-        "synth", parents=[common], help="write synthetic event logs and server records"
+        "synth", parents=[versioned, common], help="write synthetic event logs and server records"
     )
     synth.add_argument("--sessions", type=_positive, required=True, metavar="N")
     synth.add_argument("--seed", type=int, default=0)
@@ -155,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     synth.add_argument(
         "--corrupt-rate",
-        type=float,
+        type=_fraction,
         default=0.0,
         metavar="P",
         help="fraction of event lines to damage",
@@ -164,7 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--compress", action="store_true", help="gzip the event files (part-*.txt.gz)"
     )
     bundle = sub.add_parser(
-        "bundle", help="write this package as a zip for spark-submit --py-files (no Spark)"
+        "bundle",
+        parents=[versioned],
+        help="write this package as a zip for spark-submit --py-files (no Spark)",
     )
     bundle.add_argument("--output", required=True, metavar="FILE.zip")
     return parser
@@ -219,15 +240,19 @@ def run(args: argparse.Namespace, spark_log: IO[Any] | None = None) -> Any:
         inputs.check()
     check_stage("sessionize" if args.command == "analyze" and inputs is None else args.command,
                 args.output)  # fmt: skip
+    progress = Progress(quiet=args.quiet)
+    small = small_profile(args, inputs)
+    progress.say(  # at once: the JVM's start is the longest silence of a small run
+        "starting Spark (a JVM" + (", its small profile" if small else "") + "): often 10 to 30 s"
+    )
     spark = get_spark(
         args.master,
         driver_memory=args.driver_memory,
         shuffle_partitions=args.shuffle_partitions,
-        small=small_profile(args, inputs),
+        small=small,
         extra=dict(args.conf),
         spark_log=spark_log,
     )
-    progress = Progress(quiet=args.quiet)
     progress.say(f"Spark {spark.version} on {spark.sparkContext.master}")
     if args.command == "synth":
         from .synth import SynthOptions, synthesize
@@ -276,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prefix}: error: {e}", file=sys.stderr)
         status = 2
     except ImportError as e:
-        extra = "pip install 'txdilation[analytics]'"
+        extra = "pip install -e '.[analytics]' (in a checkout)"
         print(f"{PROG}: {e}; install the extra: {extra}", file=sys.stderr)
         status = 2
     except Exception as e:

@@ -53,6 +53,7 @@ def session_metrics(percentiles: bool = True) -> list[Column]:
         F.sum("relay_s").alias("relay_s"),
         F.sum("direct_s").alias("direct_s"),
         F.sum("upgrades").alias("upgrades"),
+        F.count(F.when(F.col("direct_via_mapping"), F.lit(1))).alias("sessions_via_mapping"),
         F.sum("bytes_sent").alias("bytes_sent"),
         F.sum("bytes_received").alias("bytes_received"),
         F.sum("bytes_retransmitted").alias("bytes_retransmitted"),

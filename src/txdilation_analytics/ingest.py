@@ -207,7 +207,9 @@ class Ingester:
                 "bad_by_reason": bad,
                 "days": sorted(rows["days"]),
                 "source_file": rows["source_file"],
-                "ingested_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                "ingested_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                    timespec="seconds"
+                ),
             }
             self._add(result, known[key])
         return result
@@ -261,7 +263,9 @@ class Ingester:
             "bad_by_reason": dict(old.get("bad_by_reason", {})),
             "days": list(old.get("days", [])),
             "source_file": path,
-            "ingested_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "ingested_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"
+            ),
         }
         for table, (bronze_table, schema) in tables.items():
             df = sources.read_usage_table(

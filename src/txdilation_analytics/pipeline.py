@@ -35,7 +35,7 @@ from .progress import Progress
 from .report import InputInfo, Meta, render_html
 from .report_data import ReportTables, collect, summary_extras
 from .session import PROFILE_KEY
-from .summary import PATH_TIME_KEYS, build_summary
+from .summary import MAPPING_KEYS, PATH_TIME_KEYS, build_summary
 
 MAILBOX_TABLES = {
     "nameplates": "mailbox_nameplates",
@@ -278,7 +278,7 @@ class Pipeline:
             data = collect(tables, large=large)
             summary.update(summary_extras(data))
             summary["range"] = days.as_dict()
-            for key in PATH_TIME_KEYS:  # after the earlier keys
+            for key in (*PATH_TIME_KEYS, *MAPPING_KEYS):  # after the earlier keys
                 summary[key] = summary.pop(key)
             self._write_json(summary, "report", "summary.json")
         with self.progress.step("report: page"):

@@ -106,7 +106,7 @@ class Meta:
 
     inputs: Sequence[InputInfo] = ()
     generated_at: datetime.datetime = field(
-        default_factory=lambda: datetime.datetime.now(datetime.UTC)
+        default_factory=lambda: datetime.datetime.now(datetime.timezone.utc)
     )
     txdilation_version: str = ""
     spark: str = ""

@@ -180,8 +180,8 @@ def _ranges(t: ReportTables) -> dict[str, tuple[str, str]]:
     rows = union.groupBy("source").agg(F.min("t").alias("a"), F.max("t").alias("b")).collect()
     day = datetime.datetime.fromtimestamp
     return {
-        r["source"]: (day(r["a"], datetime.UTC).date().isoformat(),
-                      day(r["b"], datetime.UTC).date().isoformat())
+        r["source"]: (day(r["a"], datetime.timezone.utc).date().isoformat(),
+                      day(r["b"], datetime.timezone.utc).date().isoformat())
         for r in rows
     }  # fmt: skip
 

@@ -35,7 +35,7 @@ class EventRules:
 def _json_type(prop: dict[str, Any], defs: dict[str, Any]) -> str:
     if "$ref" in prop:
         return _json_type(defs[prop["$ref"].rsplit("/", 1)[1]], defs)
-    if "enum" in prop or "const" in prop:
+    if "enum" in prop or ("const" in prop and "type" not in prop):
         return "string"
     return str(prop["type"])
 
@@ -257,6 +257,7 @@ SESSIONS = _struct(
     ("relay_s", D),
     ("direct_s", D),
     ("upgrades", L),
+    ("direct_via_mapping", B),
     ("throughput_Bps", D),
     ("please_received", B),
     ("hints_received", L),

@@ -125,7 +125,7 @@ def get_spark(
 
     :param spark_log: an open file for the JVM's stdout and stderr when this call starts the
         JVM (None: they are this process's).
-    :raises ImportError: pyspark is not installed (``pip install 'txdilation[analytics]'``).
+    :raises ImportError: pyspark is not installed (``pip install -e '.[analytics]'`` in a checkout).
     """
     if _is_local(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

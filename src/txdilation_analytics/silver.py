@@ -148,7 +148,8 @@ def generations(events: DataFrame) -> DataFrame:
     lost = _is("connection_lost")
     first_sel = F.when(sel, F.col("seq"))
     first_lost = F.when(lost, F.col("seq"))
-    first_move = F.when(_is("path_changed"), F.col("seq"))
+    upgrade = _is("path_changed") & (F.col("reason") == "upgrade")
+    first_move = F.when(upgrade, F.col("seq"))
     out = (
         events.filter(F.col("generation").isNotNull())
         .groupBy("session", "generation", "pair", "role")
@@ -168,7 +169,7 @@ def generations(events: DataFrame) -> DataFrame:
             _decode(F.min_by(_code("reason"), first_lost), "reason").alias("lost_reason"),
             F.min_by("uptime_s", first_lost).alias("_lost_uptime_s"),
             F.count(_when("ping_rtt", "seq")).alias("pings"),
-            F.bool_or(_is("path_changed")).alias("upgraded"),
+            F.bool_or(upgrade).alias("upgraded"),
             F.min_by("after_s", first_move).alias("upgraded_after_s"),
         )
         .withColumn(
@@ -231,6 +232,7 @@ def sessions(events: DataFrame, gens: DataFrame) -> DataFrame:
         F.count(F.when(_is("subchannel_opened"), F.lit(1))).alias("subchannels"),
         F.bool_or(_is("please_received")).alias("please_received"),
         F.count(F.when(_is("hints_received"), F.lit(1))).alias("hints_received"),
+        F.bool_or(F.coalesce(F.col("via_mapping"), F.lit(False))).alias("direct_via_mapping"),
     )
     rtt = (
         events.filter(_is("ping_rtt") & F.col("rtt_s").isNotNull())

@@ -20,6 +20,8 @@ SUMMARY_SCHEMA = "txdilation-analytics-summary/1"
 PATH_TIME_KEYS = ("time_on_path_s", "relay_time_share", "path_upgrades")
 """Keys added with the path upgrades (same schema version: nothing removed or changed), which
 ``summary.json`` lists after every earlier key."""
+MAPPING_KEYS = ("sessions_direct_via_mapping",)
+"""Keys added with port mapping (issue 31), listed after every earlier key."""
 
 
 def counts_by(df: DataFrame, key: str) -> dict[str, int]:
@@ -90,6 +92,7 @@ def session_summary(
             "first": pairs["first_day"].isoformat() if pairs["first_day"] else None,
             "last": pairs["last_day"].isoformat() if pairs["last_day"] else None,
         },
+        "sessions_direct_via_mapping": int(row["sessions_via_mapping"] or 0),
     }
 
 

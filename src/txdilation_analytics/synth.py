@@ -101,7 +101,9 @@ class SynthOptions:
             day = datetime.date.fromisoformat(self.start_date)
         except ValueError as e:
             raise InputError(f"--start-date: {e}") from e
-        return datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.UTC).timestamp()
+        return datetime.datetime(
+            day.year, day.month, day.day, tzinfo=datetime.timezone.utc
+        ).timestamp()
 
 
 class _Draws:

@@ -1,5 +1,6 @@
 """A real headless Chromium (Debian's ``chromium``, driven by the ``playwright`` package) for
-looking at generated pages: a full-page screenshot plus everything the page logged.
+looking at generated pages: a full-page screenshot, everything the page logged, and the tick
+labels of every chart as laid out.
 
 The browser is the system's (``executable_path``; ``playwright install`` is never needed), with
 a fresh profile per use and every background service off, and the page is opened from a
@@ -14,6 +15,7 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from typing import Any
 from unittest import SkipTest
 
 CHROMIUM_ARGS = (
@@ -28,6 +30,17 @@ CHROMIUM_ARGS = (
 )
 BROWSERS = ("chromium", "chromium-browser")
 TIMEOUT_MS = 60_000
+CHART_AXES = """() => Array.from(document.querySelectorAll("figure svg")).map(svg => {
+  const box = svg.getBoundingClientRect();
+  const inside = r => r.width > 0 && r.height > 0 && r.left >= box.left - 1 &&
+    r.right <= box.right + 1 && r.top >= box.top - 1 && r.bottom <= box.bottom + 1;
+  const labels = axis => Array.from(svg.querySelectorAll(`g[id^="${axis}tick_"] text`))
+    .filter(t => inside(t.getBoundingClientRect()) && t.textContent.trim())
+    .map(t => t.textContent.trim());
+  const caption = svg.closest("figure").querySelector("figcaption");
+  return {caption: caption ? caption.textContent : "", x: labels("x"), y: labels("y")};
+})"""
+"""Every chart's tick labels as the browser lays them out: those with a size, inside the SVG."""
 
 
 def find_browser() -> str:
@@ -57,6 +70,17 @@ class PageVisit:
     requests: list[str] = field(default_factory=list)  # every URL the page loaded
     failed_requests: list[str] = field(default_factory=list)
     height: int = 0  # the document's height in CSS pixels
+    charts: list[dict[str, Any]] = field(default_factory=list)  # see CHART_AXES
+
+    def unlabelled_axes(self, least: int = 2) -> list[str]:
+        """The charts with fewer than ``least`` visible tick labels on an axis, one line each
+        (its caption, the axis, the labels it has)."""
+        return [
+            f"{chart['caption'][:60]!r}: {axis} axis labels {chart[axis]}"
+            for chart in self.charts
+            for axis in ("x", "y")
+            if len(chart[axis]) < least
+        ]
 
     def errors(self) -> list[str]:
         """Console errors, uncaught exceptions and failed loads, one line each."""
@@ -95,6 +119,7 @@ def screenshot(html_path: str, png_path: str, width: int = 1100) -> PageVisit:
                     "file://" + os.path.abspath(html_path), wait_until="load", timeout=TIMEOUT_MS
                 )
                 visit.height = int(page.evaluate("document.documentElement.scrollHeight"))
+                visit.charts = list(page.evaluate(CHART_AXES))
                 page.screenshot(path=png_path, full_page=True, timeout=TIMEOUT_MS)
             finally:
                 context.close()

@@ -101,7 +101,8 @@ def _open(
 
 
 def _direct_pair(sink: JsonLinesWriter) -> None:
-    """S1 (leader) and S2 (follower): direct win at DAY1+100.75, 10 s up, happy end."""
+    """S1 (leader) and S2 (follower): direct win at DAY1+100.75, 10 s up, happy end; the
+    connection came in through S2's port mapping."""
     for session, role, request_at, direction, rtt, sent, received in (
         (S1, "leader", 100.0, "outbound", 1 / 64, 160_000, 40_000),
         (S2, "follower", 100.25, "inbound", 1 / 32, 40_000, 160_000),
@@ -113,7 +114,7 @@ def _direct_pair(sink: JsonLinesWriter) -> None:
         t.attempt_started(2, "relay-v1", "outbound")
         clock.advance(0.5)  # 100.75
         t.attempt_ended(1, "direct-tcp-v1", direction, "selected", 0.125, 0.25)
-        t.connection_selected("direct-tcp-v1", False, candidates=1)
+        t.connection_selected("direct-tcp-v1", False, candidates=1, via_mapping=role != "leader")
         t.attempt_ended(2, "relay-v1", "outbound", "cancelled", None, None)
         t.subchannel_opened(1, initiator=role == "leader")
         clock.advance(1.0)

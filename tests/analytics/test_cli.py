@@ -383,7 +383,8 @@ class SmallRunTests(SynchronousTestCase):
 
     def test_terminal_output(self) -> None:
         """stdout is three lines (no JSON), stderr only the pipeline's progress lines (Spark's
-        own warnings went to its log file), and the run used the small profile."""
+        own warnings went to its log file), the first saying that Spark is starting (before
+        the JVM's silence), and the run used the small profile."""
         from . import golden
 
         if SKIP_NO_SPARK:
@@ -410,6 +411,9 @@ class SmallRunTests(SynchronousTestCase):
         )
         for line in proc.stderr.splitlines():
             self.assertRegex(line, r"^\[ *\d+\.\ds\] ", proc.stderr)
+        first, second = proc.stderr.splitlines()[:2]  # what happens is said before the JVM
+        self.assertIn("starting Spark (a JVM, its small profile)", first)
+        self.assertRegex(second, r"\] Spark \S+ on ")
         for layer in ("bronze", "silver", "gold", "report"):
             with open(os.path.join(out, layer, "_stage.json")) as f:
                 self.assertEqual(json.load(f)["profile"], "small", layer)

@@ -235,13 +235,13 @@ class GoldenTests(SynchronousTestCase):
         )
         self.assertTable(
             self.tables["sessions"],
-            ["session", "relay_s", "direct_s", "upgrades"],
+            ["session", "relay_s", "direct_s", "upgrades", "direct_via_mapping"],
             [
-                (S1, 0.0, 10.0, 0),
-                (S2, 0.0, 10.0, 0),
-                (S3, 6.0, 14.0, 1),
-                (S4, 10.0, 10.0, 0),
-                (S5, None, None, 0),
+                (S1, 0.0, 10.0, 0, False),
+                (S2, 0.0, 10.0, 0, True),
+                (S3, 6.0, 14.0, 1, False),
+                (S4, 10.0, 10.0, 0, False),
+                (S5, None, None, 0, False),
             ],
         )
         daily = gold.daily_sessions(self.tables["sessions"], self.tables["pings"])
@@ -380,6 +380,7 @@ class GoldenTests(SynchronousTestCase):
         exact = {
             "time_on_path_s": {"relay": 16.0, "direct": 44.0},
             "path_upgrades": 1,
+            "sessions_direct_via_mapping": 1,
             "sessions": 5,
             "sessions_dilated": 4,
             "generations_total": 6,

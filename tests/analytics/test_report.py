@@ -144,7 +144,7 @@ def _pq(values: list[float], fmt: Any) -> str:
 
 
 def _day(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).date().isoformat()
+    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).date().isoformat()
 
 
 # --- what the page should say, from the inputs with plain json ------------------------------
@@ -438,11 +438,11 @@ class ReportPageTests(SynchronousTestCase):
     def test_summary_json_keeps_every_key(self) -> None:
         """summary.json keeps the documented keys in order, then adds undilated_reasons,
         by_path (direct, relay, mixed), range (the days asked for: all here) and the time on
-        each path."""
-        from txdilation_analytics.summary import PATH_TIME_KEYS
+        each path, and the sessions direct through a port mapping."""
+        from txdilation_analytics.summary import MAPPING_KEYS, PATH_TIME_KEYS
 
         summary = self.run["summary"]
-        added = ["undilated_reasons", "by_path", "range", *PATH_TIME_KEYS]
+        added = ["undilated_reasons", "by_path", "range", *PATH_TIME_KEYS, *MAPPING_KEYS]
         self.assertEqual(list(summary), [*SUMMARY_KEYS, *added], list(summary))
         self.assertEqual(summary["range"], {"from": None, "to": None})
         self.assertEqual(list(summary["by_path"]), ["direct", "relay", "mixed"])
@@ -522,7 +522,8 @@ class BrowserTests(SynchronousTestCase):
 
     def test_page_renders_without_errors(self) -> None:
         """A full-page screenshot is wide and long enough and not blank; the page logs no
-        console error, throws nothing and loads nothing but itself."""
+        console error, throws nothing and loads nothing but itself; every chart has at least
+        two visible tick labels on each axis."""
         find_browser()  # before Spark: under CI=true a missing browser fails, never skips
         run = report_run()
         page = os.path.join(run["report"], "index.html")
@@ -534,6 +535,8 @@ class BrowserTests(SynchronousTestCase):
         self.assertEqual(
             {u.split(":", 1)[0] for u in visit.requests}, {"file"}, visit.requests
         )  # self-contained: no network, no other file
+        self.assertGreaterEqual(len(visit.charts), 7, visit.charts)  # (the inputs draw seven)
+        self.assertEqual(visit.unlabelled_axes(), [])  # every chart: both axes labelled
         from PIL import Image
 
         with Image.open(png) as image:

@@ -164,6 +164,47 @@ class AxisTests(SynchronousTestCase):
         self.assertIsNone(cdf({"direct": []}, humanize.duration, "RTT", "test"))
 
 
+def tick_labels(svg: str, axis: str) -> list[str]:
+    """The labels matplotlib drew on ``axis`` (``x`` or ``y``): only ticks inside the view."""
+    return re.findall(rf'<g id="{axis}tick_\d+">.*?<text[^>]*>([^<]*)</text>', svg, flags=re.S)
+
+
+class NarrowRangeTests(SynchronousTestCase):
+    """Data in a narrow range (a fraction of a decade) still gets labels on both axes."""
+
+    def setUp(self) -> None:
+        _skip_without_extra(self)
+
+    def test_every_axis_labelled(self) -> None:
+        """Throughput CDFs and time-to-dilate-per-day lines over ranges whose log ticks fall
+        just outside the data (110-180 ms: ticks 90, 100, 200 ms) have at least two labels
+        on each axis (they had none: the view was the data's, the ticks outside it)."""
+        from txdilation_analytics import humanize
+        from txdilation_analytics.charts import CURVE, cdf, daily_lines
+
+        for low, high, fmt in (
+            (0.11, 0.18, humanize.duration),
+            (0.5, 0.55, humanize.duration),
+            (61e6, 72e6, humanize.rate),
+            (1.1e3, 1.8e3, humanize.rate),
+        ):
+            with self.subTest(low=low, high=high):
+                curve = [low + (high - low) * p for p in CURVE]
+                svg = cdf({"direct": curve}, fmt, "x", "narrow")
+                assert svg is not None
+                self.assertGreaterEqual(len(tick_labels(svg, "x")), 2, svg[-3000:])
+                self.assertGreaterEqual(len(tick_labels(svg, "y")), 2)
+                rows = [
+                    {"day": "2026-01-05", "p50": low, "p90": high},
+                    {"day": "2026-01-06", "p50": low * 1.01, "p90": high * 0.99},
+                ]
+                keys = [("p50", "p50"), ("p90", "p90")]
+                svg = daily_lines(rows, keys, fmt, "time to dilate", "days")
+                assert svg is not None
+                self.assertGreaterEqual(len(tick_labels(svg, "y")), 2, tick_labels(svg, "y"))
+                self.assertEqual(len(tick_labels(svg, "x")), 2)
+
+
 class RenderTests(SynchronousTestCase):
     """The page renders whatever the data, and optional sections appear only with data."""
 
@@ -175,7 +216,7 @@ class RenderTests(SynchronousTestCase):
         from txdilation_analytics.humanize import MISSING
         from txdilation_analytics.report import Meta, render_html
 
-        when = datetime.datetime(2026, 1, 7, 8, 30, tzinfo=datetime.UTC)
+        when = datetime.datetime(2026, 1, 7, 8, 30, tzinfo=datetime.timezone.utc)
         page = render_html(empty_summary(), empty_data(), Meta(generated_at=when))
         self.assertIn("generated <strong>2026-01-07 08:30 UTC</strong>", page)
         self.assertIn("No dated rows in the inputs", page)

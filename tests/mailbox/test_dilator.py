@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
+import wormhole
 from twisted.internet.testing import MemoryReactorClock
+from twisted.logger import capturedLogs, formatEvent
 from twisted.trial.unittest import SynchronousTestCase
-from wormhole._status import WormholeStatus
+from wormhole._status import DilationStatus, WormholeStatus
 
 from tests.mailbox.test_manager import LOOPBACK, MailboxPipe, RecordingTerminator
+from txdilation import __version__
 from txdilation._stock.manager import Dilator as StockFacingDilator
 from txdilation._stock.manager import Manager as StockFacingManager
 from txdilation.mailbox.dilator import Dilator
@@ -97,6 +101,43 @@ class DilatorTests(SynchronousTestCase):
         d.received_dilate(b'{"type": "connection-hints", "hints": []}')
         self.assertEqual(manager.calls[-1], "connection-hints")
         manager.stop()
+
+    def test_dilate_names_the_implementation_in_its_log_and_status(self) -> None:
+        """dilate() logs one line naming txdilation, its version and stock's it stands in
+        for; the first status the application's ``on_status_update`` gets names them too
+        (``implementation``, ``implementation_version``) while equal, field for field and in
+        its repr, to stock's own ``DilationStatus``."""
+        d, _, _ = dilator()
+        seen: list[DilationStatus] = []
+        d.got_key(b"k" * 32)
+        d.got_wormhole_versions({"can-dilate": ["ged"]})
+        with capturedLogs() as events:
+            d.dilate(
+                settings=Settings(network=LOOPBACK),
+                side="0000000000000000",
+                status_update=seen.append,
+            )
+            d.received_dilate(b'{"type": "please", "side": "ffffffffffffffff"}')
+        lines = [formatEvent(e) for e in events if "dilating through" in formatEvent(e)]
+        self.assertEqual(
+            lines,
+            [
+                f"dilating through txdilation {__version__} (in place of magic-wormhole "
+                f"{wormhole.__version__}'s Dilation)"
+            ],
+        )
+        self.assertTrue(seen, "no status update")
+        first = seen[0]
+        self.assertEqual(
+            (first.implementation, first.implementation_version), ("txdilation", __version__)
+        )
+        as_stock = DilationStatus(**attrs.asdict(first, recurse=False))
+        self.assertEqual(first, as_stock)
+        self.assertEqual(as_stock, first)
+        self.assertEqual(repr(first), repr(as_stock))
+        self.assertIsInstance(first, DilationStatus)
+        self.assertEqual(attrs.evolve(first, generation=7).implementation, "txdilation")
+        d._manager.stop()  # type: ignore[union-attr]
 
     def test_a_fault_of_ours_never_reaches_the_boss(self) -> None:
         """stock's Boss calls the Dilator while it handles a mailbox message and closes the

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+import functools
+import pickle
+
+import attrs
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 from wormhole._status import (
@@ -16,7 +21,8 @@ from wormhole._status import (
     WormholeStatus,
 )
 
-from txdilation.mailbox.status import StatusReporter, mailbox_up
+from txdilation import __version__
+from txdilation.mailbox.status import StatusReporter, TxdilationStatus, mailbox_up
 
 
 class StatusReporterTests(SynchronousTestCase):
@@ -101,3 +107,71 @@ class StatusReporterTests(SynchronousTestCase):
         self.assertFalse(mailbox_up(WormholeStatus()))
         status.mailbox(up)
         self.assertIs(self.seen[-1].mailbox, up)
+
+
+class TxdilationStatusTests(SynchronousTestCase):
+    """The status names txdilation, and an application written for stock cannot tell it from
+    stock's ``DilationStatus`` otherwise."""
+
+    def test_every_update_names_the_implementation(self) -> None:
+        """The reporter's statuses, its first included, are TxdilationStatus instances naming
+        txdilation and its version."""
+        clock = Clock()
+        seen: list[DilationStatus] = []
+        status = StatusReporter(seen.append, None, clock, ping_interval=30.0)
+        status.connecting(1)
+        status.connected(1, "->tcp:peer")
+        self.assertTrue(all(isinstance(s, TxdilationStatus) for s in [status.current, *seen]))
+        self.assertEqual(
+            {(s.implementation, s.implementation_version) for s in seen},
+            {("txdilation", __version__)},
+        )
+
+    def test_indistinguishable_from_stock_for_stock_applications(self) -> None:
+        """Against a stock DilationStatus with the same fields: equal both ways (and not
+        unequal), the same repr, attrs fields and ``asdict``; unhashable alike (a set field);
+        frozen; evolve, copy and pickle keep it equal; ``match`` and ``singledispatch`` on
+        stock's class find it; a different field makes it unequal."""
+        fields = {
+            "mailbox": WormholeStatus(),
+            "generation": 2,
+            "peer_connection": ConnectingPeer(5),
+            "hints": {DilationHint("127.0.0.1:1", True)},
+        }
+        stock, ours = DilationStatus(**fields), TxdilationStatus(**fields)
+        self.assertTrue(stock == ours and ours == stock)
+        self.assertFalse(stock != ours or ours != stock)
+        self.assertEqual(repr(ours), repr(stock))
+        self.assertEqual(attrs.fields(type(ours)), attrs.fields(DilationStatus))
+        self.assertEqual(attrs.asdict(ours, recurse=False), attrs.asdict(stock, recurse=False))
+        for status in (stock, ours):
+            self.assertRaises(TypeError, hash, status)
+            self.assertRaises(attrs.exceptions.FrozenInstanceError, setattr, status, "x", 1)
+        for copied in (
+            attrs.evolve(ours),
+            copy.copy(ours),
+            copy.deepcopy(ours),
+            pickle.loads(pickle.dumps(ours)),
+        ):
+            self.assertEqual(copied, stock)
+            self.assertEqual(copied.implementation, "txdilation")
+        self.assertNotEqual(attrs.evolve(ours, generation=3), stock)
+        self.assertNotEqual(ours, "not a status")
+        match ours:
+            case DilationStatus(generation=2):
+                matched = True
+            case _:
+                matched = False
+        self.assertTrue(matched)
+
+        @functools.singledispatch
+        def kind(status: object) -> str:
+            return "other"
+
+        @kind.register
+        def _(status: DilationStatus) -> str:
+            return "dilation"
+
+        self.assertEqual(kind(ours), "dilation")
+        empty = DilationStatus(mailbox=WormholeStatus(), generation=0)
+        self.assertEqual(TxdilationStatus(mailbox=WormholeStatus(), generation=0), empty)

@@ -13,7 +13,6 @@ from txdilation.pairing import derive
 
 ids = st.binary(min_size=16, max_size=16)
 secrets = st.binary(min_size=32, max_size=32)
-nonces = st.text(alphabet="0123456789abcdef", min_size=16, max_size=16)
 
 
 class DeriveTests(SynchronousTestCase):
@@ -38,27 +37,37 @@ class DeriveTests(SynchronousTestCase):
         )
         self.assertNotEqual(derive.next_secret(secret, material), secret)
 
-    @given(secrets, ids, nonces, nonces)
-    def test_forms(self, secret: bytes, side_id: bytes, n1: str, n2: str) -> None:
+    @given(secrets, ids, secrets, st.integers(0, 3), st.integers(0, 64))
+    def test_forms(self, secret: bytes, side_id: bytes, digest: bytes, slot: int, r: int) -> None:
         """Mailbox ids are 13 lowercase base32 characters and sides 10 hex digits (the stock
         server's and client's own forms); the password has 256 bits."""
-        for mailbox in (derive.lobby_mailbox(secret), derive.meeting_mailbox(secret, (n1, n2))):
+        for mailbox in (
+            derive.lobby_mailbox(secret, slot, r),
+            derive.meeting_mailbox(secret, digest),
+        ):
             self.assertRegex(mailbox, re.compile(r"^[a-z2-7]{13}$"))
-        self.assertRegex(derive.lobby_side(secret, side_id), re.compile(r"^[0-9a-f]{10}$"))
-        self.assertRegex(derive.meeting_password(secret, (n1, n2)), re.compile(r"^[0-9a-f]{64}$"))
+        self.assertRegex(derive.lobby_side(secret, side_id, slot, r), re.compile(r"^[0-9a-f]{10}$"))
+        self.assertRegex(derive.meeting_password(secret, digest), re.compile(r"^[0-9a-f]{64}$"))
         self.assertRegex(derive.fingerprint(secret), re.compile(r"^[0-9a-f]{16}$"))
 
     def test_purposes_are_independent(self) -> None:
-        """Each purpose gives other bytes: a lobby is not a meeting, one generation's lobby is
-        not another's, and a meeting of other nonces is another mailbox."""
+        """Each purpose gives other bytes: a rendezvous is not a meeting; each slot and each
+        round of a generation is another mailbox (who saw one cannot tell the next), and so is
+        each generation's; keys of different purposes differ."""
         s1, s2 = b"1" * 32, b"2" * 32
         values = {
-            derive.lobby_mailbox(s1),
-            derive.lobby_mailbox(s2),
-            derive.meeting_mailbox(s1, ("a" * 16, "b" * 16)),
-            derive.meeting_mailbox(s1, ("b" * 16, "a" * 16)),
-            derive.meeting_mailbox(s2, ("a" * 16, "b" * 16)),
+            *(
+                derive.lobby_mailbox(s, slot, r)
+                for s in (s1, s2)
+                for slot in (0, 1)
+                for r in (0, 1)
+            ),
+            derive.meeting_mailbox(s1, b"h" * 32),
+            derive.meeting_mailbox(s2, b"h" * 32),
         }
-        self.assertEqual(len(values), 5)
-        self.assertNotEqual(derive.hello_key(s1), derive.file_key(s1))
-        self.assertNotEqual(derive.lobby_side(s1, b"a" * 16), derive.lobby_side(s1, b"b" * 16))
+        self.assertEqual(len(values), 10)
+        keys = {derive.lobby_key(s1), derive.file_key(s1), derive.psk(s1), derive.lobby_key(s2)}
+        self.assertEqual(len(keys), 4)
+        sides = {derive.lobby_side(s1, i, 0, r) for i in (b"a" * 16, b"b" * 16) for r in (0, 1)}
+        self.assertEqual(len(sides), 4)
+        self.assertNotEqual(derive.next_purpose(1), derive.next_purpose(2))

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
+from txdilation.pairing.keys import new_private, public_of
 from txdilation.pairing.messages import (
     ANNOUNCEMENT,
     BadPairingMessage,
+    Check,
+    Here,
     Introduce,
+    Met,
     Stored,
     announced,
     build,
@@ -18,7 +22,15 @@ from txdilation.pairing.messages import (
 class MessageTests(SynchronousTestCase):
     def test_round_trip(self) -> None:
         """``parse(build(m)) == m``."""
-        for message in (Introduce(b"i" * 16, "host", "0123456789abcdef"), Stored(3, "f" * 16)):
+        key = public_of(new_private())
+        nonce = "0123456789abcdef"
+        for message in (
+            Introduce(b"i" * 16, "host", nonce, key),
+            Stored(3, "f" * 16),
+            Met(),
+            Check(nonce),
+            Here(nonce),
+        ):
             self.assertEqual(parse(build(message)), message)
 
     def test_refused(self) -> None:
@@ -31,11 +43,18 @@ class MessageTests(SynchronousTestCase):
             b'{"pairing": "stored", "generation": -1, "fingerprint": "f"}',
             b'{"pairing": "stored", "generation": 1, "fingerprint": "f"}',
             b'{"pairing": "introduce", "id": "' + b"00" * 16 + b'", "name": "x", "nonce": "n"}',
+            b'{"pairing": "introduce", "id": "'
+            + b"00" * 16
+            + b'", "name": "x", "nonce": "'
+            + b"0" * 16
+            + b'", "key": "00"}',
+            b'{"pairing": "check", "nonce": "x"}',
         ):
             self.assertRaises(BadPairingMessage, parse, data)
 
     def test_announcement(self) -> None:
         """Only our announcement counts; a stock peer's app versions ({}) do not."""
         self.assertTrue(announced(ANNOUNCEMENT))
-        for versions in ({}, None, {"txdilation-pairing": 2}, {"txdilation-pairing": {"v": 2}}):
+        old = {"txdilation-pairing": {"v": 1}}  # before static identities: not compatible
+        for versions in ({}, None, {"txdilation-pairing": 2}, old):
             self.assertFalse(announced(versions))

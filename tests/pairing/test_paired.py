@@ -1,7 +1,8 @@
 """PairedWormhole in-process, two sides through the real mailbox server and transit relay on
 127.0.0.1: the code meeting writes both files; a side that stops and starts again from its file
 meets the peer without a code; sides holding different generations meet on the newest they
-share, and never when they share none; an unreachable mailbox server is reported."""
+share, and never when they share none; a half-stepped side is never pulled back by an older
+copy; an unreachable mailbox server is reported."""
 
 from __future__ import annotations
 
@@ -150,6 +151,42 @@ class PairedTests(RealServersMixin, TestCase):
             self.assertEqual(side.failures, [])
         self.assertEqual(PairingStore(a_path).load().current, a0.current)
         self.assertEqual(PairingStore(b_path).load().current, b1.current)
+
+    async def test_rollback_refused(self) -> None:
+        """A holds generation G and a pending G+1 (B committed G+1, A crashed before hearing
+        it). A copy of B's file from before that meeting (G only) never meets A: A reports it
+        (it proves no receipt of the last meeting) and still holds G+1; the real B then meets A
+        on G+1."""
+        a0, b0 = records(self.mailbox.url)
+        receipt, secret = os.urandom(32), b"n" * 32
+        fp = a0.current.fingerprint
+        a1 = ratchet.stage(ratchet.confirm(ratchet.met(a0, fp, receipt, 2.0)), secret)
+        assert a1.pending is not None
+        b1 = ratchet.stage(ratchet.confirm(ratchet.met(b0, fp, receipt, 2.0)), secret)
+        b1 = ratchet.commit(b1, a1.pending.fingerprint)
+        a_path, stolen_path = self.files(a1, b0)
+        a, thief = Side(self, a_path), Side(self, stolen_path)
+        await a.paired.listener_for("echo").listen(Factory.forProtocol(HalfCloseEcho))
+        a.paired.start()
+        thief.paired.start()
+        for _ in range(60):
+            if any(f.get("cause") == "impostor" for k, f in a.events + thief.events):
+                break
+            await deferLater(self.reactor, 0.05, lambda: None)
+        await deferLater(self.reactor, 1.0, lambda: None)
+        for side in (a, thief):
+            self.assertNotIn("reconnected", side.kinds())
+        reported = [f for k, f in a.events if f.get("cause") == "impostor"]
+        self.assertTrue(reported, a.events)
+        self.assertIn("receipt", reported[0]["message"])
+        self.assertEqual(PairingStore(a_path).load().pending, a1.pending)
+        await thief.paired.close()
+        b_path = self.files(b1, b1)[0]
+        b = Side(self, b_path)
+        b.paired.start()
+        await a.paired.when_dilated()
+        self.assertEqual(await self.exchange(a, b, b"no rollback"), b"no rollback")
+        self.assertEqual({f["generation"] for k, f in a.events if k == "meeting"}, {1})
 
     async def test_unreachable_mailbox_is_reported(self) -> None:
         """A pairing whose mailbox server cannot be reached: one warning saying so (it keeps

@@ -1,12 +1,12 @@
-"""The planner: the peer's latest hello wins; both sides compute the same target; a copy of this
-side is recognised; a spent peer nonce is not met again."""
+"""The planner: this process's own messages, a previous process of this side, a copy of this
+side, the peer's processes (bounded), impostors ignored, and the newest common generation."""
 
 from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
 from txdilation.pairing.hello import Hello
-from txdilation.pairing.plan import Heard, Planner
+from txdilation.pairing.plan import MAX_PROCESSES, Heard, Planner
 
 A, B, C = b"a" * 16, b"b" * 16, b"c" * 16
 G0, G1 = "0" * 16, "1" * 16
@@ -17,88 +17,57 @@ def pair() -> tuple[Planner, Planner]:
 
 
 class PlannerTests(SynchronousTestCase):
-    def test_both_sides_compute_the_same_target(self) -> None:
-        """Once each heard the other's hello, both targets name the same generation and the
-        same nonces in the same order."""
+    def test_peer_processes(self) -> None:
+        """The peer's messages are PEER once (a repeat through another slot is OWN); its hello
+        tells what the process holds."""
         a, b = pair()
-        self.assertEqual(a.heard(b.hello([G1, G0])), Heard.PEER)
-        self.assertEqual(b.heard(a.hello([G0])), Heard.PEER)
-        ta, tb = a.target([G0]), b.target([G1, G0])
-        assert ta is not None and tb is not None
-        self.assertEqual(ta.fingerprint, G0)
-        self.assertEqual((ta.fingerprint, ta.nonces), (tb.fingerprint, tb.nonces))
-        self.assertEqual(ta.peer_nonce, b.nonce)
+        hello = b.hello([G1, G0])
+        self.assertEqual(a.heard(hello), Heard.PEER)
+        self.assertEqual(a.heard(hello), Heard.OWN)
+        process = a.process(b.nonce)
+        assert process is not None
+        self.assertEqual((process.counter, process.holds), (7, (G1, G0)))
+        offer = b.directed("offer", a.nonce, G0, 1, b"n")
+        self.assertEqual(a.heard(offer), Heard.PEER)
+
+    def test_own_old_copy_and_stranger(self) -> None:
+        """This process's messages are OWN (also after renewing its nonce); an older process
+        of this side is OLD; this side's id from this incarnation or a later one, or this
+        process's nonce with a number it never used, is a COPY; another id is IGNORED."""
+        a, _ = pair()
+        self.assertEqual(a.heard(a.hello([G0])), Heard.OWN)
+        a.renew_nonce()
+        self.assertEqual(a.heard(a.hello([G0])), Heard.OWN)
+        self.assertEqual(a.heard(Hello(A, 4, 1, "1" * 16, (G0,))), Heard.OLD)
+        self.assertEqual(a.heard(Hello(A, 5, 1, "2" * 16, (G0,))), Heard.COPY)
+        self.assertEqual(a.heard(Hello(A, 5, 99, a.nonce, (G0,))), Heard.COPY)
+        self.assertEqual(a.heard(Hello(C, 9, 1, "3" * 16, (G0,))), Heard.IGNORED)
+
+    def test_impostors_ignored_and_memory_bounded(self) -> None:
+        """A process marked an impostor is ignored from then on; at most MAX_PROCESSES peer
+        processes are kept, however many claim the peer's id (10,000 here)."""
+        a, b = pair()
+        a.heard(b.hello([G0]))
+        a.impostor(b.nonce)
+        self.assertEqual(a.heard(b.hello([G0])), Heard.IGNORED)
+        for n in range(10_000):
+            a.heard(Hello(B, 8, 1, f"{n:016x}", (G0,)))
+        self.assertLessEqual(len(a.processes), MAX_PROCESSES)
 
     def test_newest_common_generation(self) -> None:
-        """Both holding G0 and G1: they meet on G1."""
-        a, b = pair()
-        a.heard(b.hello([G1, G0]))
-        target = a.target([G1, G0])
-        assert target is not None
-        self.assertEqual(target.fingerprint, G1)
-
-    def test_nothing_in_common_or_nothing_heard(self) -> None:
-        """No hello yet, or no generation in common: no target."""
-        a, b = pair()
-        self.assertIsNone(a.target([G0]))
-        a.heard(b.hello([G1]))
-        self.assertIsNone(a.target([G0]))
-
-    def test_older_hellos_do_not_replace_newer(self) -> None:
-        """A hello delivered late (an older seq, or an older incarnation) changes nothing."""
-        a, b = pair()
-        first = b.hello([G0])
-        second = b.hello([G1])
-        self.assertEqual(a.heard(second), Heard.PEER)
-        self.assertEqual(a.heard(first), Heard.OLD)
-        self.assertEqual(a.heard(Hello(B, 6, 99, "x", (G0,))), Heard.OLD)
-        assert a.peer_hello is not None
-        self.assertEqual(a.peer_hello.holds, (G1,))
-
-    def test_copy_and_stranger(self) -> None:
-        """This side's id with an unknown nonce from this incarnation or a later one is a copy;
-        its own hellos and older incarnations are old; other ids are strangers."""
+        """The newest generation this side holds that the peer's process holds; none shared:
+        None; a huge counter changes nothing about it."""
+        self.assertEqual(Planner.newest_common([G1, G0], [G0, G1]), G1)
+        self.assertEqual(Planner.newest_common([G1, G0], [G0]), G0)
+        self.assertIsNone(Planner.newest_common([G1], [G0]))
         a, _ = pair()
-        self.assertEqual(a.heard(a.hello([G0])), Heard.OLD)
-        self.assertEqual(a.heard(Hello(A, 4, 1, "old", (G0,))), Heard.OLD)
-        self.assertEqual(a.heard(Hello(A, 5, 1, "other", (G0,))), Heard.COPY)
-        self.assertEqual(a.heard(Hello(C, 9, 1, "x", (G0,))), Heard.STRANGER)
+        a.heard(Hello(B, 2**40, 1, "4" * 16, (G0,)))
+        process = a.process("4" * 16)
+        assert process is not None
+        self.assertEqual(Planner.newest_common([G1, G0], process.holds), G0)
 
-    def test_renewed_nonce_is_a_new_target(self) -> None:
-        """After renew_nonce the target is another meeting; the renewed nonce is not a copy;
-        a peer that renewed keeps its incarnation, one that restarted has a later one."""
+    def test_introduced(self) -> None:
+        """The code meeting's peer process is known at once."""
         a, b = pair()
-        a.heard(b.hello([G0]))
-        before = a.target([G0])
-        a.renew_nonce()
-        self.assertNotEqual(a.target([G0]), before)
-        self.assertEqual(a.heard(a.hello([G0])), Heard.OLD)
-        b.renew_nonce()
-        a.heard(b.hello([G0]))
-        renewed = a.target([G0])
-        assert before is not None and renewed is not None
-        self.assertEqual(renewed.peer_counter, before.peer_counter)
-        restarted = Planner(B, A, b.counter + 1)
-        a.heard(restarted.hello([G0]))
-        target = a.target([G0])
-        assert target is not None
-        self.assertGreater(target.peer_counter, before.peer_counter)
-
-    def test_spent_peer_nonce(self) -> None:
-        """After the peer left, its nonce is not met again until it says something new."""
-        a, b = pair()
-        a.heard(b.hello([G0]))
-        a.spend(b.nonce)
-        self.assertIsNone(a.target([G0]))
-        b.renew_nonce()
-        a.heard(b.hello([G0]))
-        self.assertIsNotNone(a.target([G0]))
-
-    def test_introduced_is_older_than_any_hello(self) -> None:
-        """The code meeting's introduction gives a target at once; the peer's first lobby hello
-        (same nonce) is newer and keeps the same target."""
-        a, b = pair()
-        a.introduced(b.nonce, [G0], b.counter)
-        target = a.target([G0])
-        self.assertEqual(a.heard(b.hello([G0])), Heard.PEER)
-        self.assertEqual(a.target([G0]), target)
+        process = a.introduced(b.nonce, 1, [G0])
+        self.assertIs(a.process(b.nonce), process)

@@ -39,6 +39,8 @@ class RecordTests(SynchronousTestCase):
             ("peer", {**body["peer"], "id": "00" * 16}),
             ("current", {**body["current"], "secret": "11" * 32}),
             ("mailbox", "ws://elsewhere:1/v1"),
+            ("peer-key", "22" * 32),
+            ("receipts", []),
             ("counter", 99),
         ]
         for key, value in edits:
@@ -62,6 +64,18 @@ class RecordTests(SynchronousTestCase):
                 continue
             self.assertEqual(decoded, record)  # a flip in insignificant whitespace only
 
+    def test_format_1_refused_with_one_line(self) -> None:
+        """A file written before static identities (format 1) is refused in one line that
+        says to pair again (it is not upgraded: its secret carried no identity)."""
+        record, _ = records()
+        body = json.loads(encode(record))
+        with self.assertRaises(UnsupportedPairingVersion) as caught:
+            decode(json.dumps({**body, "version": 1}).encode(), "pairing file X")
+        message = str(caught.exception)
+        self.assertIn("format 1, without identity keys", message)
+        self.assertIn("pair again with a new code", message)
+        self.assertNotIn("\n", message)
+
     def test_not_ours_and_other_version(self) -> None:
         """Another JSON document or text: not a pairing file; another version: says which."""
         self.assertRaises(NotAPairingFile, decode, b'{"a": 1}')
@@ -69,6 +83,6 @@ class RecordTests(SynchronousTestCase):
         record, _ = records()
         body = json.loads(encode(record))
         with self.assertRaises(UnsupportedPairingVersion) as caught:
-            decode(json.dumps({**body, "version": 2}).encode())
-        self.assertIn("version 2", str(caught.exception))
+            decode(json.dumps({**body, "version": 3}).encode())
+        self.assertIn("version 3", str(caught.exception))
         self.assertRaises(CorruptPairingFile, decode, encode(record)[:40])

@@ -40,3 +40,36 @@ class ParseTests(SynchronousTestCase):
         with open(path, "w") as f:
             f.write(IF_INET6)
         self.assertEqual(ipv6_addresses(path), ["2001:db8::1", "2001:db8::5"])
+
+
+class ListenInterfaceTests(SynchronousTestCase):
+    def test_bound_addresses(self) -> None:
+        """A listener bound to one address is reached at that address only (in its normal
+        form); one on every address (none, 0.0.0.0, ::), or a name, says nothing."""
+        from txdilation.selection.addresses import bound_addresses
+
+        self.assertEqual(bound_addresses("127.0.0.1"), ["127.0.0.1"])
+        self.assertEqual(bound_addresses(" [2001:DB8::0001] "), ["2001:db8::1"])
+        for everywhere in (None, "", "0.0.0.0", "::", "localhost"):
+            self.assertIsNone(bound_addresses(everywhere), everywhere)
+
+    def test_unreachable_listener(self) -> None:
+        """Hint addresses that miss the one address the listener binds: said in one line,
+        with what to do; nothing to say when they include it, when a hint port says a port
+        forward leads there, or when the listener takes every address."""
+        from txdilation.selection.addresses import unreachable_listener
+        from txdilation.settings import NetworkSettings
+
+        said = unreachable_listener(NetworkSettings("127.0.0.1", ("192.0.2.5",)))
+        assert said is not None
+        self.assertNotIn("\n", said)
+        self.assertIn("binds only 127.0.0.1", said)
+        self.assertIn("advertise 127.0.0.1 too", said)
+        for fine in (
+            NetworkSettings("127.0.0.1", ("192.0.2.5", "127.0.0.1")),
+            NetworkSettings("::1", ("0:0::1",)),
+            NetworkSettings("127.0.0.1", ("192.0.2.5",), hint_port=4001),
+            NetworkSettings(None, ("192.0.2.5",)),
+            NetworkSettings("127.0.0.1", None),
+        ):
+            self.assertIsNone(unreachable_listener(fine), fine)

@@ -119,6 +119,18 @@ class ListeningTests(SynchronousTestCase):
         h.advertiser.network_changed()
         self.assertEqual(h.published[1:], [[DirectTCPV1Hint("10.0.0.9", port, 0.0)]])
 
+    def test_one_interface_advertises_only_it(self) -> None:
+        """A listener bound to one address and no hint addresses: that address is the only
+        hint, however many the host has (the others would lead nowhere); discovery is not even
+        asked."""
+        self.patch(advertise.ipaddrs, "find_addresses", lambda: ["10.0.0.5", "192.0.2.8"])
+        h = Harness(NetworkSettings("127.0.0.1", None))
+        h.advertiser.start()
+        port = h.advertiser.port
+        self.assertEqual(h.published, [[DirectTCPV1Hint("127.0.0.1", port, 0.0)]])
+        h.advertiser.network_changed()
+        self.assertEqual(len(h.published), 1)
+
     def test_busy_fixed_port_is_retried(self) -> None:
         """A fixed port still held (by the previous generation's listener) is tried again
         every LISTEN_RETRY_DELAY; meanwhile a retry is pending; then it listens."""

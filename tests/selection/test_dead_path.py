@@ -10,6 +10,8 @@ from txdilation.selection.dead_path import (
     INITIAL_RTO,
     MAX_RTO,
     MIN_RTO,
+    STANDBY_MIN_RTO,
+    STANDBY_PROBE_WAIT,
     DeadPathDetector,
     RttEstimator,
 )
@@ -226,3 +228,76 @@ class NetwatchTests(unittest.SynchronousTestCase):
         unsubscribe()
         self.assertNotIn(clock, netwatch._watchers)
         self.assertEqual(clock.getDelayedCalls(), [])
+
+
+class StandbyTimeoutTests(unittest.SynchronousTestCase):
+    """Shorter, round-trip-based timeouts while a standby path is ready."""
+
+    def test_black_hole_noticed_in_half_a_second(self) -> None:
+        """With a standby ready and a fast path, a black hole under a stream is noticed
+        STANDBY_MIN_RTO + STANDBY_PROBE_WAIT after the first unacknowledged record (2.5 s
+        without a standby)."""
+        h = Harness()
+        h.d.standby_ready = True
+        h.stream(5.0, acked_after=0.002)
+        hole = h.clock.seconds()
+        h.stream(hole + 2.0, acked_after=None)
+        self.assertEqual(len(h.dead), 1)
+        noticed = h.dead[0][0] - hole
+        self.assertLess(abs(noticed - (STANDBY_MIN_RTO + STANDBY_PROBE_WAIT)), 0.03, noticed)
+
+    def test_round_trip_sets_the_timeout(self) -> None:
+        """A slower path (150 ms each way, jittering) waits longer than the floor: no probe
+        while the ACKs come, whatever their jitter."""
+        h = Harness()
+        h.d.standby_ready = True
+        for i in range(300):
+            h.d.sent(i)
+            h.clock.callLater(0.3 + (i % 7) * 0.02, h.d.acked, i)
+            h.clock.advance(0.01)
+        h.run(2.0)
+        self.assertEqual((h.probes, h.dead), ([], []))
+
+    def test_record_after_an_answered_ping(self) -> None:
+        """A record written while the timer still waits for an answered periodic probe's
+        deadline (3 s away) is checked at its own deadline, not then."""
+        h = Harness()
+        h.d.standby_ready = True
+        h.stream(2.0, acked_after=0.002)
+        h.d.pinged()
+        h.d.pong(0.001)
+        hole = h.clock.seconds()
+        h.stream(hole + 1.0, acked_after=None)
+        self.assertEqual(len(h.dead), 1)
+        self.assertLess(h.dead[0][0] - hole, 0.6)
+
+
+class LateCheckTests(unittest.SynchronousTestCase):
+    """A verdict found by a check that came late (the host was busy) waits once more."""
+
+    def test_late_check_waits_once_more(self) -> None:
+        """The reactor ran nothing for a second: the probe's deadline passed meanwhile, and
+        its answer may be unread; the verdict waits one more probe timeout, and comes then
+        if nothing answered."""
+        h = Harness()
+        h.d.standby_ready = True
+        h.stream(2.0, acked_after=0.002)
+        h.d.sent(10_000)
+        h.clock.advance(STANDBY_MIN_RTO + 0.01)  # the data probe
+        self.assertEqual(len(h.probes), 1)
+        h.clock.advance(1.0)  # far past its deadline: a late check
+        self.assertEqual(h.dead, [])
+        h.clock.advance(STANDBY_PROBE_WAIT + 0.01)
+        self.assertEqual(len(h.dead), 1)
+
+    def test_answer_read_after_a_late_check(self) -> None:
+        """The answer, read right after the late check, keeps the path."""
+        h = Harness()
+        h.d.standby_ready = True
+        h.stream(2.0, acked_after=0.002)
+        h.d.sent(10_000)
+        h.clock.advance(STANDBY_MIN_RTO + 0.01)
+        h.clock.advance(1.0)
+        h.d.acked(10_000)
+        h.run(2.0)
+        self.assertEqual(h.dead, [])

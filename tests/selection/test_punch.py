@@ -28,8 +28,8 @@ from txdilation.selection.punch import (
     punched_hints,
     sockets_reusable,
 )
-from txdilation.selection.punch_schedule import CROSSING_SPACING, REFUSED_BURST
-from txdilation.selection.upgrade import FIRST_RETRIES
+from txdilation.selection.punch_schedule import CROSSING_SPACING, CROSSING_WINDOW
+from txdilation.selection.upgrade import FIRST_RETRIES, STEADY_RETRY
 from txdilation.settings import NetworkSettings, Settings
 from txdilation.wire.roles import LEADER
 
@@ -254,8 +254,9 @@ class PunchPolicyTests(SynchronousTestCase):
 
     def test_refused_punched_dial_bursts_while_relayed(self) -> None:
         """While the link is relayed, a punched hint that only crossing SYNs can get through
-        is tried in bursts from each of the schedule's quick first tries (refused, again within
-        a couple of CROSSING_SPACING) for REFUSED_BURST; later tries are single ones."""
+        is tried again and again (refused, again within a couple of CROSSING_SPACING) from the
+        schedule's first try until CROSSING_WINDOW after the first dial; later tries are
+        single ones."""
         c, _owner, reactor = self.punching_leader(path_upgrade=True)
         c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
         reactor.tcpClients[-1][2].clientConnectionFailed(None, Failure(ConnectionRefusedError()))
@@ -264,9 +265,9 @@ class PunchPolicyTests(SynchronousTestCase):
         reactor.advance(FIRST_RETRIES[0])
         tries = self.refuse_while_retried(c, reactor)
         self.assertGreater(tries, 5 / (2 * CROSSING_SPACING))
-        burst_end = sum(FIRST_RETRIES) + REFUSED_BURST
-        self.assertTrue(burst_end <= reactor.seconds() <= burst_end + 0.01, reactor.seconds())
-        reactor.advance(10.0)  # the schedule's next tries (7.5, 11.5 s): one each
+        end = reactor.seconds()
+        self.assertTrue(CROSSING_WINDOW <= end <= CROSSING_WINDOW + 0.01, end)
+        reactor.advance(STEADY_RETRY)  # the schedule's next try: a single one
         dials = len(reactor.tcpClients)
         reactor.tcpClients[-1][2].clientConnectionFailed(None, Failure(ConnectionRefusedError()))
         self.assertEqual(c._dialer.punch_retries, set())

@@ -11,7 +11,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
 from txdilation.selection.liveness import PingTracker
-from txdilation.selection.selected import SelectedLink
+from txdilation.selection.selected import MOVED, STANDBY_PING_INTERVAL, SelectedLink
 from txdilation.testing.fakes import FakeDilatedConnection
 from txdilation.wire.contracts import IDilatedConnection, IRecordSink
 from txdilation.wire.reasons import Cause, LinkLoss
@@ -26,6 +26,7 @@ class Owner:
     def __init__(self) -> None:
         self.lost: list[tuple[SelectedLink, LinkLoss]] = []
         self.silent: list[SelectedLink] = []
+        self.moved: list[SelectedLink] = []
 
     def link_lost(self, link: SelectedLink, reason: LinkLoss) -> None:
         self.lost.append((link, reason))
@@ -33,9 +34,18 @@ class Owner:
     def link_silent(self, link: SelectedLink) -> None:
         self.silent.append(link)
 
+    def standby_used(self, link: SelectedLink) -> None:
+        self.moved.append(link)
+
 
 class Harness:
-    def __init__(self, pong_allowed: bool = True, interval: float = INTERVAL) -> None:
+    def __init__(
+        self,
+        pong_allowed: bool = True,
+        interval: float = INTERVAL,
+        standby: bool = False,
+        leads: bool = True,
+    ) -> None:
         self.clock = Clock()
         self.connection = FakeDilatedConnection("->tcp:127.0.0.1:4001")
         self.owner = Owner()
@@ -53,6 +63,8 @@ class Harness:
             clock=self.clock,
             ping_interval=interval,
             on_alive=self.alive.append,
+            standby=standby,
+            leads=leads,
         )
 
     def pings_sent(self) -> list[Ping]:
@@ -206,3 +218,46 @@ class NetworkChangeTests(SynchronousTestCase):
         kept.link.got_record(Pong(kept.pings_sent()[0].ping_id))
         kept.clock.advance(1.5)
         self.assertIsNone(kept.connection.failed_reason)
+
+
+class StandbyTests(SynchronousTestCase):
+    """A standby link: keepalives only, the peer's move, promotion."""
+
+    def test_only_the_leader_keeps_it_alive(self) -> None:
+        """On a standby link the Leader pings every STANDBY_PING_INTERVAL, the Follower never
+        (one record each way per interval, with the Follower's PONG)."""
+        leader, follower = Harness(standby=True), Harness(standby=True, leads=False)
+        for h in (leader, follower):
+            for second in range(61):
+                if second % 5 == 0:
+                    h.link.got_record(Pong(b"\0\0\0\0"))  # the other side is there
+                h.clock.advance(1.0)
+        self.assertEqual(len(leader.pings_sent()), 60 // STANDBY_PING_INTERVAL)
+        self.assertEqual(follower.pings_sent(), [])
+        follower.link.got_record(Ping(b"\0\0\0\1"))
+        self.assertEqual(follower.connection.sent[-1:], [Pong(b"\0\0\0\1")])
+        self.assertEqual(follower.owner.moved, [])
+
+    def test_peer_moved(self) -> None:
+        """The MOVED ping, or a sequenced record or an ACK, on a standby link tells the owner
+        that the peer moved there (a record is still handled); keepalives do not."""
+        h = Harness(standby=True)
+        h.link.got_record(Pong(b"\0\0\0\0"))
+        self.assertEqual(h.owner.moved, [])
+        h.link.got_record(Ping(MOVED))
+        self.assertEqual(h.owner.moved, [h.link])
+        h.link.got_record(Data(1, 7, b"x"))
+        self.assertEqual(h.owner.moved, [h.link, h.link])
+        self.assertEqual(h.handled, [Data(1, 7, b"x")])
+
+    def test_promote(self) -> None:
+        """A promoted standby is an ordinary link: both sides ping (the Follower too), and
+        records no longer say anything about a move; announce_move sends the MOVED ping."""
+        h = Harness(standby=True, leads=False)
+        h.link.announce_move()
+        self.assertEqual(h.connection.sent, [Ping(MOVED)])
+        h.link.promote(INTERVAL)
+        h.clock.pump([0.5] * 4)  # its first PING a quarter interval after (it never did)
+        self.assertEqual(len(h.pings_sent()), 1 + 1)
+        h.link.got_record(Data(1, 8, b"y"))
+        self.assertEqual(h.owner.moved, [])

@@ -1,5 +1,6 @@
-"""``--pairing``: the options refuse a pairing file that cannot be used, and settings that
-contradict it, in one line and before anything is sent; ``txdilation pairing show|forget``.
+"""``--pairing``: the options refuse a pairing file that cannot be used (damaged, exposed, a
+symbolic link, in an unsafe directory), a spent code, and settings that contradict it, in one
+line and before anything is sent; ``txdilation pairing show|forget``.
 
 The process test points the pairing at a TCP port that counts connections: a refused file
 must leave it at zero (nothing was sent to any mailbox server)."""
@@ -22,7 +23,9 @@ from tests.pairing.support import records
 from tests.support.harness import LOOPBACK, REPO_ROOT
 from tests.test_cli import run_cli
 from txdilation.pairing import ratchet
+from txdilation.pairing.keys import key_fingerprint
 from txdilation.pairing.record import encode
+from txdilation.pairing.spent import spend
 from txdilation.pairing.store import PairingStore
 from txdilation.session.options import SessionOptions
 
@@ -129,6 +132,8 @@ class CommandTests(SynchronousTestCase):
         self.assertIn(record.current.fingerprint, out)
         self.assertIn("pending:     1", out)
         self.assertNotIn(record.current.secret.hex(), out)
+        self.assertNotIn(record.key.hex(), out)
+        self.assertIn(key_fingerprint(record.peer_key), out)
         code, out, err = run_cli("pairing", "forget", str(path))
         self.assertEqual(code, 0, err)
         self.assertIn("forgot the pairing with side-b", out)
@@ -152,6 +157,49 @@ class Counter(Protocol):
 
 class NothingSentTests(TestCase):
     timeout = 60
+
+    async def counting_mailbox(self) -> str:
+        from twisted.internet import reactor
+
+        Counter.connections = 0
+        port = await TCP4ServerEndpoint(reactor, 0, interface=LOOPBACK).listen(
+            Factory.forProtocol(Counter)
+        )
+        self.addCleanup(port.stopListening)
+        return f"ws://{LOOPBACK}:{port.getHost().port}/v1"
+
+    async def refused(self, mailbox: str, *args: str) -> str:
+        """``txdilation run --mailbox MAILBOX ARGS``: exit 2 and one line; returns the line."""
+        from twisted.internet import reactor
+
+        argv = ["-m", "txdilation.cli", "run", "--mailbox", mailbox, *args]
+        _, err, code = await getProcessOutputAndValue(
+            sys.executable, argv, env=dict(os.environ), path=str(REPO_ROOT), reactor=reactor
+        )
+        lines = err.decode().splitlines()
+        self.assertEqual((code, len(lines)), (2, 1), (args, err))
+        return lines[0]
+
+    async def test_unsafe_places_and_spent_codes_send_nothing(self) -> None:
+        """A pairing file that is a symbolic link (to a good file), one in a directory others
+        may write in, and a code this side already paired from (after ``pairing forget``):
+        exit 2, one line saying which, and nothing connects to the mailbox server."""
+        mailbox = await self.counting_mailbox()
+        directory = Path(self.mktemp()).resolve()
+        directory.mkdir(parents=True)
+        path, _ = pairing_file(directory, mailbox)
+        link = directory / "link.pairing"
+        link.symlink_to(path)
+        self.assertIn("symbolic link", await self.refused(mailbox, "--pairing", str(link)))
+        os.chmod(directory, 0o775)
+        self.assertIn("has mode 0775", await self.refused(mailbox, "--pairing", str(path)))
+        os.chmod(directory, 0o755)
+        spend(path, "4-spent-code")
+        run_cli("pairing", "forget", str(path))
+        line = await self.refused(mailbox, "--pairing", str(path), "--code", "4-spent-code")
+        self.assertIn("already paired from the code 4-spent-code", line)
+        self.assertIn("--pair-again", line)
+        self.assertEqual(Counter.connections, 0)
 
     async def test_refused_file_sends_nothing(self) -> None:
         """``txdilation run --pairing PATH`` with a damaged or exposed file exits 2 with one

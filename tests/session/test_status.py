@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
@@ -175,6 +176,35 @@ class ObserverTests(SynchronousTestCase):
         _level, text = describe_for_log(connecting[0])
         self.assertIn("waiting on its stock Leader", text)
 
+    def test_port_mapping(self) -> None:
+        """The port mapping is reported when it appears, changes or goes (protocol, external
+        port, lease; a permanent lease without one), never again when a status repeats it."""
+        from txdilation.portmap.mapping import MappingProtocol, PortMapping
+
+        mapping: list[PortMapping | None] = [None]
+        observer = LinkObserver(self.writer, lambda: None, mapping_source=lambda: mapping[0])
+        url = "ws://m/v1"
+        status = dstatus(ConnectingPeer(1), 1, Connected(url))
+        observer.dilation_status(status)
+        pcp = MappingProtocol.PCP
+        mapping[0] = PortMapping(pcp, "192.168.1.2", 4000, "198.20.1.2", 4000, 7200.0, 0.0)
+        observer.dilation_status(status)
+        observer.dilation_status(status)
+        upnp = MappingProtocol.UPNP_IGD
+        mapping[0] = PortMapping(upnp, "192.168.1.2", 4000, "198.20.1.2", 4001, math.inf, 0.0)
+        observer.dilation_status(status)
+        mapping[0] = None
+        observer.dilation_status(status)
+        found = [k for k in self.kinds() if k[0] == "port-mapping"]
+        self.assertEqual(
+            found,
+            [
+                ("port-mapping", "pcp", 4000, 7200.0),
+                ("port-mapping", "upnp-igd", 4001),
+                ("port-mapping", None),
+            ],
+        )
+
     def test_mailbox_states(self) -> None:
         """Mailbox connection kinds are reported on change, with url or reason."""
         o = self.observer
@@ -243,8 +273,16 @@ class LiveLineTests(SynchronousTestCase):
             event = {"kind": kind, "code": "c", "name": "n", "address": "a", "state": "s",
                      "verifier": "00", "generation": 1, "path": "p", "hint": "h",
                      "where": "w", "message": "m", "reason": "r", "mood": "m", "open": 1,
-                     "remaining_s": 5}  # fmt: skip
+                     "remaining_s": 5, "peer": "p"}  # fmt: skip
             describe_event(event)
+        self.assertEqual(  # the pairing's events have lines too (docs/pairing.md)
+            describe_event({"kind": "waiting", "peer": "backup-b", "generation": 3}),
+            "waiting for paired peer backup-b (generation 3, no code needed)",
+        )
+        self.assertEqual(
+            describe_event({"kind": "reconnected", "peer": "backup-b", "down_s": 2.31}),
+            "reconnected to paired peer backup-b after a restart (down 2.31 s)",
+        )
 
     def test_terminal_line(self) -> None:
         """On a terminal the status line shows generation, path, RTT and bytes, is redrawn

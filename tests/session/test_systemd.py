@@ -3,9 +3,11 @@ systemd would run them.
 
 There is no systemd here, so the test does what systemd does with these units: it takes the
 unit's ``ExecStart=`` (the virtualenv's ``bin/twistd``: this environment's, whose first line
-names this Python, as a virtualenv's does), expands ``%S``/``%E`` to scratch directories, passes
-a listening socket as file descriptor 3 with ``LISTEN_PID``/``LISTEN_FDS`` set (socket
-activation, as ``txdilation.socket`` asks), and reads the journal from the process's stdout.
+names this Python, as a virtualenv's does), expands ``%S`` and ``%d`` (the credentials
+directory, where ``LoadCredential=`` puts a private copy of the settings) to scratch
+directories, passes a listening socket as file descriptor 3 with ``LISTEN_PID``/``LISTEN_FDS``
+set (socket activation, as ``txdilation.socket`` asks), and reads the journal from the
+process's stdout.
 A connection made to the socket before the session even dilated goes through it to the peer
 (an in-process session against the real mailbox server on 127.0.0.1) and back; SIGTERM then
 stops the unit with exit status 0. The paired unit is restarted as ``systemctl restart`` and
@@ -86,6 +88,8 @@ class UnitFileTests(SynchronousTestCase):
         self.assertEqual(service["StateDirectory"], ["txdilation"])
         self.assertEqual(service["ConfigurationDirectory"], ["txdilation"])
         self.assertEqual(service["Restart"], ["on-failure"])
+        self.assertEqual(service["LoadCredential"], ["session.toml:/etc/txdilation/session.toml"])
+        self.assertEqual(argv[argv.index("--config") + 1], "%d/session.toml")
 
     def test_paired_unit(self) -> None:
         """The paired unit runs the same twistd with --pairing in its state directory, and
@@ -97,6 +101,20 @@ class UnitFileTests(SynchronousTestCase):
         self.assertEqual(service["StateDirectory"], ["txdilation"])
         self.assertEqual(service["Restart"], ["on-failure"])
         self.assertEqual(service["RestartSec"], ["1"])
+
+    def test_settings_installed_private(self) -> None:
+        """Both units install their settings (which may hold a wormhole code) mode 0600, and
+        read them through systemd's credentials (the dynamic user cannot read a root-owned
+        0600 file), never from a world-readable place."""
+        for unit in (UNIT, PAIRED_UNIT):
+            text = unit.read_text()
+            self.assertIn("install -D -m 600 session.toml /etc/txdilation/session.toml", text)
+            self.assertNotIn("-m 644", text)
+            service = unit_settings(unit)["Service"]
+            self.assertEqual(
+                service["LoadCredential"], ["session.toml:/etc/txdilation/session.toml"]
+            )
+            self.assertIn("--config %d/session.toml", " ".join(service["ExecStart"]))
 
     def test_socket_unit(self) -> None:
         """The socket unit starts the service and listens on loopback."""
@@ -111,16 +129,18 @@ class UnitMixin(RealServersMixin):
     reactor: Any
 
     def directories(self, toml: str) -> Path:
-        """The unit's state directory (``%S``) and configuration directory (``%E``) under a
+        """The unit's state directory (``%S``) and credentials directory (``%d``) under a
         scratch root, with ``toml`` (mailbox, appid and the ``web`` listen added) as
-        ``session.toml``; returns the root (``var-lib`` and ``etc`` under it)."""
+        ``session.toml``; returns the root (``var-lib`` and ``credentials`` under it)."""
         root = Path(self.mktemp()).resolve()
-        (root / "var-lib" / "txdilation").mkdir(parents=True)
-        (root / "etc" / "txdilation").mkdir(parents=True)
-        (root / "etc" / "txdilation" / "session.toml").write_text(
+        (root / "var-lib" / "txdilation").mkdir(parents=True, mode=0o700)
+        (root / "credentials").mkdir(parents=True, mode=0o700)
+        settings = root / "credentials" / "session.toml"  # LoadCredential='s private copy
+        settings.write_text(
             f'mailbox = "{self.mailbox.url}"\nappid = "txdilation.test/systemd"\n{toml}'
             '[listen]\nweb = "systemd:domain=INET:index=0"\n'
         )
+        settings.chmod(0o400)
         return root
 
     def listening_socket(self) -> tuple[socket.socket, int]:
@@ -132,14 +152,14 @@ class UnitMixin(RealServersMixin):
         return listening, listening.getsockname()[1]
 
     def unit(self, unit: Path, root: Path, listening: socket.socket) -> SessionProcess:
-        """Start the unit's ``ExecStart=`` as systemd would: ``%S``/``%E`` expanded, the
+        """Start the unit's ``ExecStart=`` as systemd would: ``%S``/``%d`` expanded, the
         socket as file descriptor 3 (``LISTEN_FDS``), in the state directory."""
         twistd = Path(sys.prefix) / "bin" / "twistd"
         if not twistd.exists():
             raise SkipTest(f"no {twistd} (twistd is not installed as a script here)")
-        state, etc = root / "var-lib", root / "etc"
+        state, credentials = root / "var-lib", root / "credentials"
         exec_start = unit_settings(unit)["Service"]["ExecStart"][0]
-        exec_start = exec_start.replace("%S", str(state)).replace("%E", str(etc))
+        exec_start = exec_start.replace("%S", str(state)).replace("%d", str(credentials))
         argv = shlex.split(exec_start)
         argv[0] = str(twistd)
         process = SessionProcess("unit")

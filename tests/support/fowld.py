@@ -1,8 +1,9 @@
 """
 Driving real ``fowld`` processes (fowl's JSON-lines daemon, ``python -m fowl``) in tests.
 
-Layer: test infrastructure. :class:`Fowld` starts one fowld with stock magic-wormhole or with
-txdilation installed in it (``txdilation.dropin.child_environment``), confined to loopback
+Layer: test infrastructure. :class:`Fowld` starts one fowld with stock magic-wormhole or, as a
+user would, under ``txdilation exec`` (its ``--proof`` and ``--events`` files kept), confined
+to loopback
 (``tests/support/site``: the transit relay fowl hard-codes is replaced by the test's own, stock
 is kept on 127.0.0.1), sends it commands and waits for its messages. :func:`cut_links` aborts
 a process's dilated TCP connections from outside (``ss -K``), as a network failure would.
@@ -17,35 +18,33 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterable
-from contextlib import suppress
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.error import ProcessDone, ProcessExitedAlready, ProcessTerminated
+from twisted.internet.error import ProcessDone, ProcessTerminated
 from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
+from tests.support.apps import signal_then_kill
+from tests.support.execs import exec_prefix
 from tests.support.harness import REPO_ROOT, SRC_DIR
-from txdilation.dropin import child_environment
 
 SITE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "site")
 
 
-def fowld_environment(impl: str, relay: str, proof: str | None = None) -> dict[str, str]:
-    """The environment of a fowld child: loopback-confined, txdilation installed for
-    ``impl == "txdilation"``, the test's relay instead of the public one."""
+def fowld_environment(impl: str, relay: str) -> dict[str, str]:
+    """The environment of a fowld child: loopback-confined (txdilation's settings too), the
+    test's relay instead of the public one; ``txdilation exec`` adds the rest."""
     env = dict(os.environ)
     paths = [SITE_DIR, str(SRC_DIR), str(REPO_ROOT)]
     env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [env.get("PYTHONPATH")] if p])
     env["PYTHONUNBUFFERED"] = "1"
     env["TXDILATION_TEST_TRANSIT_RELAY"] = relay
-    env.pop("TXDILATION_DROPIN", None)
+    for name in ("TXDILATION_DROPIN", "TXDILATION_DROPIN_PROOF", "TXDILATION_EVENTS"):
+        env.pop(name, None)
     if impl == "txdilation":
-        env = child_environment(env)
         env["TXDILATION_LISTEN_INTERFACE"] = "127.0.0.1"
         env["TXDILATION_HINT_ADDRESSES"] = "127.0.0.1"
-        if proof:
-            env["TXDILATION_DROPIN_PROOF"] = proof
     return env
 
 
@@ -65,17 +64,25 @@ class Fowld(ProcessProtocol):
         self.ended: Deferred[int | None] = Deferred()
         self.exit_code: int | None = None
         self.pid: int | None = None
+        self.proof: str | None = None
+        self.events: str | None = None
         self._buffer = bytearray()
         self._waiters: list[tuple[str, Deferred[dict[str, Any]]]] = []
 
     @classmethod
     def start(
-        cls, reactor: Any, name: str, impl: str, mailbox: str, relay: str, proof: str | None = None
+        cls, reactor: Any, name: str, impl: str, mailbox: str, relay: str, scratch: str = ""
     ) -> Fowld:
+        """``python -m fowl``: as it is (``impl`` "stock"), or under ``txdilation exec
+        --proof SCRATCH/NAME.proof --events SCRATCH/NAME.events`` ("txdilation")."""
         proto = cls(reactor, name, impl)
         args = [sys.executable, "-m", "fowl", "--mailbox", mailbox]
-        env = fowld_environment(impl, relay, proof)
-        transport = reactor.spawnProcess(proto, sys.executable, args, env=env, path=str(REPO_ROOT))
+        if impl == "txdilation":
+            proto.proof = os.path.join(scratch, f"{name}.proof")
+            proto.events = os.path.join(scratch, f"{name}.events")
+            args = [*exec_prefix(proto.proof, "--events", proto.events), *args]
+        env = fowld_environment(impl, relay)
+        transport = reactor.spawnProcess(proto, args[0], args, env=env, path=str(REPO_ROOT))
         proto.pid = transport.pid
         return proto
 
@@ -154,19 +161,7 @@ class Fowld(ProcessProtocol):
 
     def stop(self) -> None:
         """TERM now, KILL two seconds later if it is still running."""
-        if self.ended.called or self.transport is None:
-            return
-        try:
-            self.transport.signalProcess("TERM")
-        except ProcessExitedAlready:
-            return
-
-        def kill() -> None:
-            if not self.ended.called and self.transport is not None:
-                with suppress(ProcessExitedAlready):
-                    self.transport.signalProcess("KILL")
-
-        self.reactor.callLater(2.0, kill)
+        signal_then_kill(self.reactor, self.transport, self.ended, "TERM")
 
 
 def tcp_connections(pid: int) -> list[tuple[int, int]]:

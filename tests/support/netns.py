@@ -13,8 +13,11 @@ deletes them; veth pairs, NAT and drop rules and TUN devices go with them.
 
 Addresses exist only inside these namespaces (nothing is connected to the machine's own
 network): link ``n`` from the router to a node is ``10.n.0.0/24`` and ``2001:db8:n::/64``
-(router ``.1``/``::1``, the node ``.2``/``::2``, then ``.3`` ... after address changes); the LAN
-behind a NAT on link ``n`` is ``192.168.n.0/24``; the router itself also answers on
+(router ``.1``/``::1``, the node ``.2``/``::2``, then ``.3`` ... after address changes), but
+``198.20.n.0/24`` for a NAT made with ``port_mapping=True`` (miniupnpd refuses to map from a
+private or documentation address: that public block exists only inside these namespaces,
+which have no route to anywhere else); the LAN behind a NAT on link ``n`` is
+``192.168.n.0/24``; the router itself also answers on
 ``203.0.113.1`` and ``2001:db8:ffff::1`` (its "public" addresses, on its loopback). Packets
 to any other of those ranges are dropped at the router without an ICMP error (as on the
 internet), so a connection to a peer's LAN address hangs until its timeout.
@@ -114,6 +117,7 @@ _DEATH_SIGNAL = ("setpriv", "--pdeathsig", "KILL", "--")
 _PARENT_GUARD = '[ "$PPID" = "$0" ] || exit 137; exec "$@"'
 
 PUBLIC4 = "203.0.113.1"
+PUBLIC_WAN4 = "198.20"  # the first two bytes of a port-mapping NAT's WAN link (see above)
 PUBLIC6 = "2001:db8:ffff::1"
 # what the router drops silently unless a link is more specific
 UNROUTABLE4 = ("10.0.0.0/8", "192.168.0.0/16", "192.0.2.0/24", "198.51.100.0/24")
@@ -470,11 +474,14 @@ class Network:
         router.addresses4, router.addresses6 = [PUBLIC4], [PUBLIC6]
         return router
 
-    def _link(self, upper: Node, lower: Node, ipv4: bool, ipv6: bool, lan: bool) -> Link:
+    def _link(
+        self, upper: Node, lower: Node, ipv4: bool, ipv6: bool, lan: bool, public: bool = False
+    ) -> Link:
         n = next(self._link_numbers)
         if n > 250:
             raise ValueError("at most 250 links per network")
-        subnet4 = ipaddress.IPv4Network(f"192.168.{n}.0/24" if lan else f"10.{n}.0.0/24")
+        wan = f"{PUBLIC_WAN4}.{n}.0/24" if public else f"10.{n}.0.0/24"
+        subnet4 = ipaddress.IPv4Network(f"192.168.{n}.0/24" if lan else wan)
         subnet6 = ipaddress.IPv6Network(f"2001:db8:{n:x}::/64")
         upper_if = f"{'lan' if isinstance(upper, Nat) else 'r'}{n}"
         lower_if = "wan0" if isinstance(lower, Nat) else "eth0"
@@ -504,7 +511,13 @@ class Network:
         return link
 
     def nat(
-        self, name: str, upstream: Router, kind: NatKind, *, firewall: Firewall = Firewall.DROP
+        self,
+        name: str,
+        upstream: Router,
+        kind: NatKind,
+        *,
+        firewall: Firewall = Firewall.DROP,
+        port_mapping: bool = False,
     ) -> Nat:
         """
         A NAT on its own router link (IPv4 only): hosts behind it get ``192.168.n.0/24`` and
@@ -512,21 +525,40 @@ class Network:
         from the WAN only what belongs to a connection from the LAN (conntrack ``established``
         or ``related``, which includes the reply to a SYN it let out and the peer's SYN of a
         simultaneous open); everything else it drops or refuses with a RST (``firewall``).
+
+        :param port_mapping: ready for ``tests.support.miniupnpd``: a public WAN address
+            (``198.20.n.2``), and the chains miniupnpd fills (``MINIUPNPD_CHAINS``: its port
+            forwards, DNAT at prerouting, and what the forward chain lets in for them).
         """
         if not isinstance(upstream, Router):
             raise ValueError("a NAT hangs off the router")
         nat: Nat = self._namespace(name, Nat, kind=kind, firewall=firewall)
-        self._link(upstream, nat, ipv4=True, ipv6=False, lan=False)
+        self._link(upstream, nat, ipv4=True, ipv6=False, lan=False, public=port_mapping)
         unsolicited = "".join(f'    iifname "wan0" {v}\n' for v in firewall.verdicts)
+        forwards, mapped = "", ""
+        if port_mapping:  # (miniupnpd's nftables rules live in an inet table)
+            forwards = (
+                "  chain prerouting {\n"
+                "    type nat hook prerouting priority dstnat; policy accept;\n"
+                "    jump prerouting_miniupnpd\n"
+                "  }\n"
+                "  chain prerouting_miniupnpd {\n  }\n"
+                "  chain postrouting_miniupnpd {\n  }\n"
+                "  chain miniupnpd {\n  }\n"
+            )
+            mapped = '    iifname "wan0" jump miniupnpd\n'
+        family = "inet" if port_mapping else "ip"
         nat.nft(
-            "table ip txdn_nat {\n"
+            f"table {family} txdn_nat {{\n"
             "  chain postrouting {\n"
             "    type nat hook postrouting priority srcnat; policy accept;\n"
             f'    oifname "wan0" {kind.value}\n'
             "  }\n"
+            f"{forwards}"
             "  chain forward {\n"
             "    type filter hook forward priority filter; policy accept;\n"
             '    iifname "wan0" ct state established,related accept\n'
+            f"{mapped}"
             f"{unsolicited}"
             "  }\n"
             "  chain input {\n"

@@ -68,12 +68,34 @@ def dilate_seconds(peer: PeerResult) -> float:
 
 
 def noticed_at(peer: PeerResult, after: float) -> float | None:
-    """When a peer first reported its link gone (any status but ``ConnectedPeer``) after
-    time ``after``, or ``None``."""
+    """When a peer first reported its link gone (any status but ``ConnectedPeer``) or moved
+    (a ``ConnectedPeer`` on another connection: to its standby path) after time ``after``,
+    or ``None``."""
+    hint = None
     for event in status_events(peer):
-        if event.get("t", 0.0) > after and event.get("peer") != "ConnectedPeer":
+        connected = event.get("peer") == "ConnectedPeer"
+        moved = hint is not None and event.get("hint_description") != hint
+        if event.get("t", 0.0) > after and (not connected or moved):
             return float(event["t"])
+        if connected:
+            hint = event.get("hint_description")
     return None
+
+
+def moves(peer: PeerResult, after: float) -> int:
+    """How many times a peer's link moved to another connection without a loss in between
+    (a ``ConnectedPeer`` on a new connection right after another: a path upgrade, or a move
+    to its standby path) after time ``after``."""
+    count, hint = 0, None
+    for event in status_events(peer):
+        if event.get("peer") != "ConnectedPeer":
+            hint = None
+            continue
+        new = event.get("hint_description")
+        if event.get("t", 0.0) > after and hint is not None and new != hint:
+            count += 1
+        hint = new
+    return count
 
 
 def reconnections(peer: PeerResult, after: float) -> int:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from twisted.internet.defer import Deferred, TimeoutError
+from twisted.internet.defer import Deferred, TimeoutError, ensureDeferred
 
 from tests.support.harness import PeerPair
 from tests.support.netns import Node
@@ -48,6 +48,7 @@ async def dilate_once(
     cap: float = 30.0,
     extra: Sequence[str] = (),
     stay: float = 0.0,
+    exit_within: float = 0.0,
 ) -> dict[str, Any]:
     """
     Dilate the Leader ``left = (node, impl)`` with the Follower ``right`` (``impl``:
@@ -56,6 +57,8 @@ async def dilate_once(
     :param extra: more peer arguments for both.
     :param stay: keep the link up this many seconds after dilating (the Follower exchanges a
         message every 50 ms meanwhile) and report the path it ended on too.
+    :param exit_within: give both peers that long to close their wormholes and exit by
+        themselves before they are killed (``exited``: whether they did).
     :returns: ``{"path": ..., "seconds": ...}`` (``seconds`` is ``None`` when it failed); with
         ``stay``, also ``path_after`` (the last link's path) and ``moved_after`` (seconds from
         the first link to the first direct one after a relayed start, else ``None``).
@@ -76,7 +79,7 @@ async def dilate_once(
         right=placement(right_node),
         code=f"{secrets.randbelow(900000) + 100000}-reach-run",  # both start at once
     ).start()
-    joined, dilated = None, []
+    joined, dilated, exited = None, [], None
     try:
         codes = [await within(reactor, pair.when(side, "code"), 60) for side in ("left", "right")]
         joined = max(codes, key=lambda c: float(c["t"])) if all(codes) else None
@@ -86,6 +89,9 @@ async def dilate_once(
             dilated.append(await within(reactor, pair.when(side, "dilated"), left_over))
         if joined and all(dilated):
             await within(reactor, pair.when("right", "result"), 20 + stay)
+        if exit_within:
+            ended = ensureDeferred(pair.ended()).addCallback(lambda _: True)
+            exited = await within(reactor, ended, exit_within)
     finally:
         pair.kill()
         await pair.ended()
@@ -97,6 +103,8 @@ async def dilate_once(
     outcome: dict[str, Any] = {"path": path, "seconds": round(seconds, 3)}
     if stay:
         outcome |= moves(pair.results)
+    if exit_within:
+        outcome["exited"] = bool(exited)
     return outcome
 
 

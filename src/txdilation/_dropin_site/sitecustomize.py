@@ -1,37 +1,65 @@
-"""Install txdilation in every Python process that has this directory on ``PYTHONPATH``.
+"""Arm txdilation in every Python process that has this directory on ``PYTHONPATH``.
 
-Python imports ``sitecustomize`` at start-up. ``txdilation.dropin`` (the pytest plugin) and
-``txdilation.dropin.child_environment()`` put this directory first on ``PYTHONPATH`` and set
-``TXDILATION_DROPIN=1``, so that every child process (a ``fowld`` a test spawns, say) dilates
-through txdilation too, not only the test process. With ``TXDILATION_DROPIN_PROOF=PATH`` each
-process appends one JSON line to PATH saying whether the substitution took effect in it.
-Afterwards the next ``sitecustomize`` on ``sys.path`` (the one this file shadows, if any) runs.
+Python imports ``sitecustomize`` at start-up. ``txdilation exec`` (and the pytest plugin
+``txdilation.dropin``) put this directory first on ``PYTHONPATH`` and set
+``TXDILATION_DROPIN=1``, so that every Python process under them (a ``fowld`` that
+``git-withme`` spawns, say) dilates through txdilation: ``txdilation.wrap.startup.arm()``
+installs it when the process first imports ``wormhole``. A Python that cannot import txdilation
+(another environment, another version) runs as it would without it, and with
+``TXDILATION_DROPIN_PROOF=PATH`` appends one JSON line to PATH saying so. Afterwards the next
+``sitecustomize`` on ``sys.path`` (the one this file shadows, if any) runs.
 
+Written for any Python that may meet ``PYTHONPATH`` (2.7 too): no f-strings, no annotations.
 This directory is not a package: nothing here is imported as ``txdilation.<name>``.
 """
 
-from __future__ import annotations
 
-
-def _install_and_prove() -> None:
-    import json
+def _arm():
+    # type: () -> None
     import os
-    import sys
 
     if os.environ.get("TXDILATION_DROPIN") != "1":
         return
-    import txdilation
-    from txdilation.dropin import substitution_report
-
-    txdilation.install()
-    proof = os.environ.get("TXDILATION_DROPIN_PROOF")
-    if proof:
-        line = json.dumps({"pid": os.getpid(), "argv": sys.argv, **substitution_report()})
-        with open(proof, "a", encoding="utf-8") as f:
-            f.write(line + "\n")
+    try:
+        from txdilation.wrap.startup import arm
+    except Exception as e:  # another environment: run as without txdilation, and say so
+        why = "{}: {}".format(type(e).__name__, e)  # noqa: UP032 (any Python: no f-string)
+        _prove_absent("txdilation is not importable by this Python (" + why + ")")
+        return
+    arm("sitecustomize")
 
 
-def _chain_to_next_sitecustomize() -> None:
+def _prove_absent(reason):
+    # type: (str) -> None
+    import json
+    import os
+    import platform
+    import sys
+
+    path = os.environ.get("TXDILATION_DROPIN_PROOF")
+    if not path:
+        return
+    line = {
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "argv": getattr(sys, "argv", None),  # Python 2 sets it after site
+        "executable": sys.executable,
+        "armed_by": "sitecustomize",
+        "took_effect": False,
+        "implementation": None,
+        "versions": {"python": platform.python_version()},
+        "reason": reason,
+        "substituted": False,
+    }
+    try:
+        with open(path, "a") as f:
+            f.write(json.dumps(line) + "\n")
+    except (IOError, OSError):  # noqa: UP024 (Python 2 has both)
+        pass
+
+
+def _chain_to_next_sitecustomize():
+    # type: () -> None
     import importlib
     import os
     import sys
@@ -50,5 +78,5 @@ def _chain_to_next_sitecustomize() -> None:
             sys.modules["sitecustomize"] = ours
 
 
-_install_and_prove()
+_arm()
 _chain_to_next_sitecustomize()

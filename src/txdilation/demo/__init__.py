@@ -34,6 +34,7 @@ from typing import IO, Any
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
+from txdilation import _early_signals
 from txdilation.demo.traffic import Exchange, ExchangeFactory
 from txdilation.session.statuslog import format_bytes
 
@@ -41,6 +42,7 @@ __all__ = ["APPID", "run_demo"]
 
 APPID = "txdilation.example/demo"
 _KEY_WIDTH = 22
+_PATHS_SHOWN = 3
 
 
 def _bar(done: int, total: int, width: int = 30) -> str:
@@ -67,7 +69,7 @@ def run_demo(
     if missing:
         print(
             f"txdilation demo: needs {' and '.join(missing)} (it runs the real servers on "
-            "127.0.0.1): pip install 'txdilation[demo]'",
+            "127.0.0.1): pip install -e '.[demo]' in a checkout",
             file=sys.stderr,
         )
         return 1
@@ -129,8 +131,11 @@ def run_demo(
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, on_signal)
 
+    _early_signals.keep_through_startup(reactor)  # until go() installs on_signal
     reactor.callWhenRunning(go)  # type: ignore[attr-defined]
     reactor.run()  # type: ignore[attr-defined]
+    if not result:  # (nothing else stops the reactor: said all the same, never silently)
+        print("txdilation demo: the reactor stopped before the demo ended", file=sys.stderr)
     return result[0] if result else 1
 
 
@@ -321,7 +326,9 @@ class _Demo:
         elapsed = max(finished - client.started, 1e-9)
         reconnect_ms = [ms for s in (a, b) for ms in _reconnect_times(s.events)]
         selected = a.of_kind("connection-selected")
-        paths = dict.fromkeys(f"{e['path']} {e['hint']}" for e in selected)
+        paths = list(dict.fromkeys(f"{e['path']} {e['hint']}" for e in selected))
+        if len(paths) > _PATHS_SHOWN:  # (one line, however many cuts)
+            paths = [*paths[:_PATHS_SHOWN], f"... ({len(paths)} in all)"]
         rows = [
             ("bytes sent / received", f"{client.sent:,} / {received.received:,} of {total:,}"),
             ("SHA-256 verified", "yes" if verified else "NO"),

@@ -294,7 +294,7 @@ class DilationClientEndpoint:
 def _waited_too_long(shared: SharedWormhole, timeout: float | None) -> str:
     """Why a client's ``connect()`` timed out, from how far the wormhole got."""
     settings = shared.settings
-    waited = f"within {timeout:g} s (timeout=)"
+    waited = f"within {timeout:g} s (timeout={timeout:g})"
     if shared.code is None:
         return (
             f"dilation: no wormhole code {waited}: the mailbox server {settings.mailbox} did "

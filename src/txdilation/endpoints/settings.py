@@ -17,6 +17,7 @@ from txdilation.selection.hints import HintError
 from txdilation.selection.relays import parse_relay_location
 from txdilation.session.config import DEFAULT_MAILBOX, check_mailbox_url
 from txdilation.session.errors import ConfigError
+from txdilation.session.values import check_code
 
 __all__ = ["DEFAULT_APPID", "DEFAULT_CLIENT_TIMEOUT", "EndpointSettings", "parse_settings"]
 
@@ -129,6 +130,12 @@ def parse_settings(
     if "timeout" in kwargs:
         raw = kwargs["timeout"].strip().lower()
         timeout = None if raw in ("0", "none", "") else _seconds("timeout", raw)
+    code = kwargs.get("code") or None
+    if code is not None:
+        try:
+            check_code(code)
+        except ValueError as e:
+            raise ValueError(f"dilation: code={code}: {e}") from None
     ping = kwargs.get("ping-interval")
     pairing = kwargs.get("pairing") or None
     if pairing is not None:
@@ -137,7 +144,7 @@ def parse_settings(
         subprotocol=subprotocol,
         mailbox=mailbox,
         appid=kwargs.get("appid") or DEFAULT_APPID,
-        code=kwargs.get("code") or None,
+        code=code,
         code_file=kwargs.get("code-file") or None,
         relay=relay,
         no_listen=_flag("no-listen", kwargs.get("no-listen", "no")),

@@ -281,8 +281,12 @@ def _in_words(f: Failure, explained: Any) -> Failure:
     if not str(exc).strip():
         exc.args = (explained.message,)
     text = f"{explained.message}; {explained.advice}" if explained.advice else explained.message
-    if text not in getattr(exc, "__notes__", ()):
-        exc.add_note(text)
+    notes = list(getattr(exc, "__notes__", ()))
+    if text not in notes:
+        if sys.version_info >= (3, 11):
+            exc.add_note(text)
+        else:  # no add_note before 3.11: the same attribute, where 3.11's traceback shows it
+            setattr(exc, "__notes__", [*notes, text])  # noqa: B010
     return Failure(exc)  # type: ignore[no-untyped-call]
 
 

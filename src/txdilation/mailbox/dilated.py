@@ -30,6 +30,11 @@ class _Manager(Protocol):
     @property
     def led_by_stock(self) -> bool: ...
 
+    @property
+    def port_mapping(self) -> Any: ...
+
+    def abort_link(self) -> None: ...
+
 
 class DilatedWormhole:
     """The application's handle on one dilated wormhole."""
@@ -42,6 +47,13 @@ class DilatedWormhole:
         """txdilation's addition: the last round-trip time our PINGs measured, in seconds
         (None before the first PONG)."""
         return self._manager.last_rtt
+
+    @property
+    def port_mapping(self) -> Any:
+        """txdilation's addition: the port mapping of our listener the home router granted
+        (a ``txdilation.portmap.mapping.PortMapping``: protocol, external port, lease), or
+        None (``docs/connectivity.md``, "Port mapping")."""
+        return self._manager.port_mapping
 
     @property
     def connected(self) -> bool:
@@ -57,10 +69,9 @@ class DilatedWormhole:
 
     def abort_connection(self) -> None:
         """txdilation's addition, a test and debugging aid: abort the selected connection at
-        once, if there is one (Dilation then reconnects, as after any loss)."""
-        connection = self._manager.connection
-        if connection is not None:
-            connection.abort()
+        once, if there is one, and the standby path beside it, as a network cut would
+        (Dilation then reconnects, as after any loss)."""
+        self._manager.abort_link()
 
     def when_dilated(self) -> Deferred[None]:
         """Fires (on a later turn) once the first connection is selected; errbacks with

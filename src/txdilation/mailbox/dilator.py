@@ -46,6 +46,7 @@ from wormhole._status import (
 )
 from zope.interface import implementer
 
+from txdilation._version import IMPLEMENTATION, __version__
 from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.mailbox.manager import DILATION_VERSIONS, Manager
 from txdilation.mailbox.messages import make_side
@@ -60,6 +61,15 @@ from txdilation.wire.keys import derive_dilation_key
 __all__ = ["Dilator", "contain_fault"]
 
 _log = Logger(namespace="txdilation.mailbox.dilator")
+
+
+def _stock_version() -> str:
+    """magic-wormhole's version (asked when dilating: stock's package is imported by then,
+    while this module may be imported during stock's own ``import wormhole``)."""
+    import wormhole
+
+    return str(wormhole.__version__)
+
 
 FLUSH_CHECK = 0.05
 """Seconds between two looks at what the peer has still to acknowledge, while a close waits."""
@@ -148,6 +158,13 @@ class Dilator:
             settings=settings if settings is not None else Settings(),
         )
         self._manager = m
+        _log.info(
+            "dilating through {implementation} {version} (in place of magic-wormhole "
+            "{stock_version}'s Dilation)",
+            implementation=IMPLEMENTATION,
+            version=__version__,
+            stock_version=_stock_version(),
+        )
         m.public_addresses_seen(self._public_addresses)
         if self._pending_key is not None:
             contain_fault("the dilation key", m.got_dilation_key, self._pending_key)

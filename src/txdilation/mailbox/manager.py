@@ -30,10 +30,13 @@ Invariants:
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IReactorUDP
 from twisted.internet.task import Cooperator
 from twisted.logger import Logger
 from twisted.python.failure import Failure
@@ -45,6 +48,7 @@ from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.mailbox.losses import LossRecorder
 from txdilation.mailbox.manager_core import ManagerCore, ManagerEvents
 from txdilation.mailbox.manager_lifecycle import manager_machine
+from txdilation.mailbox.mapping import MappingReporter
 from txdilation.mailbox.messages import (
     CLOSING,
     PATH_UPGRADE,
@@ -55,10 +59,15 @@ from txdilation.mailbox.messages import (
     dispatch,
     hint_type_counts,
 )
+from txdilation.mailbox.standby import StandbyKeeper
 from txdilation.mailbox.status import StatusReporter, mailbox_up
+from txdilation.portmap.mapper import PortMapper
+from txdilation.portmap.mapping import PortMapping
 from txdilation.selection import netwatch
 from txdilation.selection.connector import Connector, ConnectorSettings
-from txdilation.selection.liveness import PingTracker
+from txdilation.selection.connector_settings import Purpose
+from txdilation.selection.hints import Hint
+from txdilation.selection.liveness import SILENCE, PingTracker
 from txdilation.selection.relays import RelayLocation, RelayUsed, parse_relay_location
 from txdilation.selection.selected import SelectedLink
 from txdilation.settings import Settings
@@ -66,12 +75,25 @@ from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.telemetry import Telemetry
 from txdilation.wire.contracts import IDilationReactor
 from txdilation.wire.errors import OldPeerCannotDilateError
-from txdilation.wire.reasons import LinkLoss
+from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
 __all__ = ["DILATION_VERSIONS", "DilatedWormhole", "Manager"]
 
 DILATION_VERSIONS = ["ged"]
+
+#: the causes of a loss after which the link moves to its standby (a path that died); a clean
+#: close (the peer closing its wormhole), a protocol error or a move of our own do not
+PATH_DIED = frozenset(
+    {
+        Cause.DROPPED,
+        Cause.TRANSPORT_FAILED,
+        Cause.SILENT,
+        Cause.PROBE_UNANSWERED,
+        Cause.NETWORK_CHANGE,
+        Cause.PEER_REPORT,
+    }
+)
 
 #: seconds between two new generations started because a direct path proved to work while a
 #: stock peer's link was relayed (if one ends on the relay again, the next waits this long)
@@ -129,6 +151,11 @@ class Manager:
             eventually=self._eventually,  # stock answers through its eventual queue: so do we
         )
         status = StatusReporter(status_update, initial_mailbox_status, reactor, ping_interval)
+        self._mapping = MappingReporter(telemetry, status.refresh)
+        self._mapper = _port_mapper(reactor, settings, no_listen, tor, self._mapping)
+        if self._mapper is not None and not settings.network.listen_port:
+            # mapped now, so that the first generation's hints carry it (its listener takes it)
+            self._mapper.map(_free_port(), lambda mapping: None)
         self._pings = PingTracker(reactor)
         self._core = ManagerCore(
             new_connector=self._new_connector,
@@ -157,6 +184,9 @@ class Manager:
             telemetry=self.telemetry,
             mux=self._mux,
             absence=PeerAbsence(reactor, settings.policy.peer_timeout, self._peer_absent),
+            via_mapping=lambda link: self._mapping.carried(link.description),
+            standby=StandbyKeeper(reactor, self._make_standby) if tor is None else None,
+            ping_interval=ping_interval,
         )
         if initial_mailbox_status is not None:
             self._core.absence.mailbox_connected(mailbox_up(initial_mailbox_status))
@@ -181,10 +211,23 @@ class Manager:
             reactor=self._reactor,
             telemetry=self.telemetry,
             eventually=self._eventually,
+            mapper=self._mapper,
         )
 
     def _launch_connector(self, connector: Connector) -> None:
         connector.start()
+
+    def _make_standby(self, peer_relays: list[Hint]) -> Connector:
+        """A standby connector for the current generation (``mailbox.standby``), started."""
+        c = self._core
+        assert c.role is not None and c.dilation_key is not None
+        settings = c.connector_settings(c.role, c.dilation_key)
+        settings = replace(settings, purpose=Purpose.STANDBY, no_listen=True, path_upgrade=False)
+        connector = self._new_connector(settings)
+        connector.start()
+        if peer_relays:
+            connector.got_hints(peer_relays)
+        return connector
 
     @property
     def status(self) -> DilationStatus:
@@ -228,6 +271,19 @@ class Manager:
         """The last round-trip time measured by our PINGs, in seconds."""
         return self._pings.last_rtt
 
+    def abort_link(self) -> None:
+        """Abort the selected connection and the standby beside it (``abort_connection``)."""
+        if self._core.standby is not None:
+            self._core.standby.drop()
+        connection = self.connection
+        if connection is not None:
+            connection.abort()
+
+    @property
+    def port_mapping(self) -> PortMapping | None:
+        """The port mapping of our listener the gateway granted, if any (``txdilation.portmap``)."""
+        return self._mapping.current
+
     # --- from the Dilator ---
 
     def got_dilation_key(self, key: bytes) -> None:
@@ -255,9 +311,13 @@ class Manager:
         is dropped if its address is gone, else probed now; a generation still connecting
         publishes hints for new addresses; the edge may reconnect the mailbox
         (``_network_changed_edge``)."""
+        if self._core.standby is not None:
+            self._core.standby.network_changed()
         link = self._core.link
         if link is not None:
             link.network_changed()
+        if self._mapper is not None:
+            self._mapper.network_changed()
         for connector in (self.connector, self._core.upgrader):
             if connector is not None:
                 connector.network_changed()
@@ -290,8 +350,13 @@ class Manager:
         self.events.stop()
 
     def when_stopped(self) -> Deferred[None]:
-        """Fires once the machine stopped (at once if it did)."""
-        return self._core.stopped.when_fired()
+        """Fires once the machine stopped (at once if it did) and the port mapping, if any, is
+        deleted (each deletion is bounded in time)."""
+        d = self._core.stopped.when_fired()
+        mapper = self._mapper
+        if mapper is not None:
+            d.addCallback(lambda _: mapper.stop())
+        return d
 
     def send_ping(self, ping_id: bytes, on_pong: Callable[[float], object] | None = None) -> None:
         """Stock's API (fowl's ``ping``): send a PING with ``ping_id`` on the current link, if
@@ -362,7 +427,7 @@ class Manager:
         """(Follower, a stock Leader) the connector tries again: the status says when."""
         self._core.status.attempted()
 
-    def link_for(self, connection: Any) -> SelectedLink:
+    def link_for(self, connection: Any, standby: bool = False) -> SelectedLink:
         """The sink for the connection the Connector is selecting (no I/O yet)."""
         return SelectedLink(
             connection,
@@ -373,7 +438,19 @@ class Manager:
             clock=self._reactor,
             ping_interval=self._ping_interval,
             on_alive=self._alive,
+            standby=standby,
+            leads=self._core.role is LEADER,
         )
+
+    def standby_link_for(self, connection: Any) -> SelectedLink:
+        """The sink for a standby connection (``mailbox.standby``)."""
+        return self.link_for(connection, standby=True)
+
+    def connector_standby_ready(self, link: SelectedLink) -> None:
+        if self._core.standby is not None:
+            self._core.standby.got(link)
+        else:
+            link.abort()
 
     def connector_connection_made(
         self, link: SelectedLink, candidates: int = 1, relay: RelayUsed | None = None
@@ -385,6 +462,7 @@ class Manager:
             candidates=candidates,
             relay_transport=relay.transport if relay is not None else None,
             relay_index=relay.index if relay is not None else None,
+            via_mapping=link.is_direct and self._mapping.carried(link.description),
         )
         if self._traffic_interval is not None and not self.telemetry.periodic_traffic:
             self.telemetry.start_periodic_traffic(self._traffic_interval)
@@ -417,6 +495,17 @@ class Manager:
         c = self._core
         c.retired.discard(link)
         if link is not c.link:
+            if c.standby is not None:
+                c.standby.lost(link)
+            return
+        if c.standby is not None and c.standby.ready and reason.cause in PATH_DIED:
+            _log.info(
+                "dilated connection {desc} lost: {reason}: moving to the standby",
+                desc=link.description,
+                reason=reason.message,
+                cause=reason.cause.value,
+            )
+            self.events.standby_taken()
             return
         _log.info(
             "dilated connection {desc} lost: {reason}",
@@ -431,8 +520,17 @@ class Manager:
         self.events.connection_lost()
 
     def link_silent(self, link: SelectedLink) -> None:
-        if link is self._core.link:
+        c = self._core
+        if link is c.link:
             self.events.link_silent()
+        elif c.standby is not None and link is c.standby.standby:
+            link.fail(SILENCE)
+
+    def standby_used(self, link: SelectedLink) -> None:
+        """The peer moved the wormhole to our standby: so do we."""
+        c = self._core
+        if c.standby is not None and link is c.standby.standby:
+            self.events.standby_taken()
 
     def _alive(self, rtt: float | None) -> None:
         if rtt is not None:
@@ -442,3 +540,34 @@ class Manager:
     def _peer_absent(self) -> None:
         _log.info("no sign of the peer for the peer timeout: presuming it gone")
         self.events.peer_absent()
+
+
+def _free_port() -> int:
+    """A TCP port free now on every address (0 if none could be had: any port then)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("", 0))
+            return int(s.getsockname()[1])
+    except OSError:
+        return 0
+
+
+def _port_mapper(
+    reactor: IDilationReactor,
+    settings: Settings,
+    no_listen: bool,
+    tor: Any,
+    reporter: MappingReporter,
+) -> PortMapper | None:
+    """The wormhole's port mapper, unless mapping is off, there is no listener to map (no
+    listening, Tor), the listener is not on every address (a listen interface: the gateway
+    may not reach it), a forward is configured by hand (a hint port), or the reactor has no
+    UDP."""
+    network = settings.network
+    if not network.port_mapping or no_listen or tor is not None:
+        return None
+    if network.listen_interface or network.hint_port:
+        return None
+    if not IReactorUDP.providedBy(reactor):
+        return None
+    return PortMapper(reactor, observer=reporter)

@@ -24,10 +24,12 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from txdilation.mailbox.absence import PeerAbsence
-from txdilation.mailbox.messages import Outbox
+from txdilation.mailbox.messages import PATH_UPGRADE, STANDBY, Outbox
+from txdilation.mailbox.standby import StandbyKeeper
 from txdilation.mailbox.status import StatusReporter
 from txdilation.selection.connector import Connector, ConnectorSettings
-from txdilation.selection.hints import Hint
+from txdilation.selection.connector_settings import Purpose
+from txdilation.selection.hints import Hint, RelayV1Hint
 from txdilation.selection.selected import SelectedLink
 from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
@@ -114,6 +116,9 @@ class ManagerEvents(TypingProtocol):
     def drained(self) -> None:
         "(stopping) the peer acknowledged every record."
 
+    def standby_taken(self) -> None:
+        "(connected) the link died, or the peer moved: the standby carries the wormhole."
+
     def drain_timeout(self) -> None:
         "(stopping) the deadline passed."
 
@@ -169,6 +174,14 @@ class ManagerCore:
     early_hints: list[Hint] = field(default_factory=list)
     #: fired once the machine reached ``stopped`` (``Manager.when_stopped``)
     stopped: OneShot[None] = field(default_factory=OneShot)
+    #: whether a link came in through our port mapping (for the telemetry)
+    via_mapping: Callable[[SelectedLink], bool] = lambda link: False
+    #: the warm standby beside a direct link (``standby-v1``); None: never kept
+    standby: StandbyKeeper | None = None
+    #: the peer's hints of the current generation (for the connectors of a moved link)
+    peer_hints: list[Hint] = field(default_factory=list)
+    #: seconds between PINGs on the link (a promoted standby takes it up)
+    ping_interval: float = 30.0
 
     def send_reconnect(self) -> None:
         self.telemetry.reconnect()
@@ -200,10 +213,57 @@ class ManagerCore:
             generation.connector = None
 
     def stop_upgrader(self) -> None:
-        """The link is going (or gone): no more attempts at a better path for it."""
+        """The link is going (or gone): no more attempts at a better path for it, and no
+        standby beside it."""
+        self._stop_upgrade_connector()
+        if self.standby is not None:
+            self.standby.drop()
+
+    def _stop_upgrade_connector(self) -> None:
         upgrader, self.upgrader = self.upgrader, None
         if upgrader is not None:
             upgrader.events.stop()
+
+    def keep_standby(self, link: SelectedLink) -> None:
+        """``link`` carries the wormhole now: beside a direct one, keep a standby (with a
+        peer that speaks ``standby-v1``); beside a relayed one, none."""
+        if self.standby is None:
+            return
+        if link.is_direct and STANDBY in self.peer_extensions:
+            self.standby.want(link, self.peer_hints)
+        else:
+            self.standby.drop()
+
+    def use_standby(self) -> None:
+        """The link died (or the peer left it for the standby): the standby carries the
+        wormhole from now on, in the same generation; a direct path is looked for again."""
+        standby = self.standby.take() if self.standby is not None else None
+        if standby is None:
+            return
+        old, since, now = self.link, self.selected_at, self.reactor.seconds()
+        self.link, self.selected_at = standby, now
+        standby.promote(self.ping_interval)
+        self.mux.connection_lost()
+        self.mux.connection_made(standby)
+        standby.announce_move()
+        if old is not None:
+            old.abort()
+        _log.info(
+            "moved from {old} to the standby {new}",
+            old=old.description if old is not None else "-",
+            new=standby.description,
+        )
+        self.status.connected(self.generation, standby.description)
+        after = None if since is None else now - since
+        self.telemetry.path_changed(_path(old), _path(standby), after, "standby")
+        if PATH_UPGRADE in self.peer_extensions and self.role is not None:
+            assert self.dilation_key is not None
+            settings = self.connector_settings(self.role, self.dilation_key)
+            upgrader = self.new_connector(replace(settings, purpose=Purpose.UPGRADE))
+            self._stop_upgrade_connector()
+            self.upgrader = upgrader
+            upgrader.start()
+            upgrader.got_hints([h for h in self.peer_hints if not isinstance(h, RelayV1Hint)])
 
     def switch_path(self, link: SelectedLink) -> None:
         """Move the wormhole to ``link`` (same generation): L4 replays what is unacknowledged
@@ -223,10 +283,15 @@ class ManagerCore:
             )
         self.status.connected(self.generation, link.description)
         self.telemetry.path_changed(
-            _path(old), _path(link), None if since is None else now - since, "upgrade"
+            _path(old),
+            _path(link),
+            None if since is None else now - since,
+            "upgrade",
+            via_mapping=link.is_direct and self.via_mapping(link),
         )
         if link.is_direct:
-            self.stop_upgrader()
+            self._stop_upgrade_connector()
+        self.keep_standby(link)
 
     def drop_retired(self) -> None:
         """The wormhole is done: close the links it moved away from now."""

@@ -160,8 +160,10 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     def use_link(events: ManagerEvents, c: ManagerCore, g: Generation, link: SelectedLink) -> None:
         # it closed everything else when it selected, unless it goes on trying direct paths
         # for a relayed link (a peer that speaks path upgrades)
-        if g.connector is not None and g.connector.upgrading:
-            c.upgrader = g.connector
+        if g.connector is not None:
+            c.peer_hints = list(g.connector.peer_hints)
+            if g.connector.upgrading:
+                c.upgrader = g.connector
         g.connector = None
         c.link, c.selected_at = link, c.reactor.seconds()
         c.status.connected(g.number, link.description)
@@ -170,6 +172,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         c.absence.waiting_for_peer(False)
         c.cancel_stall_timer()
         c.stall_delay = GENERATION_RETRY
+        c.keep_standby(link)
 
     @connecting.upon(E.check_generation).loop()
     def check_generation(events: ManagerEvents, c: ManagerCore, g: Generation) -> None:
@@ -199,10 +202,15 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     def move_link(events: ManagerEvents, c: ManagerCore, link: SelectedLink) -> None:
         c.switch_path(link)
 
+    @connected.upon(E.standby_taken).loop()
+    def move_to_standby(events: ManagerEvents, c: ManagerCore) -> None:
+        c.use_standby()
+
     @connected.upon(E.rx_hints).loop()
     def hints_for_upgrade(events: ManagerEvents, c: ManagerCore, hints: list[Hint]) -> None:
         """Hints after selection: for the connector looking for a direct path, if any (a
         peer that moves links publishes new addresses after a network change)."""
+        c.peer_hints.extend(hints)
         if c.upgrader is not None:
             c.upgrader.got_hints(hints)
 

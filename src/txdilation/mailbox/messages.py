@@ -37,6 +37,7 @@ __all__ = [
     "LINK_LOST",
     "PATH_UPGRADE",
     "SIDE_PREFIX",
+    "STANDBY",
     "Closing",
     "ConnectionHints",
     "DilationMessage",
@@ -64,7 +65,10 @@ LINK_LOST: Final = "link-lost-v1"
 #: generation's connectors keep listening and dialing direct hints after selecting a relay,
 #: and the Leader's KCM on a later connection moves the link there (docs/connectivity.md)
 PATH_UPGRADE: Final = "path-upgrade-v1"
-EXTENSIONS: Final = (CLOSING, LINK_LOST, PATH_UPGRADE)
+#: beside a direct link each side keeps a relayed connection warm and moves the link there
+#: at once when the direct path dies (``mailbox.standby``, docs/reliability.md)
+STANDBY: Final = "standby-v1"
+EXTENSIONS: Final = (CLOSING, LINK_LOST, PATH_UPGRADE, STANDBY)
 
 
 class MalformedDilationMessage(ValueError):

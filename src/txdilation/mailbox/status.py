@@ -10,7 +10,9 @@ Invariants (what consumers such as fowl rely on):
   Stopped, and nothing changes it once it is ``StoppedPeer``;
 - ``hints`` only grow (the union of every hint tried, as stock reports them);
 - an exception raised by the callback is logged, never propagated (stock's propagates into its
-  state machine and breaks dilation).
+  state machine and breaks dilation);
+- every status is a :class:`TxdilationStatus`: stock's class, naming the implementation and its
+  version, and otherwise indistinguishable from stock's (equality, hash, repr, attrs fields).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import attrs
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from wormhole._status import (
@@ -32,7 +35,9 @@ from wormhole._status import (
     WormholeStatus,
 )
 
-__all__ = ["StatusReporter", "mailbox_up"]
+from txdilation._version import IMPLEMENTATION, __version__
+
+__all__ = ["StatusReporter", "TxdilationStatus", "mailbox_up"]
 
 _log = Logger(namespace="txdilation.mailbox.status")
 
@@ -40,6 +45,35 @@ _log = Logger(namespace="txdilation.mailbox.status")
 def mailbox_up(status: WormholeStatus) -> bool:
     """Whether this wormhole status says our mailbox (rendezvous) connection is up."""
     return isinstance(status.mailbox_connection, Connected)
+
+
+class TxdilationStatus(DilationStatus):  # type: ignore[misc]
+    """Stock's ``DilationStatus`` as txdilation reports it: ``status.implementation`` is
+    ``"txdilation"`` and ``status.implementation_version`` its version, so an application can
+    tell (``getattr(status, "implementation", "magic-wormhole")``). No field is added: it
+    equals, hashes, prints, converts (``attrs.asdict``) and evolves as stock's does."""
+
+    __slots__ = ()
+    implementation = IMPLEMENTATION
+    implementation_version = __version__
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DilationStatus):
+            return NotImplemented
+        return _fields(self) == _fields(other)
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = DilationStatus.__hash__
+
+    def __repr__(self) -> str:
+        return repr(DilationStatus(*_fields(self)))
+
+
+def _fields(status: DilationStatus) -> tuple[Any, ...]:
+    return tuple(getattr(status, a.name) for a in attrs.fields(DilationStatus))
 
 
 class StatusReporter:
@@ -62,7 +96,9 @@ class StatusReporter:
         self._clock = clock
         self._ping_interval = ping_interval
         self._hints: set[DilationHint] = set()
-        self.current = DilationStatus(mailbox=mailbox or WormholeStatus(), generation=0)
+        self.current: DilationStatus = TxdilationStatus(
+            mailbox=mailbox or WormholeStatus(), generation=0
+        )
 
     def mailbox(self, status: WormholeStatus) -> None:
         """Our mailbox connection's status changed."""
@@ -102,6 +138,11 @@ class StatusReporter:
                 peer_connection=ConnectedPeer(pc.connected_at, expires, pc.hint_description)
             )
 
+    def refresh(self) -> None:
+        """Report the current status again (something shown beside it changed: the port
+        mapping)."""
+        self._update()
+
     def _peer(self, peer: PeerConnection, generation: int) -> None:
         self._update(peer_connection=peer, generation=generation)
 
@@ -117,7 +158,7 @@ class StatusReporter:
             **changes,
         }
         fields["generation"] = max(fields["generation"], current.generation)
-        self.current = DilationStatus(**fields)
+        self.current = TxdilationStatus(**fields)
         if self._callback is not None:
             try:
                 self._callback(self.current)

@@ -1,24 +1,15 @@
-"""The conductor of a paired wormhole: lobbies, the planner, meetings and the ratchet.
+"""The conductor of a paired wormhole: lobbies, the rendezvous, meetings and the ratchet.
 
-Layer: pairing glue (its decisions are the I/O-free :mod:`.plan` and :mod:`.ratchet`; this
-module applies them). One :class:`Conductor` per process and pairing file:
-
-- with no file yet, the code meeting (:meth:`Conductor.start_pairing`): a wormhole with the
-  code that announces pairing; once the peer announced it too, each side introduces itself
-  (id, name, nonce); once dilated, each writes its file (generation 0) and tells the peer; the
-  code meeting goes on as the pairing's first meeting;
-- with a file (:meth:`Conductor.start_paired`): one more incarnation, the lobby of each
-  generation held, a hello there, and a derived meeting where the planner says (a new one
-  whenever the target changes before the meeting is made, or the peer's nonce after: the
-  peer restarted);
-- in each derived meeting: once met, the generation met with becomes current; once dilated,
-  the next secret is staged, the peer told, and it is committed once the peer told the same
-  (:mod:`.ratchet`, applied by the :class:`~.keeper.RecordKeeper`).
+Layer: pairing glue (decisions: :mod:`.plan`, :mod:`.handshake`, :mod:`.ratchet`; the lobby
+side: :mod:`.rendezvous`; the ratchet in a meeting: :mod:`.stepping`). One :class:`Conductor`
+per process and pairing file: with no file yet, the code meeting (:meth:`Conductor.start_pairing`:
+the sides introduce themselves, static public keys included, and each writes generation 0 once
+dilated); with a file (:meth:`Conductor.start_paired`): the file locked then loaded, one more
+incarnation, the rendezvous of each generation held, and a meeting wherever it finds the peer.
 
 Invariants: every change of the record is saved (atomically, durably) before anything that
 depends on it is sent; a meeting that ends is closed exactly once, and when it ended because
-the peer restarted its open subchannels get :class:`~txdilation.pairing.errors.PeerRestarted`;
-between meetings nothing of an old meeting is used.
+the peer restarted its open subchannels get :class:`~txdilation.pairing.errors.PeerRestarted`.
 """
 
 from __future__ import annotations
@@ -31,13 +22,17 @@ from typing import Any, Protocol
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.python.failure import Failure
 
-from txdilation.pairing import derive, ratchet
-from txdilation.pairing.backoff import Backoff
+from txdilation.pairing import derive
+from txdilation.pairing.downtime import Downtime
 from txdilation.pairing.endpoints import MeetingBoard
 from txdilation.pairing.errors import PairingError, PeerCannotPair, PeerRestarted
+from txdilation.pairing.first import check_code, first_record
+from txdilation.pairing.handshake import Place
 from txdilation.pairing.hello import Hello, new_nonce
 from txdilation.pairing.keeper import RecordKeeper
+from txdilation.pairing.keys import new_private, public_of
 from txdilation.pairing.lobbies import Lobbies
+from txdilation.pairing.lobby import LobbyTrouble
 from txdilation.pairing.meeting import (
     Meeting,
     StatusCallbacks,
@@ -46,12 +41,20 @@ from txdilation.pairing.meeting import (
     dilator,
     open_derived,
 )
-from txdilation.pairing.messages import Introduce, PairingMessage, Stored
+from txdilation.pairing.messages import Check, Here, Introduce, Met, PairingMessage, Stored
 from txdilation.pairing.options import PairingOptions, default_name
-from txdilation.pairing.plan import Heard, Planner, Target
+from txdilation.pairing.plan import PeerProcess, Planner
 from txdilation.pairing.record import Generation, Identity, PairingRecord
+from txdilation.pairing.rendezvous import Rendezvous
+from txdilation.pairing.stepping import Stepper
+from txdilation.pairing.warnings import Warnings
 
-__all__ = ["Conductor", "ConductorInputs"]
+__all__ = ["NOT_PAIRING", "Conductor", "ConductorInputs"]
+
+NOT_PAIRING = (
+    "the peer does not pair: it is stock magic-wormhole, or txdilation without --pairing; "
+    "nothing of the pairing was sent to it"
+)
 
 
 class ConductorInputs(Protocol):
@@ -73,32 +76,29 @@ class Conductor:
     on_event: Callable[[str, dict[str, Any]], object]
     status: Callable[[], StatusCallbacks | None]
     inputs: ConductorInputs | None = None
-    planner: Planner | None = None
+    rendezvous: Rendezvous | None = None
     me: Identity | None = None
+    key: bytes = field(default_factory=new_private)
     nonce: str = field(default_factory=new_nonce)
     lobbies: Lobbies = field(init=False)
     board: MeetingBoard = field(default_factory=MeetingBoard)
     meeting: Meeting | None = None
-    target: Target | None = None
+    peer: PeerProcess | None = None
+    offer: int = 0
     generation: Generation | None = None
+    stepper: Stepper = field(init=False)
+    warnings: Warnings = field(init=False)
     code_meeting: bool = False
+    code: str | None = None
     peer_intro: Introduce | None = None
-    peer_stored_pairing: bool = False
-    staged: str | None = None
-    peer_staged: str | None = None
     ending: set[Meeting] = field(default_factory=set)
-    started_at: float = 0.0
-    down_since: float | None = None
-    had_meeting: bool = False
-    retry: Backoff = field(init=False)
-    copies_seen: set[str] = field(default_factory=set)
+    downtime: Downtime = field(default_factory=Downtime)
     stopped: bool = False
 
     def __post_init__(self) -> None:
-        self.lobbies = Lobbies(self.reactor, self._heard, self._lobby_error)
-        self.retry = Backoff(self.reactor)
-
-    # --- helpers ---
+        self.lobbies = Lobbies(self.reactor, self._heard, self._lobby_trouble)
+        self.stepper = Stepper(self.keeper, self._sync_lobbies, self._emit, self._fail)
+        self.warnings = Warnings(self._emit, self.peer_name, str(self.keeper.store.path))
 
     @property
     def record(self) -> PairingRecord | None:
@@ -115,8 +115,7 @@ class Conductor:
         return self.inputs
 
     def _fail(self, error: BaseException | Failure) -> None:
-        failure = error if isinstance(error, Failure) else Failure(error)  # type: ignore[no-untyped-call]
-        self._inputs().failed(failure)
+        self._inputs().failed(error if isinstance(error, Failure) else Failure(error))  # type: ignore[no-untyped-call]
 
     def peer_name(self) -> str:
         if self.record is not None:
@@ -132,19 +131,21 @@ class Conductor:
     def _new_meeting(self, w: Any, label: str, gate: StatusGate) -> Meeting:
         meeting = Meeting(w, dilator(w, self.options, self.relay), self, label, gate)
         self.meeting = meeting
-        self.staged = self.peer_staged = None
+        self.stepper.begin(meeting, code=self.code_meeting)
         self.board.publish(meeting.dilated)
         return meeting
 
     # --- starting ---
 
     def start_pairing(self) -> None:
-        """No pairing file yet: the code meeting."""
-        self.started_at = self._now()
+        """No pairing file yet: the code meeting (never with a code this side paired from)."""
+        self.downtime.started_at = self._now()
         options = self.options
         try:
             self.keeper.store.lock()
+            check_code(options)
             self.me = Identity(os.urandom(derive.ID_LENGTH), options.name or default_name())
+            self.warnings.plaintext(options.mailbox)
             gate = StatusGate(self.status())
             w = create_wormhole(self.reactor, options.appid, options.mailbox, gate.callbacks)
             self.code_meeting = True
@@ -156,157 +157,129 @@ class Conductor:
         except Exception as e:
             self._fail(e)
             return
-        w.get_code().addCallbacks(lambda code: self._emit("code", code=code), lambda f: None)
-        w.get_verifier().addCallbacks(
-            lambda v: self._emit("peer-connected", verifier=v.hex()), lambda f: None
-        )
+        w.get_code().addCallbacks(self._got_code, lambda f: None)
+        w.get_verifier().addCallbacks(self._got_verifier, lambda f: None)
+
+    def _got_code(self, code: str) -> None:
+        self.code = code
+        self._emit("code", code=code)
+
+    def _got_verifier(self, verifier: bytes) -> None:
+        self._emit("peer-connected", verifier=verifier.hex())
 
     def start_paired(self) -> None:
         """A pairing file: meet the peer without a code."""
-        self.started_at = self._now()
+        self.downtime.started_at = self._now()
         try:
             record = self.keeper.begin()
         except PairingError as e:
             self._fail(e)
             return
-        self.planner = Planner(record.me.id, record.peer.id, record.counter, self.nonce)
+        self._rendezvous(Planner(record.me.id, record.peer.id, record.counter, self.nonce))
+        self.warnings.plaintext(record.mailbox)
         self._emit(
             "waiting", peer=record.peer.name, generation=record.current.number, reason="started"
         )
         self._sync_lobbies()
 
+    def _rendezvous(self, planner: Planner) -> None:
+        record = self.keeper.record
+        assert record is not None
+        initiator = public_of(record.key) < record.peer_key
+        self.rendezvous = Rendezvous(self, self.reactor, planner, initiator)
+
     # --- lobbies ---
 
     def _sync_lobbies(self) -> None:
         """The lobbies of the generations held now, each with a new hello saying so."""
-        record, planner = self.record, self.planner
-        if record is not None and planner is not None and not self.stopped:
-            self.lobbies.sync(record, planner.hello(self._held()))
+        record, rendezvous = self.record, self.rendezvous
+        if record is not None and rendezvous is not None and not self.stopped:
+            held = [g.fingerprint for g in record.held()]
+            self.lobbies.sync(record, rendezvous.planner.hello(held))
 
     def _heard(self, hello: Hello) -> None:
-        if self.planner is None or self.stopped:
-            return
-        heard = self.planner.heard(hello)
-        if heard is Heard.PEER:
-            self._replan()
-        elif heard is Heard.COPY and hello.nonce not in self.copies_seen:
-            self.copies_seen.add(hello.nonce)
-            self._emit(
-                "warning",
-                message=f"another process is using this side of the pairing with "
-                f"{self.peer_name()} (start {hello.counter}): a copy of {self.keeper.store.path}?",
-                advice="stop the other process; if you did not start it, the pairing file was "
-                "copied: forget the pairing on both sides and pair again with a new code",
-            )
+        if self.rendezvous is not None and not self.stopped:
+            self.rendezvous.heard(hello)
 
-    def _lobby_error(self, text: str) -> None:
-        if "crowded" in text:
-            advice = "a third party holds this pairing's secret: pair again with a new code"
-        else:
-            advice = "still trying; 'txdilation pairing show' names the mailbox server it uses"
-        self._emit("warning", message=f"pairing lobby: {text}", advice=advice)
+    def _lobby_trouble(self, trouble: LobbyTrouble) -> None:
+        self.warnings.lobby(trouble, self.record.mailbox if self.record else self.options.mailbox)
 
-    # --- planning ---
+    # --- RendezvousHost ---
 
-    def _held(self) -> list[str]:
-        return [g.fingerprint for g in self.record.held()] if self.record is not None else []
+    def meeting_peer(self) -> tuple[PeerProcess, int, bool, bool] | None:
+        meeting, peer = self.meeting, self.peer
+        if meeting is None or peer is None or meeting.closing:
+            return None
+        return (peer, self.offer, meeting.is_met, meeting.link_up)
 
-    def _replan(self) -> None:
-        if self.planner is None or self.stopped or self.retry.waiting:
-            return
-        target = self.planner.target(self._held())
-        current, old = self.meeting, self.target
-        if current is not None:
-            if target == old:
-                return
-            if current.is_met:
-                nonces = None if target is None else (target.my_nonce, target.peer_nonce)
-                if old is None or nonces is None or nonces == (old.my_nonce, old.peer_nonce):
-                    return  # the meeting stands (only what is held changed)
-                if target is not None and target.peer_counter > old.peer_counter:
-                    self._emit("peer-restarted", peer=self.peer_name())
-                    why = f"the paired peer {self.peer_name()} restarted"
-                    lost = Failure(PeerRestarted(why))  # type: ignore[no-untyped-call]
-                    self._end_meeting(current, why, lost, renew=False)
-                else:  # a nonce renewed after a meeting ended: that meeting is over
-                    self._end_meeting(current, "a side left the meeting", None, renew=False)
-            else:
-                self._end_meeting(current, "the meeting moved", None, renew=False)
-        if target is not None and self.meeting is None:
-            self._start_meeting(target)
-
-    def _start_meeting(self, target: Target) -> None:
+    def meet(self, process: PeerProcess, generation: Generation, place: Place, offer: int) -> None:
         record = self.record
-        assert record is not None
-        generation = record.generation_with(target.fingerprint)
-        if generation is None:
+        if record is None or self.stopped:
             return
+        if self.meeting is not None:
+            self._end_meeting(self.meeting, "the meeting moved", None)
         gate = StatusGate(self.status())
         try:
             w = create_wormhole(self.reactor, record.appid, record.mailbox, gate.callbacks)
-            open_derived(
-                w,
-                derive.meeting_mailbox(generation.secret, target.nonces),
-                derive.meeting_password(generation.secret, target.nonces),
-            )
+            open_derived(w, place.mailbox, place.password)
         except Exception as e:
             self._fail(e)
             return
-        self.target, self.generation, self.code_meeting = target, generation, False
+        self.peer, self.offer, self.generation = process, offer, generation
+        self.code_meeting = False
         self._new_meeting(w, f"generation {generation.number}", gate)
         self._emit("meeting", peer=record.peer.name, generation=generation.number)
 
-    def _end_meeting(
-        self, meeting: Meeting, reason: str, lost: Failure | None, *, renew: bool
-    ) -> None:
-        """Close ``meeting``; with ``renew``, meet with a new nonce if the target would
-        otherwise be the meeting that just ended (its mailbox is spent)."""
-        ended = self.target
+    def renewed(self) -> None:
+        self._sync_lobbies()
+
+    def peer_restarted(self) -> None:
+        meeting = self.meeting
+        if meeting is None:
+            return
+        if meeting.is_met:
+            self._emit("peer-restarted", peer=self.peer_name())
+            why = f"the paired peer {self.peer_name()} restarted"
+            self._end_meeting(meeting, why, Failure(PeerRestarted(why)))  # type: ignore[no-untyped-call]
+        else:
+            self._end_meeting(meeting, "the meeting moved", None)
+
+    def post(self, fingerprint: str, message: Hello) -> None:
+        self.lobbies.post(fingerprint, message)
+
+    def send_check(self, check: Check) -> None:
+        if self.meeting is not None:
+            self.meeting.send(check)
+
+    def impostor(self, nonce: str, counter: int, mine: bool, why: str) -> None:
+        if self.warnings.impostor(nonce, counter, mine, why):
+            self.stepper.evict()
+
+    # --- meetings ---
+
+    def _end_meeting(self, meeting: Meeting, reason: str, lost: Failure | None) -> None:
         if meeting is self.meeting:
             self.meeting = None
-            self.target = None
-            self.staged = self.peer_staged = None
-            if self.had_meeting and self.down_since is None:
-                self.down_since = self._now()
+            self.peer = None
+            self.stepper.end()
+            self.downtime.lost(self._now(), only_after_a_meeting=True)
             self._inputs().meeting_lost()
         self.board.withdraw(meeting.dilated)
         self.ending.add(meeting)
         meeting.close(reason, lost).addBoth(lambda _: self.ending.discard(meeting))
-        spent = ended is None or (
-            self.planner is not None and self.planner.target(self._held()) == ended
-        )
-        if renew and self.planner is not None and spent:
-            self.planner.renew_nonce()
-            self._sync_lobbies()
-
-    # --- MeetingOwner ---
 
     def met(self, meeting: Meeting) -> None:
         if meeting is not self.meeting:
             return
         if self.code_meeting and self.record is None:
-            me = self.me
-            assert me is not None
-            meeting.send(Introduce(me.id, me.name, self.nonce))
-            return
-        if self.target is None:
-            return
-        try:
-            changed = self.keeper.met(self.target.fingerprint)
-        except (PairingError, ValueError) as e:
-            self._fail(e)
-            return
-        if changed:
+            assert self.me is not None
+            meeting.send(Introduce(self.me.id, self.me.name, self.nonce, public_of(self.key)))
+        elif self.generation is not None and self.stepper.met(self.generation):
             self._sync_lobbies()
 
     def refused(self, meeting: Meeting) -> None:
         if meeting is self.meeting:
-            self._fail(
-                PeerCannotPair(
-                    "the peer does not pair: it is stock magic-wormhole, or txdilation without "
-                    "--pairing; nothing of the pairing was sent to it"
-                )
-            )
+            self._fail(PeerCannotPair(NOT_PAIRING))
 
     def message(self, meeting: Meeting, message: PairingMessage) -> None:
         if meeting is not self.meeting:
@@ -315,12 +288,17 @@ class Conductor:
             if self.code_meeting and self.record is None:
                 self.peer_intro = message
                 self._finish_pairing(meeting)
-        elif self.code_meeting:
-            self.peer_stored_pairing = message.generation == 0
-            self._confirm_pairing()
-        else:
-            self.peer_staged = message.fingerprint
-            self._commit()
+        elif isinstance(message, Check):
+            meeting.send(Here(message.nonce))
+            self.impostor(message.nonce, -1, True, "the peer heard it in the lobby")
+        elif isinstance(message, Here) and self.rendezvous is not None:
+            self.rendezvous.here(message.nonce)
+        elif isinstance(message, Met) or (
+            isinstance(message, Stored) and self.code_meeting and message.generation == 0
+        ):
+            self.stepper.confirmed()
+        elif isinstance(message, Stored):
+            self.stepper.stored(message)
 
     def dilated(self, meeting: Meeting) -> None:
         if meeting is not self.meeting:
@@ -328,18 +306,24 @@ class Conductor:
         if self.code_meeting:
             self._finish_pairing(meeting)
             return
-        self.retry.reset()
-        self._report_reconnected()
+        if self.rendezvous is not None:
+            self.rendezvous.met()
+        fields = self.downtime.reconnected(self._now())
+        if self.record is not None:
+            fields["generation"] = self.record.current.number
+        self._emit("reconnected", peer=self.peer_name(), **fields)
         self._inputs().meeting_dilated()
-        self._stage(meeting)
+        self.stepper.dilated()
 
     def link_lost(self, meeting: Meeting) -> None:
-        if meeting is self.meeting and self.down_since is None:
-            self.down_since = self._now()
+        if meeting is self.meeting:
+            self.downtime.lost(self._now())
+            if self.rendezvous is not None:
+                self.rendezvous.link_lost()
 
     def link_back(self, meeting: Meeting) -> None:
         if meeting is self.meeting:
-            self.down_since = None
+            self.downtime.back()
 
     def peer_left(self, meeting: Meeting) -> None:
         if meeting is not self.meeting:
@@ -348,12 +332,11 @@ class Conductor:
         if record is None:
             self._fail(PairingError("the peer closed its wormhole before the pairing was made"))
             return
-        self._emit(
-            "waiting", peer=record.peer.name, generation=record.current.number, reason="peer-left"
-        )
-        if self.planner is not None and self.target is not None:
-            self.planner.spend(self.target.peer_nonce)
-        self._end_meeting(meeting, "the paired peer left", None, renew=False)
+        generation = record.current.number
+        self._emit("waiting", peer=record.peer.name, generation=generation, reason="peer-left")
+        if self.rendezvous is not None and self.peer is not None:
+            self.rendezvous.gone.add(self.peer.nonce)
+        self._end_meeting(meeting, "the paired peer left", None)
 
     def ended(self, meeting: Meeting, failure: Failure) -> None:
         if meeting is not self.meeting:
@@ -367,8 +350,10 @@ class Conductor:
             message=f"the meeting with {self.peer_name()} failed: {failure.getErrorMessage()}",
             advice="meeting again",
         )
-        self._end_meeting(meeting, "failed", None, renew=True)
-        self.retry.later(self._replan)
+        process = self.peer
+        self._end_meeting(meeting, "failed", None)
+        if self.rendezvous is not None and process is not None:
+            self.rendezvous.failed(process)
 
     # --- the code meeting ---
 
@@ -376,103 +361,31 @@ class Conductor:
         intro, me = self.peer_intro, self.me
         if intro is None or me is None or not meeting.is_dilated or self.record is not None:
             return
-        peer = Identity(intro.id, intro.name)
-        options = self.options
         try:
-            secret = derive.initial_secret(meeting.derive(derive.MATERIAL_PURPOSE), me.id, peer.id)
-            record = self.keeper.pair(
-                ratchet.new_record(
-                    me,
-                    peer,
-                    mailbox=options.mailbox,
-                    appid=options.appid,
-                    relay=options.relay,
-                    secret=secret,
-                    counter=1,
-                    now=self._now(),
-                )
-            )
+            code = self.options.code if self.options.code is not None else self.code
+            record = first_record(self.keeper, meeting, me, self.key, intro, self.options, code)
         except (PairingError, ValueError) as e:
             self._fail(e)
             return
-        self.planner = Planner(me.id, peer.id, record.counter, self.nonce)
-        self.planner.introduced(intro.nonce, (record.current.fingerprint,))
+        peer = record.peer
+        planner = Planner(me.id, peer.id, record.counter, self.nonce)
+        self.peer = planner.introduced(intro.nonce, 1, (record.current.fingerprint,))
+        self._rendezvous(planner)
         self.generation = record.current
-        self.target = self.planner.target(self._held())
         meeting.send(Stored(0, record.current.fingerprint))
         self._emit("paired", peer=peer.name, path=str(self.keeper.store.path), generation=0)
-        self._confirm_pairing()
         self._sync_lobbies()
-        self.had_meeting = True
+        self.downtime.paired()
+        self.stepper.written_now()
+        self.stepper.dilated()
         self._inputs().paired()
-
-    def _confirm_pairing(self) -> None:
-        if self.record is not None and self.peer_stored_pairing:
-            try:
-                self.keeper.confirm()
-            except PairingError as e:
-                self._fail(e)
-
-    # --- the ratchet ---
-
-    def _stage(self, meeting: Meeting) -> None:
-        record, generation = self.record, self.generation
-        if record is None or generation is None or record.current != generation:
-            return
-        try:
-            secret = derive.next_secret(generation.secret, meeting.derive(derive.NEXT_PURPOSE))
-            pending = self.keeper.stage(secret)
-        except (PairingError, ValueError) as e:
-            self._fail(e)
-            return
-        self.staged = pending.fingerprint
-        self._sync_lobbies()
-        meeting.send(Stored(pending.number, pending.fingerprint))
-        self._commit()
-
-    def _commit(self) -> None:
-        staged, peer_staged = self.staged, self.peer_staged
-        if staged is None or peer_staged is None:
-            return
-        self.staged = self.peer_staged = None
-        if staged != peer_staged:
-            self._emit(
-                "warning",
-                message="the peer staged another next generation than this side",
-                advice="keeping both for now; the next meeting tries again",
-            )
-            return
-        try:
-            current = self.keeper.commit(staged)
-        except (PairingError, ValueError) as e:
-            self._fail(e)
-            return
-        self._sync_lobbies()
-        self._emit("ratchet", peer=self.peer_name(), generation=current.number)
-
-    def _report_reconnected(self) -> None:
-        now = self._now()
-        fields: dict[str, Any] = {"peer": self.peer_name()}
-        if self.record is not None:
-            fields["generation"] = self.record.current.number
-        if self.had_meeting:
-            fields["restarted"] = "peer"
-            if self.down_since is not None:
-                fields["down_s"] = round(now - self.down_since, 3)
-        else:
-            fields["restarted"] = "self"
-            fields["since_start_s"] = round(now - self.started_at, 3)
-        self.had_meeting = True
-        self.down_since = None
-        self._emit("reconnected", **fields)
-
-    # --- stopping ---
 
     def stop(self) -> Deferred[Any]:
         """Disconnect the lobbies (without closing them), close every meeting, release the
         file; fires once every wormhole is closed."""
         self.stopped = True
-        self.retry.cancel()
+        if self.rendezvous is not None:
+            self.rendezvous.stop()
         stops = [self.lobbies.stop()]
         meeting, self.meeting = self.meeting, None
         if meeting is not None:

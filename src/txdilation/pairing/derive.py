@@ -1,24 +1,18 @@
-"""Pairing: every value two paired sides compute alike from their shared secret (no I/O).
+"""Pairing: every value two paired sides compute alike from a shared secret (no I/O).
 
-Layer: pairing core (pure functions). Each derivation is RFC 5869 HKDF-SHA256 over the
-secret of one generation, with an ``info`` naming its purpose (``txdilation-pairing/v1/...``)
-and, where two sides must agree on an order, the two pairing ids lowest first. Nothing here
-depends on which side calls it: both sides get the same bytes.
+Layer: pairing core (pure functions). Each derivation is RFC 5869 HKDF-SHA256 with an ``info``
+naming its purpose (``txdilation-pairing/v2/...``) and, where two sides must agree on an order,
+the two pairing ids lowest first. Nothing here depends on which side calls it.
 
 What the values are for (docs/pairing.md):
 
-- :func:`initial_secret`: generation 0's secret, from the material a code wormhole's session
-  key gives (``w.derive_key(MATERIAL_PURPOSE, 32)``) and both pairing ids (never the session
-  key itself, never the code);
-- :func:`next_secret`: the ratchet: the next generation's secret from the current one and the
-  material of the meeting that advances it (an old secret alone does not give the next);
-- :func:`fingerprint`: names one generation's secret in hellos and ``pairing show`` (reveals
-  nothing about it);
-- :func:`lobby_mailbox`, :func:`lobby_side`, :func:`hello_key`: the lobby of a generation (a
-  mailbox whose id, and the mailbox-server ``side`` each pairing side binds with, look like
-  the server's own random ones), and the key sealing the hellos posted there;
-- :func:`meeting_mailbox`, :func:`meeting_password`: one meeting's mailbox and PAKE password,
-  from the secret and the two sides' incarnation nonces (a fresh pair for every meeting);
+- :func:`initial_secret` / :func:`next_secret`: generation 0's secret (from the code wormhole's
+  material) and the ratchet (from a meeting's material: an old secret alone does not give it);
+- :func:`fingerprint`: names a secret in lobby messages and ``pairing show``;
+- :func:`lobby_mailbox`, :func:`lobby_side`: the rendezvous of a generation: ``SLOTS`` mailboxes,
+  each moved to its next ``round`` when it fails (an observer of one cannot tell the next);
+- :func:`lobby_key`, :func:`psk`: the key sealing lobby messages and the Noise pre-shared key;
+- :func:`meeting_mailbox`, :func:`meeting_password`: one meeting's, from its Noise handshake;
 - :func:`file_key`: the key of a pairing file's integrity tag.
 
 Invariants: every function is pure; outputs of different purposes are independent (distinct
@@ -37,18 +31,21 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 __all__ = [
     "ID_LENGTH",
     "MATERIAL_PURPOSE",
-    "NEXT_PURPOSE",
+    "RECEIPT_PURPOSE",
     "SECRET_LENGTH",
+    "SLOTS",
     "file_key",
     "fingerprint",
-    "hello_key",
     "initial_secret",
+    "lobby_key",
     "lobby_mailbox",
     "lobby_side",
     "meeting_mailbox",
     "meeting_password",
+    "next_purpose",
     "next_secret",
     "ordered",
+    "psk",
 ]
 
 SECRET_LENGTH: Final = 32
@@ -57,13 +54,22 @@ SECRET_LENGTH: Final = 32
 ID_LENGTH: Final = 16
 """Bytes of a pairing id (each side makes its own at random when it pairs)."""
 
-MATERIAL_PURPOSE: Final = "txdilation-pairing/v1/secret"
+SLOTS: Final = 2
+"""Independent rendezvous mailboxes per generation: one squatted is not the only way in."""
+
+MATERIAL_PURPOSE: Final = "txdilation-pairing/v2/secret"
 """The ``w.derive_key()`` purpose of the code wormhole's material for :func:`initial_secret`."""
 
-NEXT_PURPOSE: Final = "txdilation-pairing/v1/next"
-"""The ``w.derive_key()`` purpose of a meeting's material for :func:`next_secret`."""
+RECEIPT_PURPOSE: Final = "txdilation-pairing/v2/receipt"
+"""The ``w.derive_key()`` purpose of a meeting's receipt (proves a process was in it)."""
 
-_PREFIX: Final = b"txdilation-pairing/v1/"
+_PREFIX: Final = b"txdilation-pairing/v2/"
+
+
+def next_purpose(number: int) -> str:
+    """The ``w.derive_key()`` purpose of the material stepping generation ``number`` on (one
+    per step, so a meeting can step more than once)."""
+    return f"txdilation-pairing/v2/next/{number}"
 
 
 def _hkdf(key_material: bytes, purpose: bytes, length: int = SECRET_LENGTH) -> bytes:
@@ -82,23 +88,13 @@ def ordered(id_a: bytes, id_b: bytes) -> tuple[bytes, bytes]:
 
 
 def initial_secret(material: bytes, my_id: bytes, peer_id: bytes) -> bytes:
-    """Generation 0's secret.
-
-    :param material: ``w.derive_key(MATERIAL_PURPOSE, 32)`` of the code wormhole.
-    :param my_id: this side's pairing id.
-    :param peer_id: the peer's.
-    """
+    """Generation 0's secret from ``w.derive_key(MATERIAL_PURPOSE, 32)`` of the code wormhole."""
     low, high = ordered(my_id, peer_id)
     return _hkdf(material + low + high, b"initial")
 
 
 def next_secret(secret: bytes, material: bytes) -> bytes:
-    """The next generation's secret.
-
-    :param secret: the secret of the generation the meeting was made with.
-    :param material: ``w.derive_key(NEXT_PURPOSE, 32)`` of that meeting's wormhole (fresh from
-        its PAKE: someone who holds ``secret`` but was not in the meeting cannot compute it).
-    """
+    """The next generation's secret from the current one and a meeting's material."""
     return _hkdf(secret + material, b"next")
 
 
@@ -111,39 +107,35 @@ def _mailbox_id(raw: bytes) -> str:
     return base64.b32encode(raw).decode("ascii").lower().rstrip("=")
 
 
-def lobby_mailbox(secret: bytes) -> str:
-    """The id of the generation's lobby mailbox (13 base32 characters, as the server's)."""
-    return _mailbox_id(_hkdf(secret, b"lobby-mailbox", 8))
+def lobby_mailbox(secret: bytes, slot: int, round_: int) -> str:
+    """The mailbox id of rendezvous ``slot`` in its ``round_`` (13 base32 characters)."""
+    return _mailbox_id(_hkdf(secret, f"lobby-mailbox/{slot}/{round_}".encode(), 8))
 
 
-def lobby_side(secret: bytes, side_id: bytes) -> str:
-    """The mailbox-server ``side`` of one pairing side in the generation's lobby: the same at
-    every restart, so a restarted process re-opens the lobby as the same side (the server
-    refuses a third side)."""
-    return _hkdf(secret + side_id, b"lobby-side", 5).hex()
+def lobby_side(secret: bytes, side_id: bytes, slot: int, round_: int) -> str:
+    """The mailbox-server ``side`` one pairing side binds with in a rendezvous: the same at
+    every restart, so a restarted process re-opens it as the same side."""
+    return _hkdf(secret + side_id, f"lobby-side/{slot}/{round_}".encode(), 5).hex()
 
 
-def hello_key(secret: bytes) -> bytes:
-    """The key sealing the hellos of the generation's lobby."""
-    return _hkdf(secret, b"hello-key")
+def lobby_key(secret: bytes) -> bytes:
+    """The key sealing the messages of the generation's rendezvous."""
+    return _hkdf(secret, b"lobby-key")
 
 
-def _meeting_input(secret: bytes, nonces: tuple[str, str]) -> bytes:
-    low, high = nonces
-    return secret + low.encode("ascii") + b"/" + high.encode("ascii")
+def psk(secret: bytes) -> bytes:
+    """The Noise KKpsk2 pre-shared key of the generation's meetings."""
+    return _hkdf(secret, b"psk")
 
 
-def meeting_mailbox(secret: bytes, nonces: tuple[str, str]) -> str:
-    """The id of one meeting's mailbox.
-
-    :param nonces: the two sides' incarnation nonces, the lower pairing id's first.
-    """
-    return _mailbox_id(_hkdf(_meeting_input(secret, nonces), b"meeting-mailbox", 8))
+def meeting_mailbox(key: bytes, handshake_hash: bytes) -> str:
+    """A meeting's mailbox id, from the key its Noise handshake carried and the handshake hash."""
+    return _mailbox_id(_hkdf(key + handshake_hash, b"meeting-mailbox", 8))
 
 
-def meeting_password(secret: bytes, nonces: tuple[str, str]) -> str:
-    """One meeting's PAKE password: 64 hex digits (256 bits)."""
-    return _hkdf(_meeting_input(secret, nonces), b"meeting-password").hex()
+def meeting_password(key: bytes, handshake_hash: bytes) -> str:
+    """A meeting's PAKE password: 64 hex digits (256 bits)."""
+    return _hkdf(key + handshake_hash, b"meeting-password").hex()
 
 
 def file_key(secret: bytes) -> bytes:

@@ -1,15 +1,21 @@
-"""Hellos: what a paired side posts in a lobby to say "this process is here" (no I/O).
+"""Lobby messages: what paired processes post in their rendezvous mailboxes (no I/O).
 
-Layer: pairing core (pure codec). A :class:`Hello` names its sender (pairing id), the sender's
-incarnation (``counter``, one more at every start, kept in the pairing file), the hello's
-number within that incarnation (``seq``), the nonce the sender meets with now, and the
-fingerprints of the generations it holds. It is sealed with ChaCha20-Poly1305 under the lobby's
-:func:`~txdilation.pairing.derive.hello_key`, padded to :data:`SEALED_SIZE` so its size says
+Layer: pairing core (pure codec). Three kinds, each naming its sender (pairing id), the sender's
+incarnation (``counter``, one more at every start, kept in the pairing file), the message's
+number within the incarnation (``seq``) and the process's ``nonce``:
+
+- ``hello``: "this process is here, holding these generations" (fingerprints);
+- ``offer``: the initiator's Noise message 1 to one responder process (``to``: its nonce), on
+  one generation, numbered (``offer``) within the initiator's process;
+- ``answer``: the responder's Noise message 2 to one offer.
+
+Each is sealed with ChaCha20-Poly1305 under the generation's
+:func:`~txdilation.pairing.derive.lobby_key`, padded to :data:`SEALED_SIZE` so its size says
 nothing, and posted hex-encoded as a mailbox message body.
 
-Invariants: :func:`unseal` accepts only what :func:`seal` made with the same key (anything else,
-a replay from another generation's lobby included, is :class:`BadHello`); a sender's later
-hello has a greater :attr:`Hello.order`.
+Invariants: :func:`unseal` checks the body's length before decoding anything and accepts only
+what :func:`seal` made with the same key (a replay from another generation's lobby included is
+:class:`BadHello`); counters and numbers are bounded (:data:`MAX_NUMBER`).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
@@ -26,6 +32,9 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from txdilation.pairing.derive import ID_LENGTH
 
 __all__ = [
+    "BODY_LENGTH",
+    "KINDS",
+    "MAX_NUMBER",
     "PHASE",
     "SEALED_SIZE",
     "BadHello",
@@ -36,15 +45,24 @@ __all__ = [
     "unseal",
 ]
 
-PHASE: Final = "hello"
-"""The mailbox phase of every hello."""
+PHASE: Final = "pairing"
+"""The mailbox phase of every lobby message."""
 
-_PLAIN_SIZE: Final = 240
+KINDS: Final = ("hello", "offer", "answer")
+
+_PLAIN_SIZE: Final = 512
 SEALED_SIZE: Final = 12 + _PLAIN_SIZE + 16
-"""Bytes of every sealed hello (AEAD nonce, padded plaintext, tag)."""
+"""Bytes of every sealed lobby message (AEAD nonce, padded plaintext, tag)."""
 
-_AAD: Final = b"txdilation-pairing/v1/hello"
+BODY_LENGTH: Final = 2 * SEALED_SIZE
+"""Characters of every lobby message body (hex)."""
+
+MAX_NUMBER: Final = 10**15
+"""Counters, sequence and offer numbers above this are refused (bounded, and they fit)."""
+
+_AAD: Final = b"txdilation-pairing/v2/lobby"
 _MAX_HOLDS: Final = 4
+_MAX_NOISE: Final = 160
 _HEX16: Final = re.compile(r"[0-9a-f]{16}")
 
 
@@ -54,22 +72,28 @@ def is_nonce(text: object) -> bool:
 
 
 class BadHello(ValueError):
-    """A lobby message that is not a hello sealed with this lobby's key."""
+    """A lobby message that is not one sealed with this lobby's key."""
 
 
 @dataclass(frozen=True, slots=True)
 class Hello:
-    """One side's word in a lobby (see the module docstring)."""
+    """One lobby message (see the module docstring; ``to``, ``generation``, ``offer`` and
+    ``noise`` are for offers and answers)."""
 
     sender: bytes
     counter: int
     seq: int
     nonce: str
-    holds: tuple[str, ...]
+    holds: tuple[str, ...] = ()
+    kind: str = "hello"
+    to: str = ""
+    generation: str = ""
+    offer: int = 0
+    noise: bytes = b""
 
     @property
     def order(self) -> tuple[int, int]:
-        """Later hellos of one sender compare greater."""
+        """Later messages of one sender compare greater."""
         return (self.counter, self.seq)
 
 
@@ -81,55 +105,72 @@ def new_nonce() -> str:
 def seal(hello: Hello, key: bytes) -> str:
     """The hex body to post.
 
-    :raises ValueError: when the hello does not fit (too many fingerprints).
+    :raises ValueError: when the message does not fit.
     """
-    plain = json.dumps(
-        {
-            "from": hello.sender.hex(),
-            "counter": hello.counter,
-            "seq": hello.seq,
-            "nonce": hello.nonce,
-            "holds": list(hello.holds),
-        },
-        separators=(",", ":"),
-    ).encode("ascii")
+    fields: dict[str, Any] = {
+        "k": hello.kind,
+        "from": hello.sender.hex(),
+        "counter": hello.counter,
+        "seq": hello.seq,
+        "nonce": hello.nonce,
+    }
+    if hello.kind == "hello":
+        fields["holds"] = list(hello.holds)
+    else:
+        fields.update(to=hello.to, gen=hello.generation, offer=hello.offer, noise=hello.noise.hex())
+    plain = json.dumps(fields, separators=(",", ":")).encode("ascii")
     if len(plain) > _PLAIN_SIZE or len(hello.holds) > _MAX_HOLDS:
-        raise ValueError("hello too large")
+        raise ValueError("lobby message too large")
     padded = plain + b" " * (_PLAIN_SIZE - len(plain))
     nonce = os.urandom(12)
     return (nonce + ChaCha20Poly1305(key).encrypt(nonce, padded, _AAD)).hex()
 
 
-def unseal(body: str, key: bytes) -> Hello:
-    """Open a hello posted in the lobby sealed with ``key``.
+def _number(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_NUMBER:
+        raise ValueError("number")
+    return value
 
-    :raises BadHello: for anything that is not one.
+
+def unseal(body: object, key: bytes) -> Hello:
+    """Open a lobby message sealed with ``key``.
+
+    :raises BadHello: for anything that is not one (its length is checked first).
     """
-    try:
-        raw = bytes.fromhex(body)
-    except (TypeError, ValueError):
-        raise BadHello("not hex") from None
-    if len(raw) != SEALED_SIZE:
+    if not isinstance(body, str) or len(body) != BODY_LENGTH:
         raise BadHello("wrong size")
     try:
+        raw = bytes.fromhex(body)
         plain = ChaCha20Poly1305(key).decrypt(raw[:12], raw[12:], _AAD)
+    except (ValueError, InvalidTag):
+        raise BadHello("not sealed with this lobby's key") from None
+    try:
         fields = json.loads(plain.decode("ascii"))
+        kind = fields["k"]
         sender = bytes.fromhex(fields["from"])
         hello = Hello(
             sender=sender,
-            counter=fields["counter"],
-            seq=fields["seq"],
+            counter=_number(fields["counter"]),
+            seq=_number(fields["seq"]),
             nonce=fields["nonce"],
-            holds=tuple(fields["holds"]),
+            holds=tuple(fields.get("holds", ())),
+            kind=kind,
+            to=fields.get("to", ""),
+            generation=fields.get("gen", ""),
+            offer=_number(fields.get("offer", 0)),
+            noise=bytes.fromhex(fields.get("noise", "")),
         )
-    except (InvalidTag, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        raise BadHello("not sealed with this lobby's key") from None
+    except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError):
+        raise BadHello("malformed") from None
+    directed = kind in ("offer", "answer")
     if (
-        len(sender) != ID_LENGTH
-        or not all(isinstance(n, int) and not isinstance(n, bool) for n in hello.order)
+        kind not in KINDS
+        or len(sender) != ID_LENGTH
         or not is_nonce(hello.nonce)
         or len(hello.holds) > _MAX_HOLDS
         or not all(is_nonce(fp) for fp in hello.holds)
+        or directed != (is_nonce(hello.to) and is_nonce(hello.generation))
+        or directed != (0 < len(hello.noise) <= _MAX_NOISE)
     ):
         raise BadHello("malformed")
     return hello

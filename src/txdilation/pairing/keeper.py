@@ -6,7 +6,8 @@ current one, so what the conductor sends afterwards never runs ahead of the disk
 ``fault`` kills the process right after the save of a named step (:data:`FAULTS`).
 
 Invariants: :attr:`RecordKeeper.record` is always what the file holds (or None before the code
-meeting wrote it); a method that raises leaves it unchanged.
+meeting wrote it); a method that raises leaves it unchanged; the file is locked before it is
+first read, so no other process's record is ever written back.
 """
 
 from __future__ import annotations
@@ -57,29 +58,37 @@ class RecordKeeper:
         return float(self._clock.seconds())
 
     def begin(self) -> PairingRecord:
-        """Load the file, take its lock and count this incarnation.
+        """Take the file's lock, then load it and count this incarnation.
 
         :raises PairingFileError: the file refused, or in use by another process.
         """
-        record = self.store.load()
         self.store.lock()
+        try:
+            record = self.store.load()
+        except BaseException:
+            self.store.unlock()
+            raise
         return self._save(ratchet.start_incarnation(record))
 
     def pair(self, record: PairingRecord) -> PairingRecord:
         """The code meeting's pairing (generation 0)."""
         return self._save(record, "paired")
 
-    def confirm(self) -> None:
-        """The peer stored the pairing too."""
-        if self.record is not None and not self.record.confirmed:
-            self._save(ratchet.confirm(self.record))
+    def confirm(self) -> bool:
+        """The peer holds this side's newest receipt (stored the pairing, or met); True when
+        that is news."""
+        if self.record is None or self.record.confirmed:
+            return False
+        self._save(ratchet.confirm(self.record))
+        return True
 
-    def met(self, fingerprint: str) -> bool:
+    def met(self, fingerprint: str, receipt: bytes) -> bool:
         """A meeting with the generation ``fingerprint`` succeeded; True when what this side
         holds changed."""
         assert self.record is not None
         before = self.record.held()
-        return self._save(ratchet.met(self.record, fingerprint, self.now())).held() != before
+        record = ratchet.met(self.record, fingerprint, receipt, self.now())
+        return self._save(record).held() != before
 
     def stage(self, secret: bytes) -> Generation:
         """Keep the next generation's ``secret``; returns that generation."""

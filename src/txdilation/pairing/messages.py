@@ -1,13 +1,17 @@
 """The pairing's own wormhole messages, and how a side announces that it pairs (no I/O).
 
 Layer: pairing core (pure codec). A side that pairs says so in its wormhole's app versions
-(``{"txdilation-pairing": {"v": 1}}``: :data:`ANNOUNCEMENT`); that is all a peer that does
+(``{"txdilation-pairing": {"v": 2}}``: :data:`ANNOUNCEMENT`); that is all a peer that does
 not pair ever receives. Between two sides that both announced it, the wormhole's application
 messages (phases ``0``, ``1``, ..., encrypted with the wormhole's key) carry:
 
-- :class:`Introduce` (code meetings only): this side's pairing id, name and nonce;
+- :class:`Introduce` (code meetings only): this side's pairing id, name, nonce and static
+  public key (the key travels inside the SPAKE2-authenticated wormhole);
+- :class:`Met`: "I keep this meeting's receipt" (:mod:`.ratchet`);
 - :class:`Stored`: "I stored generation N (fingerprint F)": the pairing after a code meeting
-  (N = 0), or the pending generation of a ratchet step.
+  (N = 0), or the pending generation of a ratchet step;
+- :class:`Check` / :class:`Here`: "is the process with nonce N you?" / "I am alive, and N is
+  not me" (a live meeting's way to tell a restart of the peer from an impostor).
 
 :func:`parse` raises :class:`BadPairingMessage` for anything else; ``parse(build(m)) == m``.
 """
@@ -20,12 +24,17 @@ from typing import Any, Final
 
 from txdilation.pairing.derive import ID_LENGTH
 from txdilation.pairing.hello import is_nonce
+from txdilation.pairing.keys import check_public
 
 __all__ = [
     "ANNOUNCEMENT",
     "KEY",
+    "VERSION",
     "BadPairingMessage",
+    "Check",
+    "Here",
     "Introduce",
+    "Met",
     "PairingMessage",
     "Stored",
     "announced",
@@ -34,7 +43,8 @@ __all__ = [
 ]
 
 KEY: Final = "txdilation-pairing"
-ANNOUNCEMENT: Final[dict[str, Any]] = {KEY: {"v": 1}}
+VERSION: Final = 2
+ANNOUNCEMENT: Final[dict[str, Any]] = {KEY: {"v": VERSION}}
 """The app versions of a wormhole that pairs."""
 
 _MAX_NAME: Final = 200
@@ -46,10 +56,30 @@ class BadPairingMessage(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Introduce:
-    """A side's pairing identity and the nonce of its code meeting."""
+    """A side's pairing identity, the nonce of its code meeting and its static public key."""
 
     id: bytes
     name: str
+    nonce: str
+    key: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Met:
+    """The sender keeps this meeting's receipt."""
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """Is the process with ``nonce`` you?"""
+
+    nonce: str
+
+
+@dataclass(frozen=True, slots=True)
+class Here:
+    """I am alive in this meeting, and the process with ``nonce`` is not me."""
+
     nonce: str
 
 
@@ -61,7 +91,7 @@ class Stored:
     fingerprint: str
 
 
-PairingMessage = Introduce | Stored
+PairingMessage = Introduce | Met | Stored | Check | Here
 
 
 def announced(app_versions: object) -> bool:
@@ -69,7 +99,7 @@ def announced(app_versions: object) -> bool:
     if not isinstance(app_versions, dict):
         return False
     entry = app_versions.get(KEY)
-    return isinstance(entry, dict) and entry.get("v") == 1
+    return isinstance(entry, dict) and entry.get("v") == VERSION
 
 
 def build(message: PairingMessage) -> bytes:
@@ -80,7 +110,12 @@ def build(message: PairingMessage) -> bytes:
             "id": message.id.hex(),
             "name": message.name,
             "nonce": message.nonce,
+            "key": message.key.hex(),
         }
+    elif isinstance(message, Met):
+        body = {"pairing": "met"}
+    elif isinstance(message, (Check, Here)):
+        body = {"pairing": type(message).__name__.lower(), "nonce": message.nonce}
     else:
         body = {
             "pairing": "stored",
@@ -101,6 +136,7 @@ def parse(data: bytes) -> PairingMessage:
         if kind == "introduce":
             raw = bytes.fromhex(body["id"])
             name, nonce = body["name"], body["nonce"]
+            key = check_public(bytes.fromhex(body["key"]))
             if (
                 len(raw) != ID_LENGTH
                 or not isinstance(name, str)
@@ -109,7 +145,11 @@ def parse(data: bytes) -> PairingMessage:
                 or not is_nonce(nonce)
             ):
                 raise ValueError(kind)
-            return Introduce(raw, name, nonce)
+            return Introduce(raw, name, nonce, key)
+        if kind == "met":
+            return Met()
+        if kind in ("check", "here") and is_nonce(body["nonce"]):
+            return (Check if kind == "check" else Here)(body["nonce"])
         if kind == "stored":
             generation, fp = body["generation"], body["fingerprint"]
             if not isinstance(generation, int) or generation < 0 or not is_nonce(fp):

@@ -34,6 +34,7 @@ class PairingOptions:
     :ivar name: this side's name for the peer (default: the host name).
     :ivar semantics: the application semantics of every meeting's subchannels.
     :ivar settings: the library's settings (``txdilation.settings.Settings``) or None.
+    :ivar pair_again: pair from ``code`` even though this side already paired from it.
     :ivar fault: a test aid: one of ``keeper.FAULTS``, where the process kills itself.
     """
 
@@ -49,4 +50,5 @@ class PairingOptions:
     name: str | None = None
     semantics: str = "twisted"
     settings: Any = None
+    pair_again: bool = False
     fault: str | None = None

@@ -1,72 +1,63 @@
-"""Where two paired sides meet: the planner (no I/O).
+"""What one lobby message means to this process: the planner (no I/O).
 
-Layer: pairing core. A :class:`Planner` belongs to one process (one incarnation of one side).
-It numbers this side's hellos, keeps the peer's latest hello (the greatest
-:attr:`~txdilation.pairing.hello.Hello.order` heard in any lobby), and computes the
-:class:`Target`: the meeting both sides go to, a pure function of what each side holds and of
-the two nonces they meet with now:
+Layer: pairing core. A :class:`Planner` belongs to one process (one incarnation of one side). It
+numbers this process's lobby messages (:mod:`.hello`) and classifies every message heard:
 
-- the secret: the newest generation held by both (this side's held generations, newest first,
-  against the peer's latest ``holds``);
-- the mailbox and password: derived from that secret and the two nonces, the lower pairing
-  id's first (:func:`~txdilation.pairing.derive.meeting_mailbox`).
+- :attr:`Heard.OWN`: this process's own (the server echoes it), or a repeat of one heard;
+- :attr:`Heard.OLD`: a previous process of this side (an older incarnation);
+- :attr:`Heard.COPY`: this side's id, not this process, not older: another process uses this
+  side's pairing file (a copy);
+- :attr:`Heard.PEER`: the peer's, first time heard; its process is kept in :attr:`processes`;
+- :attr:`Heard.IGNORED`: a process proven an impostor, or anyone else's id.
 
-Since each side posts a new hello whenever what it holds or its nonce changes, both sides
-compute the same target once each has heard the other's latest hello: they converge whatever
-order hellos arrive in, and whichever side starts first.
+It also chooses the generation to meet on: the newest this side holds that the peer's process
+holds too. Counters order one sender's processes, but never outrank a generation: a copy of an
+old file with a huge counter gets no preference.
 
-Invariants: an older hello of the peer never replaces a newer one; a hello with this side's id
-and a nonce this incarnation never used, from an incarnation not older than this one, is
-:attr:`Heard.COPY` (another process uses this side's pairing: a copied file); hellos from
-anyone else are :attr:`Heard.STRANGER` and change nothing.
+Invariants: memory is bounded (:data:`MAX_PROCESSES` peer processes, :data:`MAX_SEEN` messages
+remembered); a message is :attr:`Heard.PEER` at most once.
 """
 
 from __future__ import annotations
 
 import enum
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from txdilation.pairing.hello import Hello, new_nonce
 
-__all__ = ["Heard", "Planner", "Target"]
+__all__ = ["MAX_PROCESSES", "MAX_SEEN", "Heard", "PeerProcess", "Planner"]
+
+MAX_PROCESSES = 16
+MAX_SEEN = 512
 
 
 class Heard(enum.Enum):
-    """What one hello meant."""
+    """What one lobby message meant."""
 
-    PEER = "peer"
-    """The peer's newest hello so far: the target may have changed."""
+    OWN = "own"
     OLD = "old"
-    """The peer's, or this side's, but not newer than what is known."""
     COPY = "copy"
-    """This side's id, but not this process: another process uses a copy of the pairing."""
-    STRANGER = "stranger"
-    """Neither side's id (cannot happen without the lobby's key)."""
+    PEER = "peer"
+    IGNORED = "ignored"
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
-    """One meeting: the generation (by fingerprint) and the two nonces.
+@dataclass
+class PeerProcess:
+    """One process of the peer, as its lobby messages tell it."""
 
-    :ivar nonces: the lower pairing id's nonce first (the order both sides derive with).
-    :ivar peer_counter: the peer's incarnation (a later one means the peer restarted).
-    """
-
-    fingerprint: str
-    my_nonce: str
-    peer_nonce: str
-    nonces: tuple[str, str]
-    peer_counter: int = 0
+    nonce: str
+    counter: int
+    holds: tuple[str, ...] = ()
 
 
 class Planner:
     """See the module docstring.
 
-    :param me: this side's pairing id.
-    :param peer: the peer's.
+    :param me: this side's pairing id; ``peer``: the peer's.
     :param counter: this incarnation's number (from the pairing file, already advanced).
-    :param nonce: the nonce to meet with (default: a new one).
+    :param nonce: this process's nonce (default: a new one).
     """
 
     def __init__(self, me: bytes, peer: bytes, counter: int, nonce: str | None = None) -> None:
@@ -74,59 +65,76 @@ class Planner:
         self.peer = peer
         self.counter = counter
         self.nonce = nonce if nonce is not None else new_nonce()
-        self._my_nonces = {self.nonce}
         self._seq = 0
-        self.peer_hello: Hello | None = None
-        self._spent: str | None = None
+        self._posted: set[int] = set()
+        self._nonces = {self.nonce}
+        self.processes: OrderedDict[str, PeerProcess] = OrderedDict()
+        self.impostors: OrderedDict[str, None] = OrderedDict()
+        self._seen: OrderedDict[tuple[bytes, str, int], None] = OrderedDict()
 
     def renew_nonce(self) -> str:
-        """Meet with a new nonce from now on (after a meeting that failed or ended while both
-        processes live): the next target is a new meeting."""
+        """Go on with a new nonce (a responder whose meeting failed: the initiator offers to
+        the new one at once)."""
         self.nonce = new_nonce()
-        self._my_nonces.add(self.nonce)
+        self._nonces.add(self.nonce)
         return self.nonce
 
-    def spend(self, peer_nonce: str) -> None:
-        """The peer's process with ``peer_nonce`` left the meeting: meet again only once the
-        peer says something new (a process that stays posts a new nonce when it leaves a
-        meeting; a new process has one anyway)."""
-        self._spent = peer_nonce
+    def _next(self) -> int:
+        self._seq += 1
+        self._posted.add(self._seq)
+        return self._seq
 
     def hello(self, holds: Sequence[str]) -> Hello:
-        """This side's next hello, saying it holds ``holds`` (fingerprints, newest first)."""
-        self._seq += 1
-        return Hello(self.me, self.counter, self._seq, self.nonce, tuple(holds))
+        """This process's next hello, saying it holds ``holds`` (fingerprints, newest first)."""
+        return Hello(self.me, self.counter, self._next(), self.nonce, tuple(holds))
 
-    def heard(self, hello: Hello) -> Heard:
-        """Take in a hello from a lobby."""
-        if hello.sender == self.me:
-            if hello.nonce in self._my_nonces or hello.counter < self.counter:
-                return Heard.OLD
-            return Heard.COPY
-        if hello.sender != self.peer:
-            return Heard.STRANGER
-        if self.peer_hello is not None and hello.order <= self.peer_hello.order:
-            return Heard.OLD
-        self.peer_hello = hello
+    def directed(self, kind: str, to: str, generation: str, offer: int, noise: bytes) -> Hello:
+        """This process's next offer or answer (``kind``) to the peer's process ``to``."""
+        return Hello(
+            self.me, self.counter, self._next(), self.nonce, (), kind, to, generation, offer, noise
+        )
+
+    def heard(self, message: Hello) -> Heard:
+        """Classify one message (see the module docstring)."""
+        key = (message.sender, message.nonce, message.seq)
+        if key in self._seen:
+            return Heard.OWN
+        self._seen[key] = None
+        while len(self._seen) > MAX_SEEN:
+            self._seen.popitem(last=False)
+        if message.sender == self.me:
+            if message.nonce in self._nonces:
+                return Heard.OWN if message.seq in self._posted else Heard.COPY
+            return Heard.OLD if message.counter < self.counter else Heard.COPY
+        if message.sender != self.peer or message.nonce in self.impostors:
+            return Heard.IGNORED
+        process = self.processes.get(message.nonce)
+        if process is None:
+            process = self.processes[message.nonce] = PeerProcess(message.nonce, message.counter)
+            while len(self.processes) > MAX_PROCESSES:
+                self.processes.popitem(last=False)
+        if message.kind == "hello":
+            process.holds = message.holds
         return Heard.PEER
 
-    def introduced(self, nonce: str, holds: Sequence[str], counter: int = 1) -> None:
-        """The peer introduced itself in the code meeting with ``nonce``, holding ``holds``,
-        in its incarnation ``counter`` (the pairing's first: 1); older than any hello it posts
-        later."""
-        if self.peer_hello is None:
-            self.peer_hello = Hello(self.peer, counter, 0, nonce, tuple(holds))
+    def introduced(self, nonce: str, counter: int, holds: Sequence[str]) -> PeerProcess:
+        """The peer's process met in the code meeting."""
+        process = PeerProcess(nonce, counter, tuple(holds))
+        self.processes[nonce] = process
+        return process
 
-    def target(self, holds: Sequence[str]) -> Target | None:
-        """Where to meet now, or None (no hello from the peer yet, or no generation in common).
+    def impostor(self, nonce: str) -> None:
+        """``nonce`` is not the peer's: ignore it from now on."""
+        self.impostors[nonce] = None
+        self.processes.pop(nonce, None)
+        while len(self.impostors) > MAX_PROCESSES:
+            self.impostors.popitem(last=False)
 
-        :param holds: this side's held fingerprints, newest first.
-        """
-        peer = self.peer_hello
-        if peer is None or peer.nonce == self._spent:
-            return None
-        common = next((fp for fp in holds if fp in peer.holds), None)
-        if common is None:
-            return None
-        nonces = (self.nonce, peer.nonce) if self.me < self.peer else (peer.nonce, self.nonce)
-        return Target(common, self.nonce, peer.nonce, nonces, peer.counter)
+    def process(self, nonce: str) -> PeerProcess | None:
+        """The peer's process ``nonce``, if heard."""
+        return self.processes.get(nonce)
+
+    @staticmethod
+    def newest_common(mine: Sequence[str], theirs: Sequence[str]) -> str | None:
+        """The newest of ``mine`` (newest first) that ``theirs`` holds too, or None."""
+        return next((fp for fp in mine if fp in theirs), None)

@@ -1,25 +1,21 @@
 """The ratchet: how a pairing record changes at each step (pure functions, no I/O).
 
-Layer: pairing core. The secret moves forward at every successful meeting, in steps that
-never leave the two sides without a generation in common, whichever of them crashes when:
+Layer: pairing core. The secret moves forward at every successful meeting, in steps that never
+leave the two sides without a generation in common, whichever of them crashes when:
 
-1. :func:`met`: a meeting made with generation G succeeded (both sides hold G): G becomes the
-   current generation, anything else is dropped;
-2. once the meeting is dilated, :func:`stage`: the next secret (from G and the meeting's own
-   key material, :func:`~txdilation.pairing.derive.next_secret`) is kept as ``pending``, next
-   to G, and written; then this side tells the peer it stored generation G+1;
-3. :func:`commit`: once the peer said it stored G+1 too, G+1 becomes current and G is dropped.
+1. :func:`met`: a meeting made with generation G succeeded: G becomes current, anything else
+   is dropped, and the meeting's **receipt** (material only that meeting's two processes have)
+   is kept; then this side tells the peer it holds the receipt;
+2. :func:`confirm`: the peer said it holds the receipt too;
+3. once the meeting is dilated and confirmed, :func:`stage`: the next secret (from G and the
+   meeting's material) is kept as ``pending``, next to G, and written; the peer is told;
+4. :func:`commit`: once the peer said it stored G+1 too, G+1 becomes current and G is dropped.
 
-A side holding G and G+1 meets on G+1 if the peer holds it and on G otherwise (the planner
-picks the newest generation both hold), so:
-
-- a crash before (2) on either side: both still hold G;
-- a crash between (2) and (3): the crashed side holds G and G+1; the other holds G and G+1
-  (it never heard the crashed side's word), or only G+1 (it did): they share G+1;
-- a crash after (3): the other side holds G+1, with or without G.
-
-An old copy of the file (holding only generations before G+1) stops working once both sides
-committed G+1: no side meets on those generations any more.
+A side meets on the newest generation both hold, and only with a peer that proves one of
+:func:`acceptable_receipts` (:mod:`.handshake`). A side holding a pending G+1 staged it only
+after the peer confirmed the receipt, so the only peer it meets on G is the one from that
+meeting that crashed before staging (it holds the receipt): a copy of a file from before the
+meeting cannot pull it back to G. A copy of the current file is the owner's credential.
 
 Invariants: a record always holds its current generation; ``pending`` is current + 1; no
 function here invents a secret (each takes it as input).
@@ -27,19 +23,30 @@ function here invents a secret (each takes it as input).
 
 from __future__ import annotations
 
-from txdilation.pairing.record import Generation, Identity, PairingRecord
+from txdilation.pairing.record import MAX_RECEIPTS, Generation, Identity, PairingRecord
 
-__all__ = ["commit", "confirm", "met", "new_record", "stage", "start_incarnation"]
+__all__ = [
+    "acceptable_receipts",
+    "commit",
+    "confirm",
+    "met",
+    "new_record",
+    "stage",
+    "start_incarnation",
+]
 
 
 def new_record(
     me: Identity,
     peer: Identity,
     *,
+    key: bytes,
+    peer_key: bytes,
     mailbox: str,
     appid: str,
     relay: tuple[str, ...],
     secret: bytes,
+    receipt: bytes,
     counter: int,
     now: float,
 ) -> PairingRecord:
@@ -51,6 +58,9 @@ def new_record(
         appid=appid,
         relay=relay,
         current=Generation(0, secret),
+        key=key,
+        peer_key=peer_key,
+        receipts=(receipt,),
         counter=counter,
         created=now,
     )
@@ -61,7 +71,7 @@ def start_incarnation(record: PairingRecord) -> PairingRecord:
     return record.with_(counter=record.counter + 1)
 
 
-def met(record: PairingRecord, fingerprint: str, now: float) -> PairingRecord:
+def met(record: PairingRecord, fingerprint: str, receipt: bytes, now: float) -> PairingRecord:
     """A meeting with the generation named ``fingerprint`` succeeded (step 1).
 
     :raises ValueError: when this record does not hold that generation.
@@ -69,16 +79,30 @@ def met(record: PairingRecord, fingerprint: str, now: float) -> PairingRecord:
     generation = record.generation_with(fingerprint)
     if generation is None:
         raise ValueError("met with a generation this side does not hold")
-    return record.with_(current=generation, pending=None, confirmed=True, met=now)
+    receipts = (receipt, *record.receipts)[:MAX_RECEIPTS]
+    return record.with_(
+        current=generation, pending=None, receipts=receipts, confirmed=False, met=now
+    )
+
+
+def confirm(record: PairingRecord) -> PairingRecord:
+    """The peer holds this side's newest receipt (step 2; after the code meeting: it stored
+    the pairing)."""
+    return record.with_(confirmed=True)
 
 
 def stage(record: PairingRecord, secret: bytes) -> PairingRecord:
-    """Keep the next generation's ``secret`` next to the current one (step 2)."""
+    """Keep the next generation's ``secret`` next to the current one (step 3).
+
+    :raises ValueError: before the peer confirmed the receipt (it might not hold it).
+    """
+    if not record.confirmed:
+        raise ValueError("staging before the peer confirmed the meeting")
     return record.with_(pending=Generation(record.current.number + 1, secret))
 
 
 def commit(record: PairingRecord, fingerprint: str) -> PairingRecord:
-    """The peer stored the pending generation named ``fingerprint`` (step 3).
+    """The peer stored the pending generation named ``fingerprint`` (step 4).
 
     :raises ValueError: when it is not this record's pending generation.
     """
@@ -88,6 +112,11 @@ def commit(record: PairingRecord, fingerprint: str) -> PairingRecord:
     return record.with_(current=pending, pending=None)
 
 
-def confirm(record: PairingRecord) -> PairingRecord:
-    """The peer said it stored the pairing made by the code meeting."""
-    return record.with_(confirmed=True)
+def acceptable_receipts(record: PairingRecord) -> tuple[bytes, ...]:
+    """The receipts a peer may prove to be met: the newest; and the one before while this side
+    holds nothing pending and the peer never confirmed the newest (the peer crashed in the
+    last meeting before keeping its receipt)."""
+    receipts = record.receipts[:1]
+    if record.pending is None and not record.confirmed:
+        receipts = record.receipts[:MAX_RECEIPTS]
+    return receipts

@@ -1,16 +1,19 @@
 """Pairing records: what one side keeps of a pairing, and its file format (no I/O).
 
 Layer: pairing core (pure: values in, bytes out and back). A :class:`PairingRecord` holds this
-side's and the peer's identity (a random 16-byte id and a name), the mailbox server, app id and
-relays the pairing meets through, the secret of the current generation and, while a ratchet
-step is under way, the next one (``pending``), whether the peer confirmed it stored the
-pairing, the incarnation counter (one more at every start) and two timestamps. Never the code,
-never a wormhole's session key.
+side's and the peer's identity (a random 16-byte id and a name), this side's static X25519
+private key and the peer's public key (exchanged in the code meeting), the mailbox server, app
+id and relays the pairing meets through, the secret of the current generation and, while a
+ratchet step is under way, the next one (``pending``), the receipts of the last two meetings
+(:mod:`.ratchet`), whether the peer confirmed it holds the latest, the incarnation counter (one
+more at every start) and two timestamps. Never the code, never a wormhole's session key.
 
 The file is one JSON object (docs/pairing.md has an example)::
 
-    {"format": "txdilation-pairing", "version": 1, "me": {...}, "peer": {...}, ...,
+    {"format": "txdilation-pairing", "version": 2, "me": {...}, "peer": {...}, ...,
      "tag": "<hex HMAC-SHA256>"}
+
+Files of version 1 (before static identities) are refused with one line: pair again.
 
 ``tag`` is an HMAC over the canonical JSON of every other key, keyed from the current secret
 (:func:`txdilation.pairing.derive.file_key`): a flipped bit, a truncation or an edited field
@@ -20,7 +23,7 @@ and edits, not a forger who recomputes it (file permissions keep others out: see
 
 Invariants: ``decode(encode(r)) == r``; :func:`decode` raises only
 :class:`~txdilation.pairing.errors.PairingFileError` subclasses, each with a one-line message;
-a pending generation is the current one plus one.
+a pending generation is the current one plus one; at most two receipts, newest first.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from txdilation.pairing.errors import (
 
 __all__ = [
     "FORMAT",
+    "KEY_LENGTH",
+    "MAX_RECEIPTS",
     "VERSION",
     "Generation",
     "Identity",
@@ -50,7 +55,9 @@ __all__ = [
 ]
 
 FORMAT: Final = "txdilation-pairing"
-VERSION: Final = 1
+VERSION: Final = 2
+KEY_LENGTH: Final = 32
+MAX_RECEIPTS: Final = 2
 _MAX_NAME: Final = 200
 
 
@@ -86,8 +93,12 @@ class Generation:
 class PairingRecord:
     """What one side keeps of a pairing (see the module docstring).
 
-    :ivar confirmed: the peer said it stored the pairing too (False between writing the file
-        after the code meeting and the peer's word).
+    :ivar key: this side's static X25519 private key (32 raw bytes).
+    :ivar peer_key: the peer's static X25519 public key.
+    :ivar receipts: the receipts of the last meetings this side met in, newest first (at most
+        :data:`MAX_RECEIPTS`; :mod:`.ratchet`).
+    :ivar confirmed: the peer said it holds the newest receipt (it stored the pairing after the
+        code meeting, or met in the last meeting).
     :ivar counter: incarnations so far (the last start's number).
     :ivar created: when the pairing was made (Unix time).
     :ivar met: the last successful meeting (Unix time), None before the first after pairing.
@@ -99,11 +110,20 @@ class PairingRecord:
     appid: str
     relay: tuple[str, ...]
     current: Generation
+    key: bytes = b""
+    peer_key: bytes = b""
     pending: Generation | None = None
+    receipts: tuple[bytes, ...] = ()
     confirmed: bool = False
     counter: int = 0
     created: float = 0.0
     met: float | None = None
+
+    def __repr__(self) -> str:  # never print a secret
+        return (
+            f"PairingRecord({self.me.short()} with {self.peer.short()}, {self.current!r}, "
+            f"pending={self.pending!r}, counter={self.counter})"
+        )
 
     def held(self) -> tuple[Generation, ...]:
         """The generations this side can meet with, newest first."""
@@ -137,8 +157,11 @@ def _body(record: PairingRecord) -> dict[str, Any]:
         "mailbox": record.mailbox,
         "appid": record.appid,
         "relay": list(record.relay),
+        "key": record.key.hex(),
+        "peer-key": record.peer_key.hex(),
         "current": _generation(record.current),
         "pending": _generation(record.pending),
+        "receipts": [r.hex() for r in record.receipts],
         "confirmed": record.confirmed,
         "counter": record.counter,
         "created": record.created,
@@ -180,6 +203,11 @@ def decode(data: bytes, where: str = "pairing file") -> PairingRecord:
     if body.get("format") != FORMAT:
         raise NotAPairingFile(f"{where} is not a txdilation pairing file")
     version = body.get("version")
+    if version == 1:
+        raise UnsupportedPairingVersion(
+            f"{where} was written by an earlier txdilation (format 1, without identity keys) "
+            "and cannot be used any more: forget it on both sides and pair again with a new code"
+        )
     if version != VERSION:
         raise UnsupportedPairingVersion(
             f"{where} has format version {version!r}; this txdilation reads version {VERSION}"
@@ -214,6 +242,9 @@ def _record(body: Mapping[str, Any]) -> PairingRecord:
     relay = body["relay"]
     if not isinstance(relay, list) or not all(isinstance(r, str) for r in relay):
         raise ValueError("relay")
+    receipts = body["receipts"]
+    if not isinstance(receipts, list) or len(receipts) > MAX_RECEIPTS:
+        raise ValueError("receipts")
     record = PairingRecord(
         me=_parse_identity(body["me"]),
         peer=_parse_identity(body["peer"]),
@@ -221,7 +252,10 @@ def _record(body: Mapping[str, Any]) -> PairingRecord:
         appid=_text(body["appid"], "appid"),
         relay=tuple(relay),
         current=current,
+        key=_hex(body["key"], KEY_LENGTH, "key"),
+        peer_key=_hex(body["peer-key"], KEY_LENGTH, "peer-key"),
         pending=pending,
+        receipts=tuple(_hex(r, SECRET_LENGTH, "receipts") for r in receipts),
         confirmed=_bool(body["confirmed"], "confirmed"),
         counter=_count(body["counter"], "counter"),
         created=_number(body["created"], "created"),
@@ -242,6 +276,13 @@ def _parse_identity(value: object) -> Identity:
     if len(name) > _MAX_NAME or not name.isprintable():
         raise ValueError("name")
     return Identity(raw, name)
+
+
+def _hex(value: object, length: int, name: str) -> bytes:
+    raw = bytes.fromhex(_text(value, name))
+    if len(raw) != length:
+        raise ValueError(name)
+    return raw
 
 
 def _parse_generation(value: object) -> Generation | None:
@@ -274,6 +315,6 @@ def _count(value: object, name: str) -> int:
 
 
 def _number(value: object, name: str) -> float:
-    if not isinstance(value, int | float) or isinstance(value, bool):
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise ValueError(name)
     return float(value)

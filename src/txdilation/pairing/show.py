@@ -1,4 +1,4 @@
-"""``txdilation pairing show|forget PATH``: a pairing for people (never its secret).
+"""``txdilation pairing show|forget PATH``: a pairing for people (never a secret or a key).
 
 Layer: pairing presentation (files through :mod:`.store`; text out). :func:`describe` turns a
 record into the lines ``show`` prints; :func:`show` and :func:`forget` are the commands: each
@@ -14,6 +14,7 @@ import time
 from typing import IO
 
 from txdilation.pairing.errors import PairingFileError
+from txdilation.pairing.keys import key_fingerprint, public_of
 from txdilation.pairing.record import PairingRecord
 from txdilation.pairing.store import PairingStore
 from txdilation.pairing.store import forget as forget_file
@@ -32,8 +33,8 @@ def _when(timestamp: float | None) -> str:
 def describe(record: PairingRecord) -> list[str]:
     """The lines ``show`` prints for ``record``."""
     lines = [
-        f"this side:   {record.me.short()}",
-        f"peer:        {record.peer.short()}",
+        f"this side:   {record.me.short()}, key {key_fingerprint(public_of(record.key))}",
+        f"peer:        {record.peer.short()}, key {key_fingerprint(record.peer_key)}",
         f"mailbox:     {record.mailbox} (app id {record.appid})",
         f"relays:      {', '.join(record.relay) if record.relay else 'none'}",
         f"generation:  {record.current.number} (fingerprint {record.current.fingerprint})",
@@ -76,7 +77,7 @@ def forget(path: str, out: IO[str], err: IO[str]) -> int:
     peer = f" with {record.peer.short()}" if record is not None else ""
     print(
         f"forgot the pairing{peer}: {path} removed (forget it on the peer's side too; pairing "
-        "again needs a new code)",
+        "again needs a new code: this side never pairs from the old one again)",
         file=out,
     )
     return 0

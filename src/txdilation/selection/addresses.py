@@ -1,7 +1,10 @@
-"""L3: this host's IPv6 addresses, for direct hints (stock's ``wormhole.ipaddrs`` finds IPv4 only).
+"""L3: the addresses direct hints advertise: this host's IPv6 ones (stock's ``wormhole.ipaddrs``
+finds IPv4 only), and those a listener bound to one interface takes.
 
 :func:`ipv6_addresses` reads ``/proc/net/if_inet6`` (Linux); elsewhere, or when it cannot be
-read, it finds none. :func:`parse_if_inet6` is the I/O-free part.
+read, it finds none. :func:`parse_if_inet6` is the I/O-free part. :func:`bound_addresses` is the
+address a listener bound to one interface (``listen_interface``) is reached at, and
+:func:`unreachable_listener` says in one line when the advertised addresses cannot reach it.
 
 Invariants: only global-scope addresses are returned (no loopback, link-local or site-local
 ones: a hint with a scope would need an interface the peer does not share), none that is
@@ -12,8 +15,18 @@ Callers run it off the reactor thread (it opens a file), as they run stock's dis
 from __future__ import annotations
 
 import ipaddress
+from typing import TYPE_CHECKING
 
-__all__ = ["IF_INET6", "ipv6_addresses", "parse_if_inet6"]
+if TYPE_CHECKING:
+    from txdilation.settings import NetworkSettings
+
+__all__ = [
+    "IF_INET6",
+    "bound_addresses",
+    "ipv6_addresses",
+    "parse_if_inet6",
+    "unreachable_listener",
+]
 
 IF_INET6 = "/proc/net/if_inet6"
 
@@ -52,3 +65,39 @@ def ipv6_addresses(path: str = IF_INET6) -> list[str]:
             return parse_if_inet6(f.read())
     except OSError:
         return []
+
+
+def bound_addresses(interface: str | None) -> list[str] | None:
+    """The addresses a listener bound to ``interface`` takes connections on, when it is bound
+    to one address: that address (in its normal form); None when it takes every address of
+    this host (no interface, ``0.0.0.0``, ``::``) or ``interface`` is not an IP address."""
+    try:
+        address = ipaddress.ip_address((interface or "").strip().strip("[]"))
+    except ValueError:
+        return None
+    return None if address.is_unspecified else [str(address)]
+
+
+def unreachable_listener(network: NetworkSettings) -> str | None:
+    """Why the peer could never reach our listener at the addresses we advertise, in one line;
+    None when it can (or may: a ``hint_port`` says a port forward leads to the listener)."""
+    bound = bound_addresses(network.listen_interface)
+    configured = network.hint_addresses
+    if bound is None or configured is None or network.hint_port is not None:
+        return None
+    advertised = {str(ipaddress.ip_address(a)) if _is_ip(a) else a for a in configured}
+    if advertised & set(bound):
+        return None
+    return (
+        f"the listener binds only {bound[0]} (listen-interface) but the hints advertise "
+        f"{', '.join(configured)} (hint-addresses): the peer cannot connect to this side "
+        f"directly; advertise {bound[0]} too, or give hint-port if a port forward leads there"
+    )
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True

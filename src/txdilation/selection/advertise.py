@@ -3,14 +3,21 @@
 An :class:`Advertiser` is owned by the :class:`~txdilation.selection.connector.Connector`
 (which starts it unless told not to listen, or over Tor). It listens (retrying shortly while a
 fixed port is still held by the previous generation's listener), discovers this host's
-addresses off the reactor thread, and hands each direct hint it has not published yet this
-generation to ``publish`` (the Connector's ``listener_ready`` input): at once when listening
-starts, and again whenever :meth:`Advertiser.network_changed` finds new addresses.
+addresses off the reactor thread (``hint_addresses`` replace them; a ``listen_interface`` that
+is one address is the only one advertised: the listener takes no other), and hands each direct
+hint it has not published yet this generation to ``publish`` (the Connector's
+``listener_ready`` input): at once when listening starts, and again whenever
+:meth:`Advertiser.network_changed` finds new addresses.
 
 On a real reactor the listener is dual-stack and, with ``punch`` on, bound with
 ``SO_REUSEPORT``; our public address from the mailbox's welcome is then advertised with the
 listening port as a punched hint (:mod:`txdilation.selection.punch`), and ``punched`` is told
-when such hints are published (the peer's SYN to them follows).
+when such hints are published (the peer's SYN to them follows). Given the wormhole's
+:class:`~txdilation.portmap.mapper.PortMapper` (when the listener takes every address and no
+hint port is set), it listens on the port the mapper keeps mapped (unless a listen port is
+set; any port if that one cannot be had), asks for that port to be mapped, and publishes the
+mapped external address and port as one more direct hint once the gateway grants it (at once
+when the mapping is held already: a later generation, or one that started after the mapping).
 
 Connections the listener accepts are built by the Connector (``accept``) and admitted here: at
 most ``max_unauthenticated`` are held before their handshake, the oldest closed beyond that
@@ -38,8 +45,10 @@ from twisted.python.failure import Failure
 from wormhole import ipaddrs
 
 from txdilation.link.connection import DilatedConnectionProtocol
+from txdilation.portmap.mapper import PortMapper
+from txdilation.portmap.mapping import PortMapping
 from txdilation.selection import punch
-from txdilation.selection.addresses import ipv6_addresses
+from txdilation.selection.addresses import bound_addresses, ipv6_addresses
 from txdilation.selection.attempts import Attempt, AttemptLog
 from txdilation.selection.hints import DirectTCPV1Hint, Hint, describe_inbound
 from txdilation.selection.listener import LISTEN_BACKLOG, OldestFirstCap, listen
@@ -52,6 +61,7 @@ __all__ = ["LISTEN_RETRIES", "LISTEN_RETRY_DELAY", "Advertiser"]
 
 LISTEN_RETRIES = 50
 LISTEN_RETRY_DELAY = 0.1
+MAPPED_PORT_RETRIES = 3
 
 #: the connector's logger: the split into modules changes no log line
 _log = Logger(namespace="txdilation.selection.connector")
@@ -70,6 +80,8 @@ class Advertiser:
         publish: Callable[[list[Hint]], None],
         punched: Callable[[], None],
         late: Callable[[], None],
+        mapper: PortMapper | None = None,
+        mapped: Callable[[], None] = lambda: None,
     ) -> None:
         """
         :param attempt_log: where each accepted connection is one telemetry attempt, if given.
@@ -78,6 +90,8 @@ class Advertiser:
         :param publish: fresh direct hints to send to the peer.
         :param punched: punched hints were found for publication.
         :param late: a listener came up after :meth:`close`: close everything again.
+        :param mapper: asked to map the listening port (None: no port mapping).
+        :param mapped: a mapped hint went out.
         """
         self._settings = settings
         self._reactor = reactor
@@ -86,6 +100,8 @@ class Advertiser:
         self._publish = publish
         self._punched = punched
         self._late = late
+        self._mapper = mapper
+        self._on_mapped = mapped
         self._closed = False  # the race is over: no more listeners
         self.listeners: list[IListeningPort] = []
         #: direct hints sent to the peer this generation, in the order sent (an ordered set)
@@ -111,42 +127,56 @@ class Advertiser:
         """The port direct dials start from: the listening port while punching, else None."""
         return self.port if self.punch else None
 
-    def start(self, attempt: int = 0) -> None:
-        """Listen; publish our direct hints once listening."""
+    def start(self, attempt: int = 0, *, mapped_port: bool = True) -> None:
+        """Listen (on the port the mapper keeps mapped, if any and unless a port is set);
+        publish our direct hints once listening."""
         self.listen_retry = None
         network = self._settings.network
         interface = network.listen_interface or ""
+        port = network.listen_port
+        mapped = self._mapper.port if self._mapper is not None and self._maps() else None
+        from_mapper = not port and mapped_port and mapped is not None
+        if from_mapper:
+            port = mapped or 0
         factory = _InboundFactory(self)
         if self._dual_stack:
             d: Deferred[Any] = maybeDeferred(
                 punch.listen,
                 self._reactor,
                 factory,
-                network.listen_port,
+                port,
                 interface,
                 reuse_port=self.punch,
                 backlog=LISTEN_BACKLOG,
             )
         else:
-            d = listen(self._reactor, network.listen_port, interface, factory)
+            d = listen(self._reactor, port, interface, factory)
         d.addCallback(self._listening)
 
         def failed(f: Failure) -> None:
             # A fixed port may still be held by the previous generation's listener, whose
-            # socket closes a reactor turn after stopListening(): try again shortly.
-            if (
-                f.check(CannotListenError)  # type: ignore[no-untyped-call]
-                and network.listen_port
-                and attempt < LISTEN_RETRIES
-                and not self._closed
-            ):
-                self.listen_retry = self._reactor.callLater(
-                    LISTEN_RETRY_DELAY, self.start, attempt + 1
-                )
-                return
+            # socket closes a reactor turn after stopListening(): try again shortly. The
+            # mapped port is given up sooner (another program may hold it): then any port.
+            if f.check(CannotListenError) and not self._closed:  # type: ignore[no-untyped-call]
+                if network.listen_port and attempt < LISTEN_RETRIES:
+                    retry = lambda: self.start(attempt + 1)  # noqa: E731
+                elif from_mapper:
+                    again = attempt < MAPPED_PORT_RETRIES
+                    retry = lambda: self.start(attempt + 1 if again else 0, mapped_port=again)  # noqa: E731
+                else:
+                    retry = None
+                if retry is not None:
+                    self.listen_retry = self._reactor.callLater(LISTEN_RETRY_DELAY, retry)
+                    return
             _log.failure("dilation listener failed", f)
 
         d.addErrback(failed)
+
+    def _maps(self) -> bool:
+        """Whether the listener is worth mapping: it takes every address (the gateway reaches
+        it), and no hint port says a forward is configured already."""
+        network = self._settings.network
+        return not network.listen_interface and not network.hint_port
 
     def _listening(self, port: IListeningPort) -> Deferred[Any]:
         self.listeners.append(port)
@@ -154,7 +184,27 @@ class Advertiser:
             self._late()
             return succeed(None)
         self.port = port.getHost().port  # type: ignore[attr-defined]
-        return self._publish_direct_hints(port)
+        d = self._publish_direct_hints(port)
+        if self._mapper is not None and self._maps():
+            self._mapper.map(self.port, lambda mapping: self._mapped(port, mapping))
+        return d
+
+    def _mapped(self, port: IListeningPort, mapping: PortMapping) -> None:
+        """The gateway maps ``mapping.external_port`` to our listener: publish it once (unless
+        a hint to the same address and port was published: the punched one, say)."""
+        if self._closed or port not in self.listeners:
+            return
+        where = (mapping.external_address, mapping.external_port)
+        self._on_mapped()
+        if where in self._places():
+            return
+        hint = DirectTCPV1Hint(*where, 0.0)
+        self._published[hint] = None
+        self._publish([hint])
+
+    def _places(self) -> set[tuple[str, int]]:
+        """The addresses and ports of the direct hints published (whatever their priority)."""
+        return {(h.hostname, h.port) for h in self._published if isinstance(h, DirectTCPV1Hint)}
 
     def network_changed(self) -> None:
         """The host's addresses or routes changed: publish direct hints for addresses found now
@@ -180,7 +230,13 @@ class Advertiser:
                 if punched:
                     self._punched()
                 hints.extend(punched)
-            fresh = [h for h in hints if h not in self._published]
+            places = self._places()  # (a mapped hint may have gone out to the same place)
+            fresh = [
+                h
+                for h in hints
+                if h not in self._published
+                and not (isinstance(h, DirectTCPV1Hint) and (h.hostname, h.port) in places)
+            ]
             self._published.update(dict.fromkeys(fresh))
             if fresh:
                 self._publish(fresh)
@@ -193,6 +249,9 @@ class Advertiser:
         configured = self._settings.network.hint_addresses
         if configured is not None:
             return succeed(configured)
+        bound = bound_addresses(self._settings.network.listen_interface)
+        if bound is not None:  # the listener takes no other address: advertise only that one
+            return succeed(bound)
         pool = getattr(self._reactor, "getThreadPool", None)
         # IPv6 addresses only where the listener takes IPv6 (no interface, or an IPv6 one)
         ipv6 = self._dual_stack and ":" in (self._settings.network.listen_interface or ":")

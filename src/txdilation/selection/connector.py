@@ -57,6 +57,7 @@ from wormhole._interfaces import IDilationConnector
 from zope.interface import implementer
 
 from txdilation.link.connection import DilatedConnectionProtocol
+from txdilation.portmap.mapper import PortMapper
 from txdilation.selection.advertise import Advertiser
 from txdilation.selection.attempts import AttemptLog
 from txdilation.selection.connector_settings import (
@@ -64,9 +65,10 @@ from txdilation.selection.connector_settings import (
     RELAY_DELAY,
     ConnectorSettings,
     IConnectorOwner,
+    Purpose,
 )
 from txdilation.selection.dialing import Dialer
-from txdilation.selection.hints import Hint, encode_hint
+from txdilation.selection.hints import Hint, RelayV1Hint, encode_hint
 from txdilation.selection.race import (
     PROVEN_GRACE,
     Candidate,
@@ -75,6 +77,7 @@ from txdilation.selection.race import (
     Holding,
 )
 from txdilation.selection.rekindle import Rekindler
+from txdilation.selection.upgrade import RetrySchedule
 from txdilation.telemetry import Telemetry
 from txdilation.wire.contracts import ICandidateOwner, IDilationReactor
 from txdilation.wire.machines import complete
@@ -108,6 +111,7 @@ class Connector:
         reactor: IDilationReactor,
         telemetry: Telemetry | None = None,
         eventually: Callable[..., object] | None = None,
+        mapper: PortMapper | None = None,
     ) -> None:
         """
         :param settings: what to do (the same for every generation).
@@ -117,6 +121,7 @@ class Connector:
         :param eventually: ``eventually(f, *args)`` calls ``f(*args)`` on a later reactor
             turn, in order (stock's ``EventualQueue.eventually``; default: ``callLater(0)``):
             a candidate is taken on the turn after its KCM exchange, as stock takes it.
+        :param mapper: the wormhole's port mapper, asked to map this generation's listener.
         """
         if eventually is None:
             eventually = lambda f, *a: reactor.callLater(0, f, *a)  # noqa: E731
@@ -133,6 +138,8 @@ class Connector:
             publish=lambda hints: self.events.listener_ready(hints),
             punched=lambda: None,
             late=lambda: core.close_others(keep=core.selected),
+            mapper=mapper,
+            mapped=lambda: core.mapped() if settings.purpose is Purpose.RACE else None,
         )
         self._dialer = core.dialer = Dialer(
             settings,
@@ -176,6 +183,11 @@ class Connector:
         return self._core.looking
 
     @property
+    def peer_hints(self) -> list[Hint]:
+        """The peer's hints of this generation, in the order they came."""
+        return self._core.peer_hints
+
+    @property
     def busy(self) -> bool:
         """Something may still produce a connection: an attempt in progress, a candidate in
         its handshake, relay attempts waiting for their delay, a listener being retried.
@@ -186,10 +198,20 @@ class Connector:
     # --- starting, hints ---
 
     def start(self) -> None:
-        """Listen (when allowed), publish relay hints and connect to our own relay."""
+        """Listen (when allowed), publish relay hints and connect to our own relay. A
+        standby connector only dials the relays (ours now, the peer's as they are given); an
+        upgrade connector listens and goes on at once as after a relayed selection."""
         s = self._settings
+        if s.purpose is Purpose.STANDBY:
+            self._dialer.use_hints(list(s.relay_hints))
+            return
         if not s.no_listen and s.tor is None:
             self._advertiser.start()
+        if s.purpose is Purpose.UPGRADE:
+            self._core.looking = True
+            self._dialer.go_on_in_background(RetrySchedule(self._core.reactor.seconds()))
+            self.events.keep_looking()
+            return
         if s.relay_hints:
             self._core.owner.send_hints([encode_hint(h) for h in s.relay_hints])
             self._dialer.use_hints(list(s.relay_hints))
@@ -205,8 +227,11 @@ class Connector:
         self._dialer.dial_again_now()
 
     def got_hints(self, hints: list[Hint]) -> None:
-        """Hints arrived from the peer (the manager filters stale generations)."""
+        """Hints arrived from the peer (the manager filters stale generations; a standby
+        connector uses the relay hints only)."""
         core = self._core
+        if self._settings.purpose is Purpose.STANDBY:
+            hints = [h for h in hints if isinstance(h, RelayV1Hint)]
         core.peer_hints.extend(hints)
         if core.prober is not None:
             core.prober.add(hints)
@@ -333,8 +358,10 @@ def _build_connector_machine() -> Callable[[ConnectorCore], ConnectorEvents]:
         _take(events, c, holding.held[0])
 
     @connected.upon(E.keep_looking).to(upgrading)
+    @connecting.upon(E.keep_looking).to(upgrading)
     def look_for_direct(events: ConnectorEvents, c: ConnectorCore) -> None:
-        """The relayed link is the owner's; this connector goes on with direct paths."""
+        """The relayed link is the owner's (selected here, or by an earlier connector of the
+        generation: ``Purpose.UPGRADE``); this connector goes on with direct paths."""
 
     @upgrading.upon(E.decisive_candidate).to(connected)
     def upgrade(events: ConnectorEvents, c: ConnectorCore, candidate: Candidate) -> None:

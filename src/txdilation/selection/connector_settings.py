@@ -14,6 +14,7 @@ candidate for a direct one).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 from typing import Protocol as TypingProtocol
@@ -32,10 +33,23 @@ from txdilation.wire.limits import (
 )
 from txdilation.wire.roles import Role
 
-__all__ = ["DIRECT_GRACE", "RELAY_DELAY", "ConnectorSettings", "IConnectorOwner"]
+__all__ = ["DIRECT_GRACE", "RELAY_DELAY", "ConnectorSettings", "IConnectorOwner", "Purpose"]
 
 RELAY_DELAY = 2.0
 DIRECT_GRACE = 0.25
+
+
+class Purpose(enum.Enum):
+    """What a connector is for (the same race machinery, three uses)."""
+
+    RACE = "race"
+    """A generation's race for its link (listen, publish, dial everything)."""
+    STANDBY = "standby"
+    """A second path kept warm beside a direct link (``standby-v1``): relay hints only, no
+    listener; the connection it selects goes to ``connector_standby_ready``."""
+    UPGRADE = "upgrade"
+    """A direct path for a link that moved to its relayed standby: listen, publish, and dial
+    the peer's direct hints in the background from the start (as ``upgrading``)."""
 
 
 class IConnectorOwner(TypingProtocol):
@@ -67,6 +81,13 @@ class IConnectorOwner(TypingProtocol):
     def attempting_again(self) -> None:
         """(Follower, ``rekindle``) our hints went to the stock Leader again: a new attempt."""
 
+    def standby_link_for(self, connection: DilatedConnectionProtocol) -> IRecordSink:
+        """(``Purpose.STANDBY``) the record sink of the standby connection being selected."""
+
+    def connector_standby_ready(self, link: Any) -> None:
+        """(``Purpose.STANDBY``) the standby connection was selected: ``link`` is what
+        ``standby_link_for`` gave for it."""
+
 
 @dataclass(frozen=True, slots=True)
 class ConnectorSettings:
@@ -96,3 +117,5 @@ class ConnectorSettings:
     #: (Follower, a stock Leader, which never retries within a generation) publish our hints
     #: and dial again while nothing is in its handshake (:mod:`txdilation.selection.rekindle`)
     rekindle: bool = False
+    #: what the connector is for (a generation's race, a standby, an upgrade after a move)
+    purpose: Purpose = Purpose.RACE

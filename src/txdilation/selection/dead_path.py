@@ -17,6 +17,8 @@ the wire (stock answers every PING with a PONG):
 - **Verdict**: a data probe unanswered for ``max(1.5 * rto, 1.5 * MIN_RTO)`` or a periodic one
   for ``max(3 * rto, 3 * MIN_RTO)`` ends the path (``on_dead``), unless
 
+  - the check comes more than :data:`LATE_SLACK` after the deadline (we were not running, on
+    a busy host: the answer may sit unread): the probe then waits one more timeout, once, or
   - we paused reading ourselves (an answer may be sitting unread), or
   - the kernel says the peer's TCP is alive (``kernel_alive``: nothing in flight, or a TCP
     ACK arrived within the probe's timeout): the peer application is not reading (flow
@@ -30,6 +32,13 @@ So a black hole under traffic is noticed ``rto + 1.5 rto`` after the last record
 jumps by up to 1.5 ``rto`` at once (a 2 s delay on a fast path: the first ACK after the jump
 comes ~2 s after the first probe-triggering write, inside the 2.5 s) is not called dead, and
 once the samples follow the new RTT the timeouts grow with it.
+
+While a warm standby path is ready (``standby_ready``: leaving this path costs no new
+generation, only a move), the timeouts follow the measured round trip much closer, as QUIC's
+probe timeout does (RFC 9002, 6.2): ``srtt + 4 rttvar`` floored at :data:`STANDBY_MIN_RTO`
+(for jitter and the scheduling delays of a busy host, rather than TCP's 1 s), and a data probe
+waits :data:`STANDBY_PROBE_WAIT` at least: a black hole is then noticed in about 0.5 s. The
+kernel's word still keeps a lossy or jittery path (its TCP ACKs keep coming) from being left.
 
 Invariants: ``on_dead`` is called at most once, and never after :meth:`stop`; one timer at
 most is pending; every method is O(1) amortised (the sent-record log holds one entry per
@@ -49,9 +58,12 @@ from txdilation.wire.reasons import Cause, LinkLoss
 __all__ = [
     "DATA_PROBE_FACTOR",
     "INITIAL_RTO",
+    "LATE_SLACK",
     "MAX_RTO",
     "MIN_RTO",
     "PING_PROBE_FACTOR",
+    "STANDBY_MIN_RTO",
+    "STANDBY_PROBE_WAIT",
     "DeadPathDetector",
     "RttEstimator",
     "unanswered",
@@ -67,6 +79,13 @@ MAX_RTO = 20.0
 DATA_PROBE_FACTOR = 1.5
 #: the periodic PING (an idle link's probe) waits this many RTOs for its PONG
 PING_PROBE_FACTOR = 3.0
+#: seconds: the floor of the timeout while a standby path is ready (QUIC-style, see above)
+STANDBY_MIN_RTO = 0.2
+#: seconds: the shortest wait for a data probe's answer while a standby path is ready
+STANDBY_PROBE_WAIT = 0.3
+#: seconds: a verdict due this much earlier than the check that finds it (we were not
+#: running: a busy host) waits one more probe timeout, once: the answer may be unread yet
+LATE_SLACK = 0.1
 
 _log = Logger(namespace="txdilation.selection.dead_path")
 
@@ -93,9 +112,13 @@ class RttEstimator:
     @property
     def rto(self) -> float:
         """``srtt + 4 rttvar`` within [MIN_RTO, MAX_RTO] (INITIAL_RTO before any sample)."""
+        return self.floored(MIN_RTO)
+
+    def floored(self, floor: float) -> float:
+        """``srtt + 4 rttvar`` within [``floor``, MAX_RTO] (INITIAL_RTO before any sample)."""
         if self.srtt is None:
             return INITIAL_RTO
-        return min(MAX_RTO, max(MIN_RTO, self.srtt + 4 * self.rttvar))
+        return min(MAX_RTO, max(floor, self.srtt + 4 * self.rttvar))
 
 
 class DeadPathDetector:
@@ -132,10 +155,13 @@ class DeadPathDetector:
         self._probe_timeout = 0.0
         self._cause = Cause.PROBE_UNANSWERED  # the verdict's cause (or a network change)
         self._quiet_until = 0.0  # no data probe before then
+        self._extended = False  # the probe's deadline was pushed back once (a late check)
         self._timer: IDelayedCall | None = None
         self._stopped = False
         self.probes = 0  # probes sent, for logs and tests
         self.kernel_saves = 0  # unanswered probes the kernel vouched for
+        self.standby_ready = False
+        """A standby path is ready to take over: shorter timeouts (see the module docstring)."""
 
     # --- what the link reports ---
 
@@ -144,8 +170,14 @@ class DeadPathDetector:
         if self._stopped:
             return
         self._sent.append((seqnum, self._clock.seconds()))
-        if self._timer is None:
+        timer = self._timer
+        if timer is None:
             self._arm()
+        elif self._probe_deadline is None and len(self._sent) == 1:
+            # the timer may wait for an answered probe's old deadline: not past this one's
+            due = self._next_deadline()
+            if due is not None and timer.getTime() > due:
+                self._arm()
 
     def acked(self, resp_seqnum: int) -> None:
         """An ACK for everything up to ``resp_seqnum`` arrived."""
@@ -167,7 +199,9 @@ class DeadPathDetector:
         """The periodic PING went out: it is a probe too (unless one is out already)."""
         if self._stopped or self._probe_deadline is not None:
             return
-        self._start_probe(max(PING_PROBE_FACTOR * self.rtt.rto, PING_PROBE_FACTOR * MIN_RTO))
+        self._start_probe(
+            max(PING_PROBE_FACTOR * self.rtt.rto, PING_PROBE_FACTOR * MIN_RTO), send=False
+        )
 
     def probe_now(self) -> None:
         """Probe at once because our addresses or routes changed: an unanswered probe's
@@ -175,8 +209,7 @@ class DeadPathDetector:
         if self._stopped or self._probe_deadline is not None:
             return
         self._cause = Cause.NETWORK_CHANGE
-        rto = self.rtt.rto
-        self._start_probe(max(DATA_PROBE_FACTOR * rto, DATA_PROBE_FACTOR * MIN_RTO))
+        self._start_probe(self._data_probe_wait())
 
     def stop(self) -> None:
         """No more probes or verdicts (idempotent)."""
@@ -195,22 +228,26 @@ class DeadPathDetector:
         if self._probe_deadline is not None:
             self._probe_deadline = None
             self._cause = Cause.PROBE_UNANSWERED
-            self._quiet_until = self._clock.seconds() + self.rtt.rto
+            self._quiet_until = self._clock.seconds() + self._rto()
         # the pending timer fires at the old deadline and re-arms for the new one: no
         # timer churn per ACK
 
-    def _start_probe(self, timeout: float) -> None:
+    def _start_probe(self, timeout: float, *, send: bool = True) -> None:
+        """A probe waits ``timeout`` for its answer (``send``: write a PING for it; the
+        periodic PING is one already)."""
         self.probes += 1
+        self._extended = False
         self._probe_timeout = timeout
         self._probe_deadline = self._clock.seconds() + timeout
         self._arm()
-        self._send_probe()
+        if send:
+            self._send_probe()
 
     def _next_deadline(self) -> float | None:
         if self._probe_deadline is not None:
             return self._probe_deadline
         if self._sent:
-            return max(self._sent[0][1] + self.rtt.rto, self._quiet_until)
+            return max(self._sent[0][1] + self._rto(), self._quiet_until)
         return None
 
     def _arm(self) -> None:
@@ -234,6 +271,11 @@ class DeadPathDetector:
             if now < self._probe_deadline:
                 self._arm()
                 return
+            if now - self._probe_deadline > LATE_SLACK and not self._extended:
+                self._extended = True  # (reset by the next answer or probe)
+                self._probe_deadline = now + self._probe_timeout
+                self._arm()
+                return
             if not self._reading_paused() and self._kernel_alive(self._probe_timeout) is not True:
                 self._stopped = True
                 self._sent.clear()
@@ -246,11 +288,19 @@ class DeadPathDetector:
             self._quiet_until = now + self._probe_timeout
             self._arm()
             return
-        if self._sent and now >= self._sent[0][1] + self.rtt.rto and now >= self._quiet_until:
-            rto = self.rtt.rto
-            self._start_probe(max(DATA_PROBE_FACTOR * rto, DATA_PROBE_FACTOR * MIN_RTO))
+        if self._sent and now >= self._sent[0][1] + self._rto() and now >= self._quiet_until:
+            self._start_probe(self._data_probe_wait())
             return
         self._arm()
+
+    def _rto(self) -> float:
+        return self.rtt.floored(STANDBY_MIN_RTO if self.standby_ready else MIN_RTO)
+
+    def _data_probe_wait(self) -> float:
+        if self.standby_ready:
+            return max(DATA_PROBE_FACTOR * self._rto(), STANDBY_PROBE_WAIT)
+        rto = self.rtt.rto
+        return max(DATA_PROBE_FACTOR * rto, DATA_PROBE_FACTOR * MIN_RTO)
 
 
 def unanswered(cause: Cause, timeout: float) -> LinkLoss:

@@ -78,7 +78,13 @@ from txdilation.selection.hints import (
     websocket_address,
 )
 from txdilation.selection.punch_dial import ExpiryProbe, punched_endpoint
-from txdilation.selection.punch_schedule import LOW_TTLS, PunchPlan, Verdict, outcome_of
+from txdilation.selection.punch_schedule import (
+    CROSSING_WINDOW,
+    LOW_TTLS,
+    PunchPlan,
+    Verdict,
+    outcome_of,
+)
 from txdilation.selection.relays import RELAY_CONNECT_TIMEOUT, relays_to_dial
 from txdilation.selection.upgrade import BACKGROUND_CONNECT_TIMEOUT, RetrySchedule
 from txdilation.wire.keys import derive_relay_token
@@ -152,6 +158,7 @@ class Dialer:
         self.deferred_relays: list[RelayEndpoint] = []
         self._relay_timer: IDelayedCall | None = None
         self._relays_started = False
+        self._relays_held_until = 0.0  # (hold_relays) no relay dial before then
         self._used_relays: set[RelayEndpoint] = set()
         #: the schedule of background dials, once the generation selected a relayed link
         self._background: RetrySchedule | None = None
@@ -207,7 +214,8 @@ class Dialer:
             fresh = []
         self._used_relays.update(fresh)
         status.extend(DilationHint(hint_url(h), False) for h in fresh)
-        if made_direct and not s.no_listen and not self._relays_started:
+        held = self._relays_held_until > self._reactor.seconds() and not self._relays_started
+        if (made_direct and not s.no_listen and not self._relays_started) or held:
             self.deferred_relays.extend(fresh)
             if self._relay_timer is None:
                 self._relay_timer = self._reactor.callLater(s.relay_delay, self._start_relays)
@@ -216,6 +224,16 @@ class Dialer:
                 self._dial(h, via_relay=True)
         if status:
             self._hint_status(status)
+
+    def hold_relays(self, seconds: float) -> None:
+        """Dial no relay for ``seconds`` from now (relay hints wait, as those deferred for
+        direct ones do); relays dialed already go on. Nothing once relays started."""
+        if self._relays_started or self._closed or self._background is not None:
+            return
+        self._relays_held_until = self._reactor.seconds() + seconds
+        if self._relay_timer is not None and self._relay_timer.active():
+            self._relay_timer.cancel()
+        self._relay_timer = self._reactor.callLater(seconds, self._start_relays)
 
     def _start_relays(self) -> None:
         """Relay attempts begin after the delay, or once every direct attempt has failed
@@ -425,7 +443,8 @@ class Dialer:
         now = self._reactor.seconds()
         quick = self._background is not None and self._background.quick(now)
         for dial in self.direct_dials:
-            if dial.plan is not None and quick:
+            crossing = dial.plan is not None and now - dial.plan.started < CROSSING_WINDOW
+            if dial.plan is not None and (quick or crossing):
                 dial.plan.burst(now)  # refused tries that need crossing SYNs: again soon
             if dial.plan is not None and dial.connecting is not None and dial.plan.holds(now):
                 continue  # a low-TTL try, waiting for its SYN's retransmission to cross

@@ -57,7 +57,8 @@ What this module decides, for each punched hint (a :class:`PunchPlan`):
   a refused try of such a plan is made again the same way for :data:`REFUSED_BURST` after
   each of the upgrade schedule's quick first tries. Other failures within the window are
   retried every :data:`PUNCH_RETRY_DELAY` as before; nothing is dialled after
-  :data:`PUNCH_WINDOW` (but for those bursts).
+  :data:`PUNCH_WINDOW` (but for those bursts), or :data:`CROSSING_WINDOW` for a plan that relies
+  on crossing SYNs (whose refused background tries are also made again throughout it).
 
 Invariants: nothing here does I/O or reads a clock (times are passed in; the randomness is the
 ``rng`` given); a plan never asks for a low TTL after its hint's dial was aborted by an expiry,
@@ -117,6 +118,10 @@ CROSSING_SPACING = 0.002
 made again, and the least span of its random part."""
 
 REFUSED_BURST = 2.0
+#: seconds: how long refused tries that rely on crossing SYNs go on (the foreground window, and
+#: the bursts of a path upgrade's background tries), instead of :data:`PUNCH_WINDOW`: two NATs
+#: a tenth of a millisecond apart let a crossing through only rarely
+CROSSING_WINDOW = 15.0
 """Seconds after a path upgrade's background try (one of its quick first retries) during which
 a refused try of a plan that relies on crossing SYNs is made again as in the foreground: the
 bursts of the tries at 0.5, 1.5 and 3.5 s cover the first five and a half seconds."""
@@ -239,8 +244,12 @@ class PunchPlan:
 
     def retries_in_background(self, outcome: Outcome, now: float) -> bool:
         """Whether a background try that failed with ``outcome`` at ``now`` is made again
-        before the upgrade schedule's next try (:meth:`again` says when)."""
-        return outcome is Outcome.REFUSED and self.crossing_only and now < self._burst_until
+        before the upgrade schedule's next try (:meth:`again` says when): within a burst, or
+        throughout :data:`CROSSING_WINDOW` from the first dial (only crossing SYNs help, and
+        the more there are the likelier one crosses)."""
+        if outcome is not Outcome.REFUSED or not self.crossing_only:
+            return False
+        return now < self._burst_until or now - self.started < CROSSING_WINDOW
 
     def holds(self, now: float) -> bool:
         """Whether the last try, a low-TTL one, should be left connecting at ``now`` rather
@@ -269,7 +278,8 @@ class PunchPlan:
                 self._too_high(ttl)  # that SYN itself reached the peer's NAT
         if outcome is Outcome.TAKEN:
             return None
-        if now - self.started >= self.window and not self.retries_in_background(outcome, now):
+        window = max(self.window, CROSSING_WINDOW) if self.crossing_only else self.window
+        if now - self.started >= window and not self.retries_in_background(outcome, now):
             return None
         if outcome is Outcome.EXPIRED:
             return 0.0

@@ -28,7 +28,7 @@ from twisted.logger import Logger
 from txdilation.link.connection import DilatedConnectionProtocol
 from txdilation.selection.advertise import Advertiser
 from txdilation.selection.attempts import Attempt, AttemptLog
-from txdilation.selection.connector_settings import ConnectorSettings, IConnectorOwner
+from txdilation.selection.connector_settings import ConnectorSettings, IConnectorOwner, Purpose
 from txdilation.selection.dialing import Dial, Dialer
 from txdilation.selection.hints import Hint, RelayEndpoint, encode_hint, hint_url
 from txdilation.selection.probe import ReachabilityProber
@@ -40,11 +40,22 @@ from txdilation.wire.roles import LEADER
 
 _log = Logger(namespace="txdilation.selection.connector")
 
-__all__ = ["PROVEN_GRACE", "Candidate", "ConnectorCore", "ConnectorEvents", "Holding"]
+__all__ = [
+    "MAPPED_GRACE",
+    "PROVEN_GRACE",
+    "Candidate",
+    "ConnectorCore",
+    "ConnectorEvents",
+    "Holding",
+]
 
 PROVEN_GRACE = 3.0
 """Seconds a Leader holds a relay candidate, while a direct one may still come, in a generation
 started because a direct path proved to work (``prefer_direct``)."""
+MAPPED_GRACE = 1.0
+"""Seconds after our mapped hint went out (``portmap``) during which, with a stock peer (which
+cannot move a link later), the Leader holds a relay candidate and the Follower holds back its
+relay dials: the peer's dial to our port forward comes within a round trip or two."""
 
 
 class ConnectorEvents(TypingProtocol):
@@ -136,6 +147,8 @@ class ConnectorCore:
     prober: ReachabilityProber | None = None
     #: (Follower, a stock Leader) publishes our hints and dials again while the race is stuck
     rekindler: Rekindler | None = None
+    #: when our mapped hint (a port forward at our router) went out, if it did
+    mapped_since: float | None = None
 
     def build(
         self,
@@ -192,13 +205,28 @@ class ConnectorCore:
     def relay_grace(self) -> float:
         """How long the Leader holds a relay candidate now (0: take it at once): for a direct
         connection already in its handshake (``direct_grace``), or, in a generation that
-        prefers a direct path that proved to work, while a direct one may still come."""
+        prefers a direct path that proved to work, while a direct one may still come, or, with
+        a stock peer, for what is left of :data:`MAPPED_GRACE` after our mapped hint."""
         s = self.settings
         if s.prefer_direct and self.direct_still_possible():
             return PROVEN_GRACE
+        if self.mapped_since is not None and not s.path_upgrade:
+            left = self.mapped_since + MAPPED_GRACE - self.reactor.seconds()
+            if left > 0 and self.direct_still_possible():
+                return max(left, s.direct_grace)
         if any(c.connection.is_direct for c in self.candidates.values()):
             return s.direct_grace
         return 0.0
+
+    def mapped(self) -> None:
+        """Our mapped hint went out: with a stock peer, give its dial to it a chance (see
+        :data:`MAPPED_GRACE`): the Follower holds back its relay dials."""
+        if self.mapped_since is not None:
+            return
+        self.mapped_since = self.reactor.seconds()
+        s = self.settings
+        if not s.path_upgrade and s.role is not LEADER:
+            self.dialer.hold_relays(MAPPED_GRACE)
 
     def direct_still_possible(self) -> bool:
         """A direct connection may yet complete: we listen, a direct attempt is pending, or a
@@ -262,7 +290,12 @@ class ConnectorCore:
         """Whether selecting ``candidate`` is only a start: a relayed link with a peer that
         speaks path upgrades (not over Tor); the machine then goes on to ``upgrading``."""
         s = self.settings
-        return not candidate.connection.is_direct and s.tor is None and s.path_upgrade
+        return (
+            not candidate.connection.is_direct
+            and s.tor is None
+            and s.path_upgrade
+            and s.purpose is Purpose.RACE
+        )
 
     def select(self, candidate: Candidate) -> None:
         """``candidate`` is the link: it goes to the owner (``connector_connection_made``);
@@ -275,7 +308,9 @@ class ConnectorCore:
             self.attempt_log.selected(candidate.attempt)
         s = self.settings
         relayed = not connection.is_direct and s.tor is None
-        if self.upgrades(candidate):
+        if s.purpose is Purpose.STANDBY:
+            self.close_others(keep=connection)
+        elif self.upgrades(candidate):
             self.looking = True
             self.close_relays()
         else:
@@ -287,6 +322,12 @@ class ConnectorCore:
                     self.reactor, self.peer_hints, schedule, self.proven
                 )
                 self.prober.start()
+        if s.purpose is Purpose.STANDBY:
+            standby = self.owner.standby_link_for(connection)
+            connection.events.select(standby)
+            self.owner.connector_standby_ready(standby)
+            connection.deliver_held()
+            return
         link = self.owner.link_for(connection)
         connection.events.select(link)
         endpoint = candidate.relay

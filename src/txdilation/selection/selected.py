@@ -28,7 +28,13 @@ Invariants:
   checked no more, but still dispatches what arrives on it (records already in flight, in
   their order; L4 drops what the new link replays again) until it is aborted
   :data:`RETIRE_GRACE` seconds later, or closed earlier by the peer. Its end is reported as any
-  link's; the owner knows it is no longer the current one.
+  link's; the owner knows it is no longer the current one;
+- a *standby* link (``standby=True``: a second path kept warm, between two txdilation peers)
+  carries nothing but keepalives until the wormhole moves to it: the Leader pings every
+  :data:`STANDBY_PING_INTERVAL` seconds, the Follower answers (one record each way per
+  interval), and silence ends it as any link's. The peer's first record on it that is not a
+  keepalive (a sequenced record, an ACK, or the PING :data:`MOVED` the mover sends first) tells
+  the owner the peer moved there (``standby_used``); :meth:`promote` makes it an ordinary link.
 """
 
 from __future__ import annotations
@@ -55,6 +61,10 @@ _SEQUENCED = (Data, Open, Close)
 #: is replayed on the new link anyway.
 RETIRE_GRACE = 2.0
 RETIRED = LinkLoss(Cause.PATH_UPGRADE, "retired: the wormhole moved to another path")
+#: seconds between the Leader's keepalives on a standby link
+STANDBY_PING_INTERVAL = 15.0
+#: the PING id that says "I moved to this standby link" (only ever sent on a standby link)
+MOVED = b"\xffmov"
 
 
 def _transport(connection: Any) -> Any:
@@ -70,7 +80,7 @@ def _local_host(transport: Any) -> str | None:
     return host if isinstance(host, str) else None
 
 
-__all__ = ["RETIRE_GRACE", "LinkOwner", "SelectedLink"]
+__all__ = ["MOVED", "RETIRE_GRACE", "STANDBY_PING_INTERVAL", "LinkOwner", "SelectedLink"]
 
 _log = Logger(namespace="txdilation.selection.selected")
 
@@ -87,6 +97,9 @@ class LinkOwner(Protocol):
     def link_silent(self, link: SelectedLink) -> None:
         """Nothing arrived for 1.5 ping intervals. Called at most once."""
 
+    def standby_used(self, link: SelectedLink) -> None:
+        """(a standby link) the peer moved the wormhole to it."""
+
 
 @implementer(IRecordSink, IDilatedConnection)
 class SelectedLink:
@@ -101,6 +114,8 @@ class SelectedLink:
     :param clock: the reactor's time.
     :param ping_interval: seconds between our PINGs.
     :param on_alive: called with the RTT (or None) after each PING or PONG received.
+    :param standby: a standby link (see the module docstring) until :meth:`promote`.
+    :param leads: we are the Leader (on a standby link only the Leader pings).
     """
 
     def __init__(
@@ -114,6 +129,8 @@ class SelectedLink:
         clock: IReactorTime,
         ping_interval: float,
         on_alive: Callable[[float | None], object],
+        standby: bool = False,
+        leads: bool = True,
     ) -> None:
         self.connection: IDilatedConnection = connection
         self._owner = owner
@@ -141,13 +158,34 @@ class SelectedLink:
             kernel_alive=lambda within: peer_tcp_alive(_transport(connection), within),
             reading_paused=reading_paused,
         )
-        self._liveness = Liveness(
-            clock,
-            ping_interval,
-            send_ping=self._send_ping,
-            on_silent=self._silent,
-            reading_paused=reading_paused,
+        self.standby = standby
+        """A standby link, not carrying the wormhole (yet)."""
+        self._reading_paused = reading_paused
+        self._liveness = self._start_liveness(
+            STANDBY_PING_INTERVAL if standby else ping_interval, pinging=leads or not standby
         )
+
+    def _start_liveness(self, interval: float, pinging: bool) -> Liveness:
+        return Liveness(
+            self._clock,
+            interval,
+            send_ping=self._send_ping if pinging else lambda: None,
+            on_silent=self._silent,
+            reading_paused=self._reading_paused,
+        )
+
+    def promote(self, ping_interval: float) -> None:
+        """A standby link now carries the wormhole: an ordinary link from here on (both sides
+        ping every ``ping_interval``)."""
+        if not self.standby or self._lost:
+            return
+        self.standby = False
+        self._liveness.stop()
+        self._liveness = self._start_liveness(ping_interval, pinging=True)
+
+    def announce_move(self) -> None:
+        """Tell the peer that the wormhole moved to this (standby) link."""
+        self.connection.send_record(Ping(MOVED))
 
     def __repr__(self) -> str:
         return f"<SelectedLink {self.description}>"
@@ -172,6 +210,12 @@ class SelectedLink:
     def got_record(self, record: Record) -> None:
         self._liveness.received += 1
         self.last_received_at = self._clock.seconds()
+        if self.standby and not self._lost:
+            if isinstance(record, Ping) and record.ping_id == MOVED:
+                self._owner.standby_used(self)
+                return
+            if not isinstance(record, Ping | Pong):
+                self._owner.standby_used(self)
         handler = self._dispatch.get(type(record))
         if handler is None:
             _log.warn("unexpected record {record!r} on {link!r}", record=record, link=self)
@@ -232,14 +276,15 @@ class SelectedLink:
     def _send_probe(self) -> None:
         self.connection.send_record(Ping(self._pings.next_ping()))
 
-    def network_changed(self) -> None:
+    def network_changed(self) -> bool:
         """The host's addresses or routes changed: a connection bound to an address we no
-        longer have is dropped at once; any other is probed now."""
+        longer have is dropped at once (True); any other is probed now (False)."""
         host = _local_host(_transport(self.connection))
         if host is not None and not address_is_local(host):
             self.fail(LinkLoss(Cause.NETWORK_CHANGE, f"network change: our address {host} is gone"))
-        else:
-            self.dead_path.probe_now()
+            return True
+        self.dead_path.probe_now()
+        return False
 
     def _dead(self, reason: LinkLoss) -> None:
         _log.info(

@@ -71,6 +71,11 @@ _ADVICE: Final[dict[str, tuple[str, str]]] = {
         "cannot listen on a --listen endpoint",
         "the port is probably in use: choose another one or stop what uses it",
     ),
+    "PairingInUse": (
+        "",
+        "stop the other process that runs this pairing first (one process per pairing file); "
+        "the pairing itself is fine: keep it",
+    ),
     "PairingFileError": (
         "",
         "fix the file as the message says, or 'txdilation pairing forget PATH' on both sides and "
@@ -110,7 +115,7 @@ def explain(error: Failure | BaseException, *, mailbox_setting: str = "--mailbox
     """
     exc = unwrap(error)
     name = type(exc).__name__
-    text = str(exc).strip()
+    text = str(exc).strip().removesuffix(".")  # (a sentence's stop before "; advice" reads badly)
     known = next((_ADVICE[n] for n in _names(type(exc)) if n in _ADVICE), None)
     if known is None:
         return Explanation(

@@ -33,9 +33,9 @@ one; the Dilation settings are valid for the library (the same checks as
 
 from __future__ import annotations
 
+import difflib
 import math
-import re
-import tomllib
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -45,6 +45,12 @@ from txdilation.selection.hints import HintError
 from txdilation.selection.relays import parse_relay_location
 from txdilation.session.endpoints import ForwardSpec, validate_client, validate_server
 from txdilation.session.errors import ConfigError
+from txdilation.session.values import check_code, listen_address, parse_size
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 __all__ = [
     "DEFAULT_APPID",
@@ -58,10 +64,11 @@ __all__ = [
     "check_raw",
     "load_toml",
     "merge",
+    "parse_size",
 ]
 
-DEFAULT_MAILBOX: Final = "ws://relay.magic-wormhole.io:4000/v1"
-"""The public magic-wormhole mailbox server (stock's default)."""
+DEFAULT_MAILBOX: Final = "wss://relay.magic-wormhole.io/v1"
+"""The public magic-wormhole mailbox server, over TLS (stock's next default)."""
 
 MAILBOX_VARIABLE: Final = "TXDILATION_MAILBOX"
 """The environment variable naming the mailbox server used when none is given (sessions,
@@ -85,7 +92,7 @@ class DilationSetting:
 
     key: str
     variable: str
-    kind: str  # "seconds", "seconds-or-0", "bytes", "port", "port-or-0", "text", "addresses",
+    kind: str  # "seconds", "seconds-or-0", "bytes", "port", "port-or-0", "address", "addresses",
     # "switch"
     help: str
 
@@ -94,7 +101,7 @@ DILATION_SETTINGS: Final = (
     DilationSetting(
         "listen-interface",
         "TXDILATION_LISTEN_INTERFACE",
-        "text",
+        "address",
         "Interface the direct-hint listener binds [default: all].",
     ),
     DilationSetting(
@@ -120,6 +127,12 @@ DILATION_SETTINGS: Final = (
         "TXDILATION_PUNCH",
         "switch",
         "TCP hole punching through NATs, on or off [default: on].",
+    ),
+    DilationSetting(
+        "port-mapping",
+        "TXDILATION_PORT_MAPPING",
+        "switch",
+        "Ask the home router for a port forward (PCP, NAT-PMP, UPnP), on or off [default: on].",
     ),
     DilationSetting(
         "handshake-timeout",
@@ -167,7 +180,7 @@ DILATION_SETTINGS: Final = (
 """The library settings a session sets through ``TXDILATION_*`` variables (docs/api.md)."""
 
 _DILATION_TYPES: Final[dict[str, tuple[type, ...]]] = {  # str: as given on the command line
-    "text": (str,),
+    "address": (str,),
     "addresses": (str, list),
     "switch": (bool, str),
     "port": (int, str),
@@ -207,6 +220,8 @@ class SessionConfig:
     :ivar drain_timeout: how long a stop waits for forwarded connections to end by themselves.
     :ivar close_timeout: how long a stop waits for the wormhole to close.
     :ivar pairing: the pairing file (docs/pairing.md), or None for an unpaired session.
+    :ivar pair_again: ``--pair-again`` (command line only): pair from a code this side already
+        paired from.
     """
 
     appid: str = DEFAULT_APPID
@@ -224,8 +239,9 @@ class SessionConfig:
     close_timeout: float = DEFAULT_CLOSE_TIMEOUT
     log_level: str | None = None
     dilation: tuple[tuple[str, str], ...] = ()
-    pairing: str | None = None
     """``(key, value)`` of the Dilation settings given, values as the variables take them."""
+    pairing: str | None = None
+    pair_again: bool = False
 
     def environment(self) -> dict[str, str]:
         """The ``TXDILATION_*`` variables the given Dilation settings (and ``events``,
@@ -268,7 +284,9 @@ def check_raw(data: Mapping[str, Any], *, where: str) -> dict[str, Any]:
     """
     unknown = sorted(set(data) - set(_SCALARS) - set(_TABLES))
     if unknown:
-        raise ConfigError(f"{where}: unknown setting(s) {', '.join(unknown)}")
+        close = difflib.get_close_matches(unknown[0], [*_SCALARS, *_TABLES], n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(f"{where}: unknown setting(s) {', '.join(unknown)}{hint}")
     checked: dict[str, Any] = {}
     for key, value in data.items():
         if key in _TABLES:
@@ -332,6 +350,11 @@ def build_config(raw: Mapping[str, Any]) -> SessionConfig:
         raise ConfigError("give either a code or allocate-code, not both")
     if code is None and not allocate and pairing is None:
         raise ConfigError("give a wormhole code (--code) or ask for one (--allocate-code)")
+    if code is not None:
+        try:
+            check_code(code)
+        except ValueError as e:
+            raise ConfigError(f"code: {e}") from None
     listen = tuple(
         validate_server(ForwardSpec.make(n, e)) for n, e in raw.get("listen", {}).items()
     )
@@ -400,34 +423,6 @@ def check_mailbox_url(url: str) -> None:
         raise ConfigError(f"mailbox {url!r}: port 0 is not a port; {example}")
 
 
-_SIZE = re.compile(r"(\d+)\s*([kmg]i?b?|b)?", re.IGNORECASE)
-_UNITS: Final = {
-    "": 1,
-    "b": 1,
-    "k": 1000,
-    "m": 10**6,
-    "g": 10**9,
-    "ki": 2**10,
-    "mi": 2**20,
-    "gi": 2**30,
-}
-
-
-def parse_size(text: str | int) -> int:
-    """A byte count: an int, or digits with an optional unit (``64MiB``, ``4M``, ``512k``;
-    ``k``/``M``/``G`` are powers of 1000, ``KiB``/``MiB``/``GiB`` powers of 1024).
-
-    :raises ValueError: for anything else.
-    """
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text
-    found = _SIZE.fullmatch(str(text).strip())
-    if found is None:
-        raise ValueError(f"expected a number of bytes such as 65536 or 64MiB, not {text!r}")
-    unit = (found.group(2) or "").lower().removesuffix("b")
-    return int(found.group(1)) * _UNITS[unit]
-
-
 def _dilation_settings(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """The Dilation settings given in ``raw``, as variable values, checked as the library's
     readers check them (so a value the library would refuse is refused before anything
@@ -446,10 +441,8 @@ def _dilation_settings(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 
 def _as_variable(kind: str, value: Any) -> str:
     """``value`` (from TOML or an option) as the ``TXDILATION_*`` variable's text."""
-    if kind == "text":
-        if not str(value).strip():
-            raise ValueError("must not be empty")
-        return str(value).strip()
+    if kind == "address":
+        return listen_address(str(value))
     if kind == "switch":
         if isinstance(value, bool):
             return "on" if value else "off"

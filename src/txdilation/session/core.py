@@ -25,6 +25,7 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.python.failure import Failure
 from wormhole.errors import LonelyError, ServerError, WrongPasswordError
 
+from txdilation.selection.addresses import unreachable_listener
 from txdilation.session import paired
 from txdilation.session.advice import explain, unwrap
 from txdilation.session.config import SessionConfig
@@ -91,17 +92,22 @@ class SessionCore:
 
     def __post_init__(self) -> None:
         self.observer = LinkObserver(
-            self.writer, self.rtt, on_stopped=self.wormhole_stopped, led_by_stock=self.led_by_stock
+            self.writer,
+            self.rtt,
+            on_stopped=self.wormhole_stopped,
+            led_by_stock=self.led_by_stock,
+            mapping_source=lambda: getattr(self.dilated, "port_mapping", None),
         )
 
     # --- start ---
 
     def begin(self) -> None:
         config = self.config
+        appid, mailbox = paired.kept_server(config)
         self.writer.emit(
             "starting",
-            appid=config.appid,
-            mailbox=config.mailbox,
+            appid=appid,
+            mailbox=mailbox,
             listen=[f.name for f in config.listen],
             connect=list(config.connect_names),
             pid=os.getpid(),
@@ -113,6 +119,9 @@ class SessionCore:
                 advice="the peer must listen and be reachable from here; otherwise give a "
                 "--relay (tcp:HOST:PORT) or drop --no-listen, or nothing will ever connect",
             )
+        unreachable = unreachable_listener(self.dilation_settings().network)
+        if unreachable is not None and not config.no_listen:
+            self.writer.emit("warning", message=unreachable, advice="")  # (one line says all)
         self.startup = Deferred.fromCoroutine(self._startup())
         self.startup.addErrback(self.startup_failed)
 
@@ -140,7 +149,7 @@ class SessionCore:
             on_status_update=self.observer.dilation_status,
             ping_interval=config.ping_interval,
             expected_subprotocols=list(config.connect_names),
-            settings=self.settings or library_settings(config, os.environ),
+            settings=self.dilation_settings(),
         )
         attached = self.forwarder.attach(self.dilated)
         attached.addErrback(self.startup_failed, "wormhole")
@@ -160,6 +169,10 @@ class SessionCore:
         link = self.observer.state
         selected = {"generation": link.generation, "path": link.path, "hint": link.hint}
         self.writer.emit("dilated", **(selected if link.hint is not None else {}))
+
+    def dilation_settings(self) -> Settings:
+        """The library settings the session dilates with (given, or read now)."""
+        return self.settings or library_settings(self.config, os.environ)
 
     def startup_failed(self, f: Failure, where: str = "startup") -> None:
         closed = isinstance(unwrap(f), WormholeClosedError)

@@ -12,6 +12,7 @@ Invariant: a :class:`ForwardSpec` name is a non-empty printable string without `
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -87,7 +88,7 @@ def validate_client(spec: ForwardSpec) -> ForwardSpec:
 
 def _check(parse: Any, option: str, kind: str, spec: ForwardSpec) -> ForwardSpec:
     try:
-        parse(MemoryReactor(), spec.endpoint)  # type: ignore[no-untyped-call]
+        endpoint = parse(MemoryReactor(), spec.endpoint)  # type: ignore[no-untyped-call]
     except IndexError:
         # systemd:...:index=N names a socket systemd did not pass
         message = (
@@ -95,10 +96,49 @@ def _check(parse: Any, option: str, kind: str, spec: ForwardSpec) -> ForwardSpec
             "service started by its .socket unit, with that many ListenStream= lines?)"
         )
         raise ConfigError(message) from None
-    except (ValueError, TypeError, KeyError) as e:
-        message = f"{option} {spec.name}: bad {kind} endpoint {spec.endpoint!r}: {e}"
+    except TypeError as e:  # Twisted's words name its own classes: say what is missing
+        missing = _MISSING.search(str(e))
+        wanted = f"its {missing.group(1)} is missing" if missing else str(e)
+        message = (
+            f"{option} {spec.name}: bad {kind} endpoint {spec.endpoint!r}: {wanted} (e.g. "
+            f"{_EXAMPLES[kind]})"
+        )
         raise ConfigError(message) from None
+    except OSError as e:  # a certificate or key file named in the string
+        shown = f": {e.filename}" if e.filename else ""
+        message = (
+            f"{option} {spec.name}: bad {kind} endpoint {spec.endpoint!r}: a file it names "
+            f"cannot be read ({e.strerror or e}{shown})"
+        )
+        raise ConfigError(message) from None
+    except (ValueError, KeyError) as e:
+        number = _NOT_A_NUMBER.fullmatch(str(e))  # (Python's words for int("http"))
+        why = f"{number.group(1)} is not a number (a port is one)" if number else str(e)
+        message = f"{option} {spec.name}: bad {kind} endpoint {spec.endpoint!r}: {why}"
+        raise ConfigError(message) from None
+    wrong = _wrong_address(endpoint, lowest_port=0 if kind == "server" else 1)
+    if wrong:
+        raise ConfigError(f"{option} {spec.name}: bad {kind} endpoint {spec.endpoint!r}: {wrong}")
     return spec
+
+
+def _wrong_address(endpoint: object, lowest_port: int) -> str:
+    """What is wrong with a parsed endpoint's port or socket path ("" when nothing): Twisted's
+    parsers take any integer and an empty path, and only the bind or connect fails."""
+    port = getattr(endpoint, "_port", None)  # (TCP, TLS, host name endpoints keep it there)
+    if isinstance(port, int) and not lowest_port <= port <= 65535:
+        return f"port {port} is not a port number ({lowest_port} to 65535)"
+    path = getattr(endpoint, "_address", getattr(endpoint, "_path", None))  # (UNIX endpoints)
+    if isinstance(path, str | bytes) and not path:
+        return "the socket path is empty (e.g. unix:/run/app.sock)"
+    return ""
+
+
+_MISSING: Final = re.compile(
+    r"missing \d+ required (?:positional |keyword-only )?arguments?: '(\w+)'"
+)
+_NOT_A_NUMBER: Final = re.compile(r"invalid literal for int\(\) with base \d+: (.*)")
+_EXAMPLES: Final = {"server": "tcp:8080:interface=127.0.0.1", "client": "tcp:127.0.0.1:80"}
 
 
 def server_endpoint(reactor: Any, spec: ForwardSpec) -> IStreamServerEndpoint:

@@ -5,7 +5,8 @@ Layer: process entry point. The options are exactly those of ``twistd dilation``
 until SIGINT/SIGTERM (a clean stop with its grace period, then exit 130/143 as shells expect
 of an interrupted command; a second signal cuts at once), the peer closing its wormhole (exit
 0) or a fatal error (exit 1); usage errors exit 2, with one line on stderr (``txdilation run:
-error: ...; see 'txdilation run --help'``).
+error: ...; see 'txdilation run --help'``), and a start refused by this host (a pairing file
+in use) exits 1, with one line saying what to do.
 Notable events and, on a terminal, a live status line (generation, path, RTT, bytes) go to
 stderr; ``--status -`` puts the JSON-line events on stdout. Twisted's log also goes to stderr,
 at ``--log-level`` (or ``TXDILATION_LOG_LEVEL``) if given, else from ``warn`` up, without the
@@ -21,9 +22,10 @@ from typing import IO, Any
 from twisted.logger import LogLevel, globalLogBeginner, textFileLogObserver
 from twisted.python import usage
 
-from txdilation.session.options import SessionOptions
+from txdilation import _early_signals
+from txdilation.session.options import SessionOptions, StartRefused
 
-__all__ = ["EXIT_USAGE", "begin_logging", "run", "usage_error"]
+__all__ = ["EXIT_USAGE", "begin_logging", "refusal", "run", "usage_error"]
 
 EXIT_USAGE = 2
 
@@ -32,6 +34,12 @@ class RunOptions(SessionOptions):
     """``txdilation run [options]``."""
 
     synopsis = "txdilation run [options]"
+    command = "txdilation run"
+    longdesc = SessionOptions.longdesc.split(" Exit status:")[0] + (
+        " Exit status: 130 after SIGINT and 143 after SIGTERM (what shells report for an "
+        "interrupted command), 0 when the peer closed its wormhole, 1 after a fatal error, 2 "
+        "for bad options."
+    )
 
 
 def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
@@ -41,8 +49,9 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     try:
         options.parseOptions(list(argv))  # type: ignore[no-untyped-call]
     except usage.UsageError as e:
-        print(usage_error("txdilation run", str(e)), file=err)
-        return EXIT_USAGE
+        refused, status = refusal("txdilation run", e)
+        print(refused, file=err)
+        return status
     config = options.config
     assert config is not None
 
@@ -82,6 +91,7 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     session = Session(config, reactor, writer, on_ended=ended)
     line = LiveStatusLine(session, err, reactor, tty=err.isatty())
     writer.add_observer(line.observe)
+    _early_signals.keep_through_startup(reactor)  # until handle_signals: not the reactor's
     reactor.callWhenRunning(handle_signals)  # type: ignore[attr-defined]
     reactor.callWhenRunning(session.start)  # type: ignore[attr-defined]
     reactor.callWhenRunning(line.start)  # type: ignore[attr-defined]
@@ -89,6 +99,14 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     reactor.addSystemEventTrigger("after", "shutdown", line.stop)  # type: ignore[attr-defined]
     reactor.run()  # type: ignore[attr-defined]
     return exit_status(signals[0] if signals else Signals(), outcomes[0] if outcomes else "")
+
+
+def refusal(command: str, error: usage.UsageError) -> tuple[str, int]:
+    """The one line and the exit status for refused options: a usage error (status 2), or a
+    start refused (:class:`StartRefused`, status 1: the line says what to do instead)."""
+    if isinstance(error, StartRefused):
+        return f"{command}: {error}", error.exit_status
+    return usage_error(command, str(error)), EXIT_USAGE
 
 
 def usage_error(command: str, message: str) -> str:

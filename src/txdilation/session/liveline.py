@@ -2,7 +2,8 @@
 
 Layer: presentation for ``txdilation run`` (reads the session's state and status events; no
 influence on the session). Notable events are printed as one line each (``wormhole code:
-7-guitarist-revenge``, ``generation 2: direct connection ->tcp:10.0.0.5:41233``, ...). On a
+7-guitarist-revenge``, ``generation 2: direct connection ->tcp:10.0.0.5:41233``, ``waiting for
+paired peer backup-b (generation 3, no code needed)``, ...). On a
 terminal a status line below them is redrawn every half second::
 
     gen 2 | direct ->tcp:10.0.0.5:41233 | rtt 0.4 ms | 3 open, 12.5 MB out, 3.1 MB in
@@ -45,6 +46,8 @@ def describe_event(event: StatusEvent) -> str | None:
             return f"generation {event['generation']}: connection lost, reconnecting"
         case "link-cut":
             return "link cut (debug signal)"
+        case "paired" | "waiting" | "peer-restarted" | "reconnected" | "ratchet":
+            return describe_for_log(event)[1]  # (the pairing: docs/pairing.md)
         case "error":
             advice = f"\n  {event['advice']}" if event.get("advice") else ""
             if event.get("fatal"):
@@ -80,6 +83,7 @@ class LiveStatusLine:
         self._loop = LoopingCall(self.refresh)
         self._loop.clock = clock
         self._drawn = 0
+        self._paired_peer: str | None = None  # (a paired session: whom it waits for)
 
     def start(self) -> None:
         """Start redrawing (on a terminal)."""
@@ -96,6 +100,8 @@ class LiveStatusLine:
 
     def observe(self, event: StatusEvent) -> None:
         """A status event (register with ``StatusWriter.add_observer``)."""
+        if event["kind"] in ("paired", "waiting") and "peer" in event:
+            self._paired_peer = str(event["peer"])
         line = describe_event(event)
         if line is None:
             return
@@ -112,6 +118,8 @@ class LiveStatusLine:
         parts = [f"gen {link.generation}"]
         if link.state == "connected" and link.hint is not None:
             parts.append(f"{link.path} {link.hint}")
+        elif link.state == "waiting" and self._paired_peer is not None:
+            parts.append(f"waiting for paired peer {self._paired_peer}")
         else:
             parts.append(link.state)
         if link.rtt_s is not None:

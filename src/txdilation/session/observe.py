@@ -12,7 +12,10 @@ reporting:
 - ``connection-selected``: a connection was selected (a new generation, or a new hint), with
   ``path`` ``direct`` or ``relay`` and the ``hint`` description (e.g. ``->tcp:10.0.0.5:4001``);
 - ``reconnecting``: the selected connection was lost (once per generation);
-- ``rtt``: a new round-trip time sample (read from the Manager after each PONG).
+- ``rtt``: a new round-trip time sample (read from the Manager after each PONG);
+- ``port-mapping``: the home router's port forward of our listener changed (``protocol``,
+  ``port``: the external one, ``lifetime_s``: the lease, absent when permanent), or went
+  (``protocol`` null).
 
 Invariants: events follow the order of the status updates; ``generation`` in events never
 decreases (stock's own promise); the same state reported twice emits nothing.
@@ -20,8 +23,10 @@ decreases (stock's own promise); the same state reported twice emits nothing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from wormhole._status import (
     Closed,
@@ -81,6 +86,7 @@ class LinkObserver:
     :param rtt_source: returns the Manager's latest round-trip time in seconds (or None).
     :param on_stopped: called once when the dilation reports it stopped (the wormhole closed).
     :param led_by_stock: whether we follow a stock Leader now (``connecting`` says so).
+    :param mapping_source: returns the wormhole's port mapping (a ``PortMapping``) or None.
     """
 
     def __init__(
@@ -89,9 +95,12 @@ class LinkObserver:
         rtt_source: Callable[[], float | None],
         on_stopped: Callable[[], object] | None = None,
         led_by_stock: Callable[[], bool] | None = None,
+        mapping_source: Callable[[], object] = lambda: None,
     ) -> None:
         self._writer = writer
         self._rtt_source = rtt_source
+        self._mapping_source = mapping_source
+        self._mapping: tuple[object, ...] | None = None
         self._on_stopped = on_stopped
         self._led_by_stock = led_by_stock
         self.state = LinkState()
@@ -117,6 +126,7 @@ class LinkObserver:
     def dilation_status(self, status: DilationStatus) -> None:
         """``w.dilate(on_status_update=)``: the peer link (and the mailbox it carries)."""
         self.wormhole_status(status.mailbox)
+        self._maybe_mapping()
         generation = max(status.generation, self.state.generation)
         peer = status.peer_connection
         emit = self._writer.emit
@@ -152,6 +162,24 @@ class LinkObserver:
             self.state = replace(self.state, state="stopped")
             if self._on_stopped is not None:
                 self._on_stopped()
+
+    def _maybe_mapping(self) -> None:
+        mapping: Any = self._mapping_source()
+        if mapping is None:
+            now: tuple[object, ...] | None = None
+        else:
+            lease = mapping.lifetime if math.isfinite(mapping.lifetime) else None
+            now = (mapping.protocol.value, mapping.external_port, lease)
+        if now == self._mapping:
+            return
+        self._mapping = now
+        if now is None:
+            self._writer.emit("port-mapping", protocol=None)
+            return
+        fields: dict[str, object] = {"protocol": now[0], "port": now[1]}
+        if now[2] is not None:
+            fields["lifetime_s"] = now[2]
+        self._writer.emit("port-mapping", **fields)
 
     def _maybe_rtt(self, generation: int) -> None:
         rtt = self._rtt_source()

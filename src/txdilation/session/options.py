@@ -4,8 +4,9 @@ Layer: session configuration (``twisted.python.usage``, no I/O except reading ``
 :class:`SessionOptions` parses the options, reads the ``--config`` TOML file if given, lays the
 command line over it (:func:`txdilation.session.config.merge`) and leaves the validated
 :class:`~txdilation.session.config.SessionConfig` in ``options.config``. Every problem is a
-``usage.UsageError`` naming the option: ``txdilation run`` prints it as one line and exits 2,
-``twistd`` prints it after its usage text and exits 1. ``--version`` prints the versions of
+``usage.UsageError`` naming the option: ``txdilation run`` and ``twistd dilation`` print it as
+one line and exit 2 (:class:`StartRefused`, a start this host refuses now: exit 1). The help
+is in argparse's format (:mod:`.helptext`). ``--version`` prints the versions of
 txdilation, magic-wormhole, Twisted and Python (:func:`version_text`) and exits 0.
 """
 
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import os
 import platform
+import socket
 import sys
+from dataclasses import replace
 from importlib import metadata
 from typing import Any, NoReturn
 
@@ -31,9 +34,17 @@ from txdilation.session.config import (
     merge,
 )
 from txdilation.session.endpoints import parse_forward
-from txdilation.session.errors import ConfigError
+from txdilation.session.errors import CannotStart, ConfigError
+from txdilation.session.values import is_wildcard
 
-__all__ = ["SessionOptions", "version_text"]
+__all__ = ["SessionOptions", "StartRefused", "version_text"]
+
+
+class StartRefused(usage.UsageError):
+    """The options are right but the session cannot start now (:class:`CannotStart`): the
+    command prints the message as its one line and exits with :attr:`exit_status`, 1."""
+
+    exit_status = 1
 
 
 def version_text() -> str:
@@ -72,15 +83,25 @@ class SessionOptions(usage.Options):
     """``[options]``: one dilated session forwarding named services (see docs/plugin.md)."""
 
     synopsis = "[options]"
+    command = "twistd [options] dilation"
+    """The command as a person types it, for the help's ``usage:`` line."""
     longdesc = (
         "Hold one dilated magic-wormhole for as long as it runs and forward named services "
         "over it: --listen NAME=SERVER_ENDPOINT carries each local connection to the peer in a "
         "subchannel named NAME; --connect NAME=CLIENT_ENDPOINT connects each subchannel NAME "
-        "the peer opens to that endpoint. SIGTERM or SIGINT stops it cleanly (exit 0)."
+        "the peer opens to that endpoint. SIGTERM or SIGINT stops it cleanly (a grace period "
+        "for forwarded connections, --drain-timeout; a second one cuts them). Exit status: 0 "
+        "after a stop (SIGTERM, SIGINT) or when the peer closed its wormhole, as a service's; "
+        "1 after a fatal error; 2 for bad options."
     )
     optFlags = [
         ["allocate-code", None, "Allocate a wormhole code and report it (a 'code' event)."],
         ["no-listen", None, "Advertise no direct hints (use the peer's hints or the relay)."],
+        [
+            "pair-again",
+            None,
+            "With --pairing: pair from a code this side already paired from (on purpose).",
+        ],
     ]
     optParameters = [
         [
@@ -169,6 +190,12 @@ class SessionOptions(usage.Options):
         """Display this help and exit."""
         self.opt_help()  # type: ignore[no-untyped-call]
 
+    def __str__(self) -> str:
+        """The help, in argparse's format (:mod:`txdilation.session.helptext`)."""
+        from txdilation.session.helptext import help_parser
+
+        return help_parser(self, self.command).format_help().rstrip("\n")
+
     def postOptions(self) -> None:
         file_settings: dict[str, Any] = {}
         try:
@@ -196,6 +223,8 @@ class SessionOptions(usage.Options):
             overrides["listen"] = self.listen
             overrides["connect"] = self.connect
             self.config = build_config(merge(file_settings, overrides))
+            if self["pair-again"]:
+                self.config = replace(self.config, pair_again=True)
             if self.config.pairing is not None:
                 from txdilation.session.paired import check_pairing
 
@@ -210,8 +239,18 @@ class SessionOptions(usage.Options):
             except ValueError as e:
                 raise usage.UsageError(f"TXDILATION_LOG_LEVEL: {e}") from None
         _check_environment(self.config)
+        _check_interface(self.config)
         for option, path in (("--status", self.config.status), ("--events", self.config.events)):
             _check_writable(option, path)
+        if self.config.pairing is not None:  # last: a usage error is said first
+            from txdilation.session.paired import check_not_in_use
+
+            try:
+                check_not_in_use(self.config)
+            except CannotStart as e:
+                raise StartRefused(str(e)) from None
+            except ConfigError as e:
+                raise usage.UsageError(str(e)) from None
 
 
 def _add_forward(table: dict[str, str], value: str, option: str) -> None:
@@ -237,6 +276,23 @@ def _check_environment(config: SessionConfig) -> None:
         Settings.from_environ({**environ, **config.environment()})
     except ValueError as e:
         raise usage.UsageError(str(e)) from None
+
+
+def _check_interface(config: SessionConfig) -> None:
+    """A ``--listen-interface`` must be an address of this host: bind a socket to it (port 0,
+    closed at once), so that a mistyped one is refused now, not by every generation's
+    listener."""
+    interface = dict(config.dilation).get("listen-interface")
+    if interface is None or config.no_listen or is_wildcard(interface):
+        return
+    family = socket.AF_INET6 if ":" in interface else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((interface, 0))
+        except OSError as e:
+            raise usage.UsageError(
+                f"--listen-interface {interface}: not an address of this host ({e.strerror or e})"
+            ) from None
 
 
 def _check_writable(option: str, path: str | None) -> None:

@@ -2,8 +2,10 @@
 
 Layer: session (the application on top of :mod:`txdilation.pairing`). :func:`check_pairing`
 refuses, while the options are parsed and before anything is sent, a pairing file that cannot be
-used (one line each: permissions, owner, another version, corrupted or edited) and settings that
-contradict it (a code on the command line when the pairing exists; no code when it does not).
+used (one line each: permissions, owner, a symbolic link, an unsafe directory, another version,
+corrupted or edited) and settings that contradict it (a code on the command line when the
+pairing exists; no code when it does not; a code this side already paired from, unless
+``--pair-again``); :func:`check_not_in_use`, last, one that another process holds.
 :func:`startup` is the session's start with a pairing (it knows the session only as a
 :class:`StartingSession`): a
 :class:`~txdilation.pairing.paired.PairedWormhole` stands in for the wormhole and its dilation
@@ -25,11 +27,12 @@ from typing import Protocol as TypingProtocol
 
 from twisted.python.failure import Failure
 
-from txdilation.pairing.errors import PairingFileError
+from txdilation.pairing.errors import PairingFileError, PairingInUse
 from txdilation.pairing.options import PairingOptions
-from txdilation.pairing.store import PairingStore
+from txdilation.pairing.spent import is_spent
+from txdilation.pairing.store import PairingStore, check_directory
 from txdilation.session.config import SessionConfig
-from txdilation.session.errors import ConfigError
+from txdilation.session.errors import CannotStart, ConfigError
 from txdilation.session.library import SEMANTICS, Dilated, library_settings
 from txdilation.session.status import StatusWriter
 from txdilation.settings import Settings
@@ -38,7 +41,14 @@ if TYPE_CHECKING:  # pragma: no cover (.observe imports wormhole)
     from txdilation.session.forwarding import Forwarder
     from txdilation.session.observe import LinkObserver
 
-__all__ = ["FAULT_VARIABLE", "StartingSession", "check_pairing", "startup"]
+__all__ = [
+    "FAULT_VARIABLE",
+    "StartingSession",
+    "check_not_in_use",
+    "check_pairing",
+    "kept_server",
+    "startup",
+]
 
 FAULT_VARIABLE: Final = "TXDILATION_PAIRING_FAULT"
 
@@ -107,6 +117,52 @@ def check_pairing(config: SessionConfig, *, code_given: bool) -> None:
     directory = Path(path).resolve().parent
     if not directory.is_dir():
         raise ConfigError(f"pairing file {path}: directory {directory} does not exist")
+    try:
+        check_directory(Path(path))
+        spent = config.code is not None and is_spent(path, config.code)
+    except PairingFileError as e:
+        raise ConfigError(str(e)) from None
+    if spent and not config.pair_again:
+        raise ConfigError(
+            f"this side already paired from the code {config.code} at {path}: a code pairs once "
+            "(get a new code, or give --pair-again to pair again with it on purpose)"
+        )
+
+
+def kept_server(config: SessionConfig) -> tuple[str, str]:
+    """The app id and mailbox server the session meets its peer at: those kept in the pairing
+    file when it exists (every meeting after the first uses them), else those of ``config``."""
+    if config.pairing is not None:
+        try:
+            record = PairingStore(config.pairing).load()
+        except (PairingFileError, OSError):  # (gone or refused since the check: startup says)
+            pass
+        else:
+            return record.appid, record.mailbox
+    return config.appid, config.mailbox
+
+
+def check_not_in_use(config: SessionConfig) -> None:
+    """Refuse a pairing file another process holds (its lock), before anything starts: take
+    the lock and give it back at once (the session takes it again when it starts). Call it
+    once the options are otherwise checked: a usage error is said first.
+
+    :raises CannotStart: in one line, with what to do (never to forget a healthy pairing).
+    """
+    if config.pairing is None or not PairingStore(config.pairing).exists():
+        return
+    store = PairingStore(config.pairing)
+    try:
+        store.lock()
+    except PairingInUse as e:
+        raise CannotStart(
+            f"{e}: stop that process first, or give this one another pairing file; the "
+            "pairing itself is fine (keep it)"
+        ) from None
+    except PairingFileError as e:
+        raise ConfigError(str(e)) from None
+    finally:
+        store.unlock()
 
 
 async def startup(core: StartingSession) -> None:
@@ -135,6 +191,7 @@ async def startup(core: StartingSession) -> None:
         expected_subprotocols=config.connect_names,
         semantics=SEMANTICS,
         settings=core.settings or library_settings(config, os.environ),
+        pair_again=config.pair_again,
         fault=os.environ.get(FAULT_VARIABLE) or None,
     )
 

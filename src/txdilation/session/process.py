@@ -123,8 +123,7 @@ def install_signal_handlers(reactor: Any, session: Session) -> Signals:
         if count == 1:
             session.stop(name)
             stop_reactor(reactor)
-        else:
-            _log.info("{signal} again: cutting what is still open and closing now", signal=name)
+        else:  # (the session's "stopping" event says so: one line in the log, not two)
             session.stop_now(name)
 
     def on_stop_signal(signum: int, frame: object) -> None:

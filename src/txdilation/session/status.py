@@ -37,6 +37,7 @@ KINDS: Final = frozenset(
         "dilated",  # the first connection was selected: generation, path, hint
         "reconnecting",  # generation: the selected connection was lost
         "rtt",  # rtt_ms, generation
+        "port-mapping",  # protocol (pcp|nat-pmp|upnp-igd|null), port, lifetime_s
         "link-cut",  # generation: the debug cut signal aborted the current connection
         "subchannel-opened",  # id, name, direction (outbound|inbound), local
         "subchannel-closed",  # id, name, bytes_to_peer, bytes_from_peer, duration_s, reason,

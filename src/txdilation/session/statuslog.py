@@ -141,6 +141,11 @@ def describe_for_log(
             )
         case "rtt":
             return LogLevel.debug, f"rtt {event['rtt_ms']} ms (generation {event['generation']})"
+        case "port-mapping":
+            if event.get("protocol") is None:
+                return info, "port mapping gone"
+            lease = f" for {event['lifetime_s']:.0f} s" if "lifetime_s" in event else ""
+            return info, f"port {event['port']} mapped by the router ({event['protocol']}){lease}"
         case "link-cut":
             return info, f"generation {event['generation']}: link cut (debug signal SIGUSR2)"
         case "subchannel-opened":

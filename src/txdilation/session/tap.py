@@ -31,16 +31,17 @@ __all__ = ["Options", "makeService"]
 class Options(SessionOptions):
     """``twistd dilation [options]``: a usage error is ONE line on stderr and exit status 2,
     as for ``txdilation run`` (twistd itself would print its whole usage text, then the
-    message, and exit 1)."""
+    message, and exit 1); a start refused by this host is one line and exit status 1."""
 
     def parseOptions(self, options: Sequence[str] | None = None) -> None:
         try:
             super().parseOptions(options)  # type: ignore[no-untyped-call]
         except usage.UsageError as e:
-            from txdilation.session.foreground import EXIT_USAGE, usage_error
+            from txdilation.session.foreground import refusal
 
-            print(usage_error("twistd dilation", str(e)), file=sys.stderr)
-            raise SystemExit(EXIT_USAGE) from None
+            line, status = refusal("twistd dilation", e)
+            print(line, file=sys.stderr)
+            raise SystemExit(status) from None
 
 
 def makeService(options: Options) -> SessionService:

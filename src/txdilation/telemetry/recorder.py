@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
+from txdilation._version import IMPLEMENTATION, __version__
 from txdilation.settings import TelemetrySettings
 from txdilation.telemetry.sinks import LogFields, writer_for
 from txdilation.telemetry.vocabulary import (
@@ -22,6 +23,8 @@ from txdilation.telemetry.vocabulary import (
     END_REASONS,
     HINT_TYPES,
     LOST_REASONS,
+    MAPPING_CHANGES,
+    MAPPING_PROTOCOLS,
     NAMESPACE,
     NOTICED_BY,
     PATH_CHANGE_REASONS,
@@ -150,9 +153,13 @@ class Telemetry:
     # --- events ------------------------------------------------------------------------
 
     def dilation_requested(self) -> None:
-        """The application called ``dilate()`` (starts the time-to-dilate clock)."""
+        """The application called ``dilate()`` (starts the time-to-dilate clock); the record
+        names the implementation and its version."""
         self._requested_at = self._clock.seconds()
-        self._emit("dilation_requested", {})
+        self._emit(
+            "dilation_requested",
+            {"implementation": IMPLEMENTATION, "implementation_version": __version__},
+        )
 
     def please_received(self) -> None:
         """The peer's ``please`` arrived (both sides want to dilate)."""
@@ -215,6 +222,7 @@ class Telemetry:
         candidates: int = 1,
         relay_transport: str | None = None,
         relay_index: int | None = None,
+        via_mapping: bool = False,
     ) -> None:
         """A connection was selected for the current generation.
 
@@ -224,6 +232,8 @@ class Telemetry:
             or ``wss`` (never its address).
         :param relay_index: for a relayed link, its relay's position in this peer's own relay
             list (0: the first); None when only the peer named that relay.
+        :param via_mapping: a direct connection that came in through our port mapping
+            (recorded only when true).
         """
         now = self._clock.seconds()
         self._selected_at = now
@@ -239,6 +249,8 @@ class Telemetry:
             fields["relay_transport"] = vocabulary(relay_transport, RELAY_TRANSPORTS)
         if relay_index is not None:
             fields["relay_index"] = as_count(relay_index)
+        if via_mapping:
+            fields["via_mapping"] = True
         self._emit("connection_selected", fields)
 
     def connection_lost(self, reason: str, uptime_s: float | None = None) -> None:
@@ -271,7 +283,12 @@ class Telemetry:
         self._emit("recovered", fields)
 
     def path_changed(
-        self, from_path: str, to_path: str, after_s: float | None, reason: str = "upgrade"
+        self,
+        from_path: str,
+        to_path: str,
+        after_s: float | None,
+        reason: str = "upgrade",
+        via_mapping: bool = False,
     ) -> None:
         """The link moved to another connection of the same generation (a path upgrade), with
         nothing lost and no new generation.
@@ -280,6 +297,8 @@ class Telemetry:
         :param to_path: the path it moved to.
         :param after_s: seconds the link had been on ``from_path``.
         :param reason: one of :data:`PATH_CHANGE_REASONS`.
+        :param via_mapping: the new connection came in through our port mapping (recorded
+            only when true).
         """
         self._selected_at = self._clock.seconds()
         fields = {
@@ -288,7 +307,23 @@ class Telemetry:
             "after_s": as_duration(after_s),
             "reason": vocabulary(reason, PATH_CHANGE_REASONS),
         }
+        if via_mapping:
+            fields["via_mapping"] = True
         self._emit("path_changed", fields)
+
+    def port_mapping(self, change: str, protocol: str | None, lifetime_s: float | None) -> None:
+        """The port mapping of our listener changed (``txdilation.portmap``).
+
+        :param change: one of :data:`MAPPING_CHANGES`.
+        :param protocol: which protocol holds it (:data:`MAPPING_PROTOCOLS`); None for
+            ``unavailable``.
+        :param lifetime_s: the lease granted (None: permanent, or no mapping).
+        """
+        fields: Record = {"change": vocabulary(change, MAPPING_CHANGES)}
+        if protocol is not None:
+            fields["protocol"] = vocabulary(protocol, MAPPING_PROTOCOLS)
+        fields["lifetime_s"] = as_duration(lifetime_s)
+        self._emit("port_mapping", fields)
 
     def reconnect(self) -> None:
         """We (the Leader) asked for a new generation."""

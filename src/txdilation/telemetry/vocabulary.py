@@ -1,8 +1,9 @@
 """Telemetry's schema and vocabulary: the fixed values a record may hold, the identifiers made
 here (the pair id), and how numbers are recorded (durations clamped, counters checked).
 
-Invariants: every string a record holds is the schema name, a hex identifier made here, or one
-of the vocabularies below (unknown values become :data:`OTHER`); a recorded duration is None,
+Invariants: every string a record holds is the schema name, a hex identifier made here, the
+implementation's name and version (``dilation_requested``), or one of the vocabularies below
+(unknown values become :data:`OTHER`); a recorded duration is None,
 or finite and non-negative; a recorded counter is a non-negative int.
 """
 
@@ -98,9 +99,16 @@ EVENTS: Final = (
     "subchannel_opened",
     "subchannel_closed",
     "session_ended",
+    "port_mapping",
 )
 """Every ``event`` name of schema ``txdilation-telemetry/1``."""
-PATH_CHANGE_REASONS: Final = frozenset({"upgrade", OTHER})
+MAPPING_CHANGES: Final = frozenset(
+    {"mapped", "renewed", "lost", "forgotten", "deleted", "unavailable", OTHER}
+)
+"""What happened to the port mapping (``port_mapping``'s ``change``)."""
+MAPPING_PROTOCOLS: Final = frozenset({"pcp", "nat-pmp", "upnp-igd", OTHER})
+"""Which protocol holds it (``port_mapping``'s ``protocol``)."""
+PATH_CHANGE_REASONS: Final = frozenset({"upgrade", "standby", OTHER})
 """Why a link moved to another path of the same generation (``path_changed``'s ``reason``)."""
 
 SESSION_ID = re.compile(r"[0-9a-f]{16,64}")
@@ -175,6 +183,8 @@ __all__ = [
     "EVENTS",
     "HINT_TYPES",
     "LOST_REASONS",
+    "MAPPING_CHANGES",
+    "MAPPING_PROTOCOLS",
     "NAMESPACE",
     "NOTICED_BY",
     "OTHER",

@@ -3,7 +3,7 @@
 ``start_mailbox_server`` / ``start_transit_relay`` run the REAL ``wormhole_mailbox_server`` /
 ``wormhole_transit_relay`` code in this process on a random (or given) loopback port (install
 ``magic-wormhole-mailbox-server`` and ``magic-wormhole-transit-relay``: the ``demo`` extra,
-``pip install 'txdilation[demo]'``, has them, and so does ``dev``).
+``pip install -e '.[demo]'`` in a checkout, has them, and so does ``dev``).
 
 Both are coroutine functions (``await`` them, or wrap them in ``Deferred.fromCoroutine``). They
 return a server object, not a URL: pass ``MailboxServer.url`` (``ws://127.0.0.1:PORT/v1``) to

@@ -1,0 +1,2 @@
+"""Tests of ``txdilation.portmap`` (one file per module; the namespace tests with miniupnpd
+are ``tests/test_portmap.py``)."""
