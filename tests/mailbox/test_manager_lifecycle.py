@@ -21,9 +21,12 @@ from txdilation.wire.reasons import Cause, LinkLoss
 RELAY = "tcp:127.0.0.1:4001"
 
 
-def started(side: str, peer: str) -> tuple[Manager, MailboxPipe, MemoryReactorClock]:
+def started(
+    side: str, peer: str, extensions: tuple[str, ...] = ()
+) -> tuple[Manager, MailboxPipe, MemoryReactorClock]:
     """A Manager with a relay (so each generation sends its hints at once), its key, the
-    versions and the peer's please: in its first generation."""
+    versions and the peer's please (stock's, or a txdilation peer's with ``extensions``): in
+    its first generation."""
     pipe = MailboxPipe()
     clock = MemoryReactorClock()
     m = Manager(
@@ -42,7 +45,9 @@ def started(side: str, peer: str) -> tuple[Manager, MailboxPipe, MemoryReactorCl
     )
     m.got_dilation_key(b"k" * 32)
     m.got_wormhole_versions({"can-dilate": ["ged"]})
-    please = {"type": "please", "side": peer, "use-version": "ged"}
+    please: dict[str, Any] = {"type": "please", "side": peer, "use-version": "ged"}
+    if extensions:
+        please["extensions"] = list(extensions)
     m.received_dilation_message(json.dumps(please).encode())
     return m, pipe, clock
 

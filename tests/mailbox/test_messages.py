@@ -12,6 +12,7 @@ from twisted.trial.unittest import SynchronousTestCase
 from txdilation.mailbox.manager import Manager
 from txdilation.mailbox.messages import (
     EXTENSIONS,
+    SIDE_PREFIX,
     Closing,
     ConnectionHints,
     LinkLost,
@@ -146,6 +147,38 @@ class ParseTests(SynchronousTestCase):
         """Counting hints of something that is not a list gives no counts."""
         self.assertEqual(hint_type_counts({"type": "direct-tcp-v1"}), {})
         self.assertEqual(hint_type_counts(None), {})
+
+
+hex16 = st.text(alphabet="0123456789abcdef", min_size=16, max_size=16)
+
+
+class SideTests(SynchronousTestCase):
+    """The dilation side decides the roles (the higher side leads, in stock and in
+    txdilation alike): we lead a stock peer, and between two txdilation peers it stays a coin."""
+
+    def test_a_side_is_sixteen_hex_digits(self) -> None:
+        """Every side is 16 lowercase hex digits (stock's relay handshake asserts the length),
+        SIDE_PREFIX and then random ones."""
+        sides = {make_side() for _ in range(100)}
+        self.assertEqual(len(sides), 100)
+        for side in sides:
+            self.assertRegex(side, r"\A[0-9a-f]{16}\Z")
+            self.assertTrue(side.startswith(SIDE_PREFIX))
+
+    @given(stock=hex16)
+    def test_we_lead_a_stock_side_below_the_prefix(self, stock: str) -> None:
+        """Against any stock side (stock's make_side: 8 random bytes as hex) that does not
+        start with SIDE_PREFIX, 65,535 in 65,536 of them, our side is the higher: we lead."""
+        if not stock.startswith(SIDE_PREFIX):
+            self.assertGreater(make_side(), stock)
+
+    def test_between_us_the_random_digits_decide(self) -> None:
+        """Two of our sides share the prefix, so the comparison is that of their random
+        digits: 48 random bits each, drawn afresh (the roles stay a fair coin)."""
+        tails = [make_side()[len(SIDE_PREFIX) :] for _ in range(200)]
+        self.assertEqual(len(set(tails)), 200)
+        self.assertEqual({len(t) for t in tails}, {16 - len(SIDE_PREFIX)})
+        self.assertEqual(len(SIDE_PREFIX), 4)
 
 
 class ManagerPleaseTests(SynchronousTestCase):

@@ -98,6 +98,11 @@ class RecordingOwner:
     def direct_path_proven(self) -> None:
         self.proofs += 1
 
+    attempts_again = 0
+
+    def attempting_again(self) -> None:
+        self.attempts_again += 1
+
 
 def make(role: Role, **kw: Any) -> tuple[Connector, RecordingOwner, MemoryReactorClock]:
     reactor = MemoryReactorClock()

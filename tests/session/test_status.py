@@ -26,6 +26,7 @@ from wormhole._status import (
 from txdilation.session.liveline import LiveStatusLine, describe_event, format_bytes
 from txdilation.session.observe import LinkObserver, path_of
 from txdilation.session.status import KINDS, StatusWriter, open_status_writer
+from txdilation.session.statuslog import describe_for_log
 
 
 class BrokenStream(io.StringIO):
@@ -159,6 +160,21 @@ class ObserverTests(SynchronousTestCase):
             (state.state, state.generation, state.path, state.reconnects, state.rtt_s),
             ("connected", 2, "relay", 1, 0.0012),
         )
+
+    def test_connecting_says_when_we_wait_on_a_stock_leader(self) -> None:
+        """Following a stock Leader, ``connecting`` carries ``waits_on: stock-leader`` (and
+        the log line says so); a later attempt in the same generation (ConnectingPeer's
+        last_attempt refreshed) emits nothing new."""
+        led = [True]
+        o = LinkObserver(self.writer, lambda: None, led_by_stock=lambda: led[0])
+        o.dilation_status(dstatus(ConnectingPeer(1), 1))
+        o.dilation_status(dstatus(ConnectingPeer(3), 1))
+        led[0] = False
+        o.dilation_status(dstatus(ConnectingPeer(9), 2))
+        connecting = [e for e in self.events if e["kind"] == "connecting"]
+        self.assertEqual([e.get("waits_on") for e in connecting], ["stock-leader", None])
+        _level, text = describe_for_log(connecting[0])
+        self.assertIn("waiting on its stock Leader", text)
 
     def test_port_mapping(self) -> None:
         """The port mapping is reported when it appears, changes or goes (protocol, external

@@ -414,19 +414,22 @@ class FaultProxy:
 
     # --- faults ---
 
-    def cut(self, *, carried: int = 0) -> int:
+    def cut(self, *, carried: int = 0, below: int | None = None) -> int:
         """
         Reset every live connection (RST both ways); new connections are not affected.
 
         :param carried: only cut connections that have forwarded at least this many bytes in
             each direction (e.g. more than any handshake, to spare connections still in
             theirs, whatever the time they take); 0 cuts all, held ones too.
+        :param below: only cut connections that have forwarded fewer bytes than this in
+            either direction (connections still in their handshake); None: no such bound.
         :returns: how many connections were cut.
         """
         links = [
             link
             for link in self._links
             if min(pipe.forwarded for pipe in link.pipes.values()) >= carried
+            and (below is None or max(pipe.forwarded for pipe in link.pipes.values()) < below)
         ]
         self._links.difference_update(links)
         self._held = [link for link in self._held if link not in links]

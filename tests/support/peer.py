@@ -236,6 +236,13 @@ def _force_side(stack: ExitStack, side: str) -> None:
     stack.enter_context(mock.patch.object(manager, "make_side", make_side))
 
 
+def _unacknowledged(peer: Any) -> int | None:
+    """(txdilation) how many records the peer has not acknowledged yet (None for stock)."""
+    manager = getattr(getattr(getattr(peer.wormhole, "_boss", None), "_D", None), "_manager", None)
+    count = getattr(getattr(manager, "multiplexer", None), "unacknowledged_records", None)
+    return count if isinstance(count, int) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """
     Run one peer: connect, dilate, run the scenario, close.
@@ -272,7 +279,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         peer = Peer(reactor, args, emit, StdinWatcher(reactor))
 
         def on_timeout() -> None:
-            emit("error", error=f"timed out after {args.timeout} s", phase=peer.phase)
+            emit(
+                "error",
+                error=f"timed out after {args.timeout} s",
+                phase=peer.phase,
+                unacknowledged=_unacknowledged(peer),
+            )
             print(f"peer timed out in phase {peer.phase!r}", file=sys.stderr)
             sys.stdout.flush()
             sys.stderr.flush()

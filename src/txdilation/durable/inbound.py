@@ -94,7 +94,7 @@ class Inbound:
         self,
         *,
         reactor: IReactorTime,
-        send_close: Callable[[int], None],
+        send_close: Callable[[int], object],
         build: BuildSubchannel,
         expected_subprotocols: Iterable[str] | None = None,
         max_pending_open_bytes: int = DEFAULT_MAX_PENDING_OPEN_BYTES,

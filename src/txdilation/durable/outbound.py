@@ -18,7 +18,8 @@ Invariants:
 - nothing is sent without a connection, while the connection's transport has paused us, or
   after :meth:`Outbound.stop`;
 - :meth:`Outbound.when_acknowledged` fires once the queue is empty (at once if it is): what
-  a closing wormhole waits for before dropping its link;
+  a closing wormhole waits for before dropping its link; :meth:`Outbound.when_retired` once
+  one record (a subchannel's CLOSE) was acknowledged;
 - the traffic counters (``bytes_sent``, ``records_acked``, ``bytes_retransmitted``, and
   ``next_seqnum`` as the number of records sent) only grow, over all connections; they cost one
   int add per record or ACK (``bytes_retransmitted`` is summed once per new connection);
@@ -39,6 +40,7 @@ Automat machine ``outbound_machine``; the per-record path is plain code.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -207,6 +209,8 @@ class Outbound:
         """Records retired by the peer's ACKs."""
         self._pong_sent_while_paused = False
         self._acknowledged: list[Deferred[None]] = []
+        #: (seqnum, order, waiter) of when_retired(), a heap: the lowest seqnum first
+        self._retired: list[tuple[int, int, Deferred[None]]] = []
         self._producers = ProducerSet(cooperator, self._log)
         self._core = _OutboundCore(push_producer=self, on_sent=self._sent)
         self._machine = outbound_machine(self._core)
@@ -247,9 +251,11 @@ class Outbound:
         self.bytes_sent += len(data)
         self._send(Data(self._core.queue.allocate(), scid, data), RECORD_OVERHEAD + len(data))
 
-    def send_close(self, scid: int) -> None:
-        """Queue and (when possible) send CLOSE for ``scid``."""
-        self._send(Close(self._core.queue.allocate(), scid), RECORD_OVERHEAD)
+    def send_close(self, scid: int) -> int:
+        """Queue and (when possible) send CLOSE for ``scid``; returns its seqnum."""
+        seqnum = self._core.queue.allocate()
+        self._send(Close(seqnum, scid), RECORD_OVERHEAD)
+        return seqnum
 
     def _send(self, record: SequencedRecord, size: int) -> None:
         core = self._core
@@ -326,10 +332,34 @@ class Outbound:
             release = release or not self._window_full
         if release:
             self._run_producers()
+        if self._retired:
+            self._fire_retired()
         if self._acknowledged and not queue:
             waiters, self._acknowledged = self._acknowledged, []
             for d in waiters:
                 d.callback(None)
+
+    def last_queued(self, scid: int) -> int | None:
+        """The seqnum of the newest record of subchannel ``scid`` not acknowledged yet."""
+        return self._core.queue.last_seqnum_of(scid)
+
+    def when_retired(self, seqnum: int) -> Deferred[None]:
+        """Fires once the peer acknowledged the record numbered ``seqnum`` (at once if it
+        did); never after :meth:`stop` dropped the queue."""
+        d: Deferred[None] = Deferred()
+        if self._core.stopped:
+            return d
+        heapq.heappush(self._retired, (seqnum, id(d), d))
+        self._fire_retired()
+        return d
+
+    def _fire_retired(self) -> None:
+        queue = self._core.queue
+        oldest = queue.oldest_seqnum()
+        below = queue.next_seqnum if oldest is None else oldest  # every seqnum below: retired
+        waiters = self._retired
+        while waiters and waiters[0][0] < below:
+            heapq.heappop(waiters)[2].callback(None)
 
     def when_acknowledged(self) -> Deferred[None]:
         """Fires once the peer acknowledged every record queued so far and since (at once
@@ -372,6 +402,7 @@ class Outbound:
     def stop(self) -> None:
         """The wormhole is closing: drop the queue; later records are discarded. Idempotent."""
         self._acknowledged.clear()
+        self._retired.clear()
         self._machine.stop()
         self._producers.pause_all()
 

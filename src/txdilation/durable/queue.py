@@ -44,6 +44,21 @@ class SendQueue:
         """True when some queued record was not written to the current connection."""
         return bool(self._unsent)
 
+    def oldest_seqnum(self) -> int | None:
+        """The seqnum of the oldest record still queued (None: nothing is)."""
+        if self._sent:
+            return self._sent[0][0].seqnum
+        return self._unsent[0][0].seqnum if self._unsent else None
+
+    def last_seqnum_of(self, scid: int) -> int | None:
+        """The seqnum of the newest record still queued for subchannel ``scid`` (None: none
+        is). Scans the queue from its newest end: for a subchannel's close, not per record."""
+        for queued in (self._unsent, self._sent):
+            for record, _ in reversed(queued):
+                if record.scid == scid:
+                    return record.seqnum
+        return None
+
     def allocate(self) -> int:
         """Return the next seqnum (never reused)."""
         seqnum = self.next_seqnum

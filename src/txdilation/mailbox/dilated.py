@@ -28,6 +28,9 @@ class _Manager(Protocol):
     def connection(self) -> Any: ...
 
     @property
+    def led_by_stock(self) -> bool: ...
+
+    @property
     def port_mapping(self) -> Any: ...
 
     def abort_link(self) -> None: ...
@@ -56,6 +59,13 @@ class DilatedWormhole:
     def connected(self) -> bool:
         """txdilation's addition: whether a connection is selected now."""
         return self._manager.connection is not None
+
+    @property
+    def waiting_on_stock_leader(self) -> bool:
+        """txdilation's addition: we are the Follower of a stock Leader, which never retries
+        within a generation: while connecting, we send it our hints again
+        (``txdilation.selection.rekindle``), and it must act."""
+        return self._manager.led_by_stock
 
     def abort_connection(self) -> None:
         """txdilation's addition, a test and debugging aid: abort the selected connection at

@@ -176,6 +176,8 @@ class Manager:
                 max_unauthenticated=settings.limits.max_unauthenticated,
                 public_addresses=self._public_addresses,  # as known when the generation starts
                 path_upgrade=PATH_UPGRADE in self._core.peer_extensions,
+                # a stock Leader never retries within a generation: the Follower rekindles it
+                rekindle=role is FOLLOWER and not self._core.peer_extensions,
             ),
             outbox=Outbox(sender),
             status=status,
@@ -242,6 +244,11 @@ class Manager:
     def role(self) -> Role | None:
         """Our role, once the peer's ``please`` arrived."""
         return self._core.role
+
+    @property
+    def led_by_stock(self) -> bool:
+        """We are the Follower and the Leader is stock (its please lists no extension)."""
+        return self._core.role is FOLLOWER and not self._core.peer_extensions
 
     @property
     def connector(self) -> Connector | None:
@@ -371,6 +378,8 @@ class Manager:
             self.events.stop()
             return
         c.peer_extensions = c.peer_extensions or message.extensions
+        if not c.peer_extensions:
+            self._mux.peer_is_stock()
         self.telemetry.please_received()
         self.telemetry.set_pair(c.my_side, message.side)
         self.events.rx_please(message.side)
@@ -413,6 +422,10 @@ class Manager:
 
     def hint_status(self, hints: list[DilationHint]) -> None:
         self._core.status.hints(hints)
+
+    def attempting_again(self) -> None:
+        """(Follower, a stock Leader) the connector tries again: the status says when."""
+        self._core.status.attempted()
 
     def link_for(self, connection: Any, standby: bool = False) -> SelectedLink:
         """The sink for the connection the Connector is selecting (no I/O yet)."""

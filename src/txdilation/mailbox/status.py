@@ -120,6 +120,12 @@ class StatusReporter:
         expires = int(now + 2 * self._ping_interval)
         self._peer(ConnectedPeer(int(now), expires, description), generation)
 
+    def attempted(self) -> None:
+        """A new attempt while (re)connecting: ``last_attempt`` is now (stock's own field)."""
+        pc = self.current.peer_connection
+        if isinstance(pc, ConnectingPeer | ReconnectingPeer):
+            self._update(peer_connection=type(pc)(int(self._clock.seconds())))
+
     def stopped(self) -> None:
         self._peer(StoppedPeer(), self.current.generation)
 

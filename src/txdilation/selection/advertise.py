@@ -25,8 +25,9 @@ most ``max_unauthenticated`` are held before their handshake, the oldest closed 
 
 Invariants: address discovery never blocks the reactor; nothing is published once
 :meth:`Advertiser.close` ran or for a listener that is not ours any more; a direct hint is
-published at most once per generation; a listener that comes up after the race ended is
-handed to ``late`` (the Connector closes it with everything else).
+published at most once per generation (all of them may be sent again, :attr:`Advertiser.published`:
+:mod:`txdilation.selection.rekindle`); a listener that comes up after the race ended is handed
+to ``late`` (the Connector closes it with everything else).
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ class Advertiser:
         self._on_mapped = mapped
         self._closed = False  # the race is over: no more listeners
         self.listeners: list[IListeningPort] = []
-        self._published: set[Hint] = set()  # direct hints sent to the peer this generation
+        #: direct hints sent to the peer this generation, in the order sent (an ordered set)
+        self._published: dict[Hint, None] = {}
         self.listen_retry: IDelayedCall | None = None
         #: hole punching: listen with SO_REUSEPORT and dial direct hints from that port
         self.punch = (
@@ -115,6 +117,11 @@ class Advertiser:
         self.unauthenticated: OldestFirstCap[DilatedConnectionProtocol] = OldestFirstCap(
             settings.max_unauthenticated, lambda c: c.prologue_received
         )
+
+    @property
+    def published(self) -> list[Hint]:
+        """The direct hints published this generation, in the order they were."""
+        return list(self._published)
 
     def punch_port(self) -> int | None:
         """The port direct dials start from: the listening port while punching, else None."""
@@ -192,7 +199,7 @@ class Advertiser:
         if where in self._places():
             return
         hint = DirectTCPV1Hint(*where, 0.0)
-        self._published.add(hint)
+        self._published[hint] = None
         self._publish([hint])
 
     def _places(self) -> set[tuple[str, int]]:
@@ -230,7 +237,7 @@ class Advertiser:
                 if h not in self._published
                 and not (isinstance(h, DirectTCPV1Hint) and (h.hostname, h.port) in places)
             ]
-            self._published.update(fresh)
+            self._published.update(dict.fromkeys(fresh))
             if fresh:
                 self._publish(fresh)
 

@@ -163,6 +163,21 @@ class AttemptLog:
             else:
                 self._end(attempt, "other" if attempt.ready_at is not None else "handshake_failed")
 
+    def settle_held(self) -> None:
+        """The race goes on with new attempts (a Follower rekindling a stock Leader's
+        generation): the attempts closed more than :data:`LOST_RACE_WINDOW` seconds ago did
+        not lose a race that ended; they failed, and end now (else they would wait for a race
+        end that may never come, and telemetry would show them still open)."""
+        now = self._clock.seconds()
+        still: list[Attempt] = []
+        for attempt in self._held:
+            assert attempt.closed_at is not None
+            if now - attempt.closed_at > LOST_RACE_WINDOW:
+                self._end(attempt, "other" if attempt.ready_at is not None else "handshake_failed")
+            else:
+                still.append(attempt)
+        self._held = still
+
     def _lost_race_outcome(self, attempt: Attempt) -> str:
         return "superseded" if attempt.ready_at is not None else "cancelled"
 

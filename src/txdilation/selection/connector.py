@@ -23,6 +23,9 @@ the first connection that works is taken, relayed or not; a better one is moved 
   hints in the background (:meth:`Dialer.go_on_in_background`), and the first direct
   connection that works becomes the link: the Leader sends its KCM on it (``select``), the
   Follower takes it when that KCM arrives, and the owner hears ``connector_path_upgraded``;
+- a Follower facing a stock Leader (``rekindle``), which never retries within a generation,
+  publishes its hints again and dials again while nothing is in its handshake
+  (:mod:`txdilation.selection.rekindle`);
 - with a stock peer the Leader of a relayed link probes the peer's direct hints
   (:class:`~txdilation.selection.probe.ReachabilityProber`), and a direct connection that
   completes after the relay was selected proves a direct path too: the owner hears
@@ -73,6 +76,7 @@ from txdilation.selection.race import (
     ConnectorEvents,
     Holding,
 )
+from txdilation.selection.rekindle import Rekindler
 from txdilation.selection.upgrade import RetrySchedule
 from txdilation.telemetry import Telemetry
 from txdilation.wire.contracts import ICandidateOwner, IDilationReactor
@@ -148,6 +152,8 @@ class Connector:
             hint_status=lambda status: owner.hint_status(status),
             selected=lambda: core.selected is not None,
         )
+        if settings.rekindle:
+            core.rekindler = Rekindler(reactor, core.in_handshake, core.rekindle)
         self.events: ConnectorEvents = connector_machine(core)
 
     @classmethod
@@ -209,6 +215,8 @@ class Connector:
         if s.relay_hints:
             self._core.owner.send_hints([encode_hint(h) for h in s.relay_hints])
             self._dialer.use_hints(list(s.relay_hints))
+        if self._core.rekindler is not None:
+            self._core.rekindler.start()
 
     def network_changed(self) -> None:
         """The host's addresses or routes changed while this generation connects (or looks

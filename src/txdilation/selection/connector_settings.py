@@ -78,6 +78,9 @@ class IConnectorOwner(TypingProtocol):
     def direct_path_proven(self) -> None:
         """(Leader, a stock peer) a direct path works while the selected link is relayed."""
 
+    def attempting_again(self) -> None:
+        """(Follower, ``rekindle``) our hints went to the stock Leader again: a new attempt."""
+
     def standby_link_for(self, connection: DilatedConnectionProtocol) -> IRecordSink:
         """(``Purpose.STANDBY``) the record sink of the standby connection being selected."""
 
@@ -111,5 +114,8 @@ class ConnectorSettings:
     #: (Leader) hold relay candidates for ``direct_grace`` seconds while a direct one may
     #: still come: the generation after a direct path proved to work with a stock peer
     prefer_direct: bool = False
+    #: (Follower, a stock Leader, which never retries within a generation) publish our hints
+    #: and dial again while nothing is in its handshake (:mod:`txdilation.selection.rekindle`)
+    rekindle: bool = False
     #: what the connector is for (a generation's race, a standby, an upgrade after a move)
     purpose: Purpose = Purpose.RACE

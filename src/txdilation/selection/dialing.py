@@ -32,11 +32,12 @@ the race ends for good.
 
 Invariants: after :meth:`Dialer.cancel_attempts` nothing is dialed any more (the cancelled
 direct dials ending there start no relay dial, no punch retry follows); the same relay endpoint
-is dialed at most once per generation, and none once in the background; a direct dial is
-outstanding from its first try until it fails for good or its connection closes, and it ends
-once (:meth:`Dialer.dial_over`, the one place that ends it), a punch retry or a background try
-being the same dial; every try is one telemetry attempt when
-an :class:`~txdilation.selection.attempts.AttemptLog` is given.
+is dialed once per generation (again only by :meth:`Dialer.dial_again`, once that dial is
+over), and none once in the background; a direct dial is outstanding from its first try until
+it fails for good or its connection closes, and it ends once (:meth:`Dialer.dial_over`, the one
+place that ends it), a punch retry, a background try or a try again being the same dial; every
+try is one telemetry attempt when an :class:`~txdilation.selection.attempts.AttemptLog` is
+given.
 """
 
 from __future__ import annotations
@@ -452,6 +453,21 @@ class Dialer:
                 d.cancel()  # (it ends the dial: dial_over)
             elif not dial.over:
                 continue  # its connection is open, in its handshake
+            dial.over = False  # outstanding again, until this try fails or its connection ends
+            self._try(dial)
+
+    def dial_again(self, open_dials: set[Dial]) -> None:
+        """(A Follower whose stock Leader stopped trying, :mod:`txdilation.selection.rekindle`)
+        dial again every hint, direct or relay, whose latest dial is over: not connecting, no
+        retry due, and its connection (one of ``open_dials`` while it is open) gone. Relays
+        still waiting for their delay are left to it. Nothing once the race is over or in the
+        background."""
+        if self._closed or self._background is not None:
+            return
+        latest = {(dial.hint, dial.via_relay): dial for dial in self._dials}
+        for dial in latest.values():
+            if dial.connecting is not None or dial.retry is not None or dial in open_dials:
+                continue
             dial.over = False  # outstanding again, until this try fails or its connection ends
             self._try(dial)
 

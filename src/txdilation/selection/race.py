@@ -30,8 +30,9 @@ from txdilation.selection.advertise import Advertiser
 from txdilation.selection.attempts import Attempt, AttemptLog
 from txdilation.selection.connector_settings import ConnectorSettings, IConnectorOwner, Purpose
 from txdilation.selection.dialing import Dial, Dialer
-from txdilation.selection.hints import Hint, RelayEndpoint, hint_url
+from txdilation.selection.hints import Hint, RelayEndpoint, encode_hint, hint_url
 from txdilation.selection.probe import ReachabilityProber
+from txdilation.selection.rekindle import Rekindler
 from txdilation.selection.relays import RelayUsed, relay_index, relay_transport
 from txdilation.selection.upgrade import RetrySchedule
 from txdilation.wire.contracts import ICandidateOwner, IDilationReactor
@@ -144,6 +145,8 @@ class ConnectorCore:
     #: the peer's hints of this generation, in the order they came
     peer_hints: list[Hint] = field(default_factory=list)
     prober: ReachabilityProber | None = None
+    #: (Follower, a stock Leader) publishes our hints and dials again while the race is stuck
+    rekindler: Rekindler | None = None
     #: when our mapped hint (a port forward at our router) went out, if it did
     mapped_since: float | None = None
 
@@ -235,10 +238,32 @@ class ConnectorCore:
             or any(c.connection.is_direct for c in self.candidates.values())
         )
 
+    def in_handshake(self) -> bool:
+        """A connection of the race got the peer's prologue (it is in its handshake)."""
+        return any(c.connection.prologue_received for c in self.candidates.values())
+
+    def rekindle(self) -> None:
+        """(Follower, a stock Leader) nothing is in its handshake: the Leader may have given up
+        on every attempt it made (stock never retries within a generation). Publish our hints
+        again, which it dials at once, and dial again what is over on our side."""
+        hints = [*self.settings.relay_hints, *self.advertiser.published]
+        _log.info(
+            "waiting on the stock Leader (it never retries by itself): our {n} hints again",
+            n=len(hints),
+        )
+        if hints:
+            self.owner.send_hints([encode_hint(h) for h in hints])
+        self.owner.attempting_again()
+        if self.attempt_log is not None:
+            self.attempt_log.settle_held()
+        self.dialer.dial_again({c.dial for c in self.candidates.values() if c.dial is not None})
+
     def close_others(self, keep: DilatedConnectionProtocol | None) -> None:
         """The race is over: close every connection but ``keep``, stop listening and
         dialling."""
         others = [c for c in self.candidates.values() if c.connection is not keep]
+        if self.rekindler is not None:
+            self.rekindler.stop()
         if self.attempt_log is not None:
             self.attempt_log.race_over(c.attempt for c in others if c.attempt is not None)
         self.advertiser.stop_listening()

@@ -95,6 +95,7 @@ class SessionCore:
             self.writer,
             self.rtt,
             on_stopped=self.wormhole_stopped,
+            led_by_stock=self.led_by_stock,
             mapping_source=lambda: getattr(self.dilated, "port_mapping", None),
         )
 
@@ -188,6 +189,10 @@ class SessionCore:
 
     def rtt(self) -> float | None:
         return self.dilated.last_rtt if self.dilated is not None else None
+
+    def led_by_stock(self) -> bool:
+        """Whether we follow a stock Leader now (a paired wormhole never says so)."""
+        return bool(getattr(self.dilated, "waiting_on_stock_leader", False))
 
     def wormhole_stopped(self) -> None:
         """The dilation stopped without us closing: the peer left (our close then succeeds),

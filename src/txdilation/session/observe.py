@@ -7,7 +7,8 @@ reporting:
 
 - ``mailbox``: the mailbox connection changed kind (connecting, connected, disconnected,
   failed, closed);
-- ``connecting``: a new generation's connection attempts started;
+- ``connecting``: a new generation's connection attempts started (``waits_on``:
+  ``stock-leader`` when we follow a stock Leader, which never retries by itself);
 - ``connection-selected``: a connection was selected (a new generation, or a new hint), with
   ``path`` ``direct`` or ``relay`` and the ``hint`` description (e.g. ``->tcp:10.0.0.5:4001``);
 - ``reconnecting``: the selected connection was lost (once per generation);
@@ -84,6 +85,7 @@ class LinkObserver:
     :param writer: where events go.
     :param rtt_source: returns the Manager's latest round-trip time in seconds (or None).
     :param on_stopped: called once when the dilation reports it stopped (the wormhole closed).
+    :param led_by_stock: whether we follow a stock Leader now (``connecting`` says so).
     :param mapping_source: returns the wormhole's port mapping (a ``PortMapping``) or None.
     """
 
@@ -92,6 +94,7 @@ class LinkObserver:
         writer: StatusWriter,
         rtt_source: Callable[[], float | None],
         on_stopped: Callable[[], object] | None = None,
+        led_by_stock: Callable[[], bool] | None = None,
         mapping_source: Callable[[], object] = lambda: None,
     ) -> None:
         self._writer = writer
@@ -99,6 +102,7 @@ class LinkObserver:
         self._mapping_source = mapping_source
         self._mapping: tuple[object, ...] | None = None
         self._on_stopped = on_stopped
+        self._led_by_stock = led_by_stock
         self.state = LinkState()
         self._selected: tuple[int, str] | None = None
         self._reconnecting_generation = -1
@@ -130,7 +134,10 @@ class LinkObserver:
             if generation != self._connecting_generation:
                 self._connecting_generation = generation
                 self.state = replace(self.state, state="connecting", generation=generation)
-                emit("connecting", generation=generation)
+                if self._led_by_stock is not None and self._led_by_stock():
+                    emit("connecting", generation=generation, waits_on="stock-leader")
+                else:
+                    emit("connecting", generation=generation)
         elif isinstance(peer, ConnectedPeer):
             hint = peer.hint_description
             if self._selected != (generation, hint):

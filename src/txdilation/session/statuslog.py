@@ -118,7 +118,10 @@ def describe_for_log(
         case "peer-connected":
             return info, f"peer connected; verifier {event['verifier']}"
         case "connecting":
-            return info, f"generation {event['generation']}: connecting to the peer"
+            text = f"generation {event['generation']}: connecting to the peer"
+            if event.get("waits_on") == "stock-leader":
+                text += " (waiting on its stock Leader, which never retries by itself)"
+            return info, text
         case "dilated":
             if "hint" in event:
                 return info, f"dilated: generation {event.get('generation')}, {_connection(event)}"

@@ -61,6 +61,7 @@ from txdilation.subchannels.endpoints import (
     SubchannelListeningPort,
 )
 from txdilation.subchannels.subchannel import SubChannel, SubchannelAddress, _WormholeAddress
+from txdilation.subchannels.unanswered import Closes
 from txdilation.telemetry import Telemetry, TrafficStats
 from txdilation.wire.contracts import IDilatedConnection, IMultiplexer
 from txdilation.wire.errors import WormholeClosedError
@@ -155,6 +156,7 @@ class Multiplexer:
             ack_threshold_bytes=min(ACK_THRESHOLD_BYTES, max(1, max_unacked_bytes // 4)),
             log=self._log,
         )
+        self._closes = Closes(reactor, self._outbound)
         self._dilation: OneShot[None] = OneShot()
         self._role: Role | None = None
         self._next_scid = 0
@@ -186,6 +188,7 @@ class Multiplexer:
             return
         self._outbound.connection_made(connection)
         self._inbound.connection_made(connection)
+        self._closes.link_up()
 
     def may_send_pong(self) -> bool:
         """Whether the Manager may answer a PING now (see ``Outbound.may_send_pong``)."""
@@ -195,11 +198,18 @@ class Multiplexer:
         """The connection is gone: queue from now on."""
         self._outbound.connection_lost()
         self._inbound.connection_lost()
+        self._closes.link_down()
 
     def record_handlers(self) -> dict[type[Record], Callable[[Any], None]]:
         """Record type -> handler for every record L4 takes: OPEN, DATA and CLOSE to Inbound,
         ACK to Outbound (the selected link dispatches each received record once through it)."""
         return {**self._inbound.record_handlers(), **self._outbound.record_handlers()}
+
+    def peer_is_stock(self) -> None:
+        """The peer runs stock's Dilation: a subchannel that closes first sends its CLOSE once
+        its DATA was acknowledged, and the answer to an acknowledged CLOSE that no link brings
+        is given up on (``txdilation.subchannels.unanswered``)."""
+        self._closes.peer_is_stock()
 
     def when_acknowledged(self) -> Deferred[None]:
         """Fires once the peer acknowledged every record sent so far (see
@@ -281,6 +291,7 @@ class Multiplexer:
         self._stopped = True
         live = self._inbound.stop()
         self._outbound.stop()
+        self._closes.stop()
         if lost is None:
             lost = Failure(ConnectionDone(f"wormhole closed: {reason}"))  # type: ignore[no-untyped-call]
         for subchannel in live:
@@ -374,6 +385,7 @@ class Multiplexer:
             max_write_length=self._max_write_length,
             on_closed=self._on_subchannel_closed,
             semantics=self._semantics,
+            closes=self._closes,
         )
 
 

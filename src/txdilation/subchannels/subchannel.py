@@ -78,6 +78,7 @@ from txdilation.subchannels.subchannel_lifecycle import (
     WriteLost,
     subchannel_machine,
 )
+from txdilation.subchannels.unanswered import Closes
 from txdilation.wire.errors import (
     AlreadyClosedError,
     HalfCloseUsedOnNonHalfCloseable,
@@ -114,7 +115,7 @@ class Sender(TypingProtocol):
 
     def send_data(self, scid: int, data: bytes) -> None: ...
 
-    def send_close(self, scid: int) -> None: ...
+    def send_close(self, scid: int) -> int: ...
 
     def register_producer(
         self, key: Hashable, producer: IPushProducer | IPullProducer, streaming: bool
@@ -166,6 +167,7 @@ class SubChannel:
         max_write_length: int = MAX_WRITE_LENGTH,
         on_closed: Callable[[int, int, int], object] | None = None,
         semantics: Semantics = STOCK,
+        closes: Closes | None = None,
     ) -> None:
         self._scid = scid
         self._semantics = semantics
@@ -178,6 +180,7 @@ class SubChannel:
         self._receiver = receiver
         self._log = log if log is not None else _log
         self._on_closed = on_closed
+        self._closes = closes
         #: payload bytes delivered to the protocol / accepted from it so far
         self.bytes_in = 0
         self.bytes_out = 0
@@ -198,8 +201,11 @@ class SubChannel:
         failures: list[Failure] = []
         for step in steps:
             match step:
-                case SendClose():
-                    self._sender.send_close(self._scid)
+                case SendClose(awaits_answer):
+                    if awaits_answer and self._closes is not None:
+                        self._closes.close(self._scid, self)
+                    else:
+                        self._sender.send_close(self._scid)
                 case ReadLost():
                     self._call(_half(self._protocol).readConnectionLost, failures)
                 case WriteLost():
@@ -237,6 +243,8 @@ class SubChannel:
         semantics = self._semantics
         self._sender.unregister_producer(self._scid, stop=semantics.producer_stopped_on_close)
         self._receiver.subchannel_closed(self._scid, expect_close=expect_close)
+        if self._closes is not None:
+            self._closes.closed(self._scid)
         if deliver:
             argument = reason if semantics.reason_is_failure else reason.value
             try:
@@ -251,6 +259,11 @@ class SubChannel:
     def start(self) -> None:
         """Connect the protocol (``makeConnection(self)``): ``connectionMade`` runs now."""
         self._call(lambda: self._protocol.makeConnection(self))
+
+    def answer_overdue(self) -> None:
+        """The peer acknowledged our CLOSE and no link brought its answer in time
+        (``txdilation.subchannels.unanswered``): closed as if it had come."""
+        self._act(self._machine.answer_overdue())
 
     def remote_data(self, data: bytes) -> None:
         """The peer's DATA: one ``dataReceived`` (dropped and logged after the peer's CLOSE)."""

@@ -62,7 +62,10 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class SendClose:
-    """Send our CLOSE."""
+    """Send our CLOSE (``awaits_answer``: we closed first, a full-close protocol waiting for
+    the peer's CLOSE: ``txdilation.subchannels.unanswered`` may give up on it)."""
+
+    awaits_answer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +124,9 @@ class SubchannelEvents(TypingProtocol):
     def remote_close(self) -> Steps:
         "The peer's CLOSE."
 
+    def answer_overdue(self) -> Steps:
+        "The peer acknowledged our CLOSE and its answer will not come (no link)."
+
     def late_data(self) -> Steps:
         "DATA from the peer after its CLOSE (dropped)."
 
@@ -153,10 +159,10 @@ class SubchannelCore:
     readable: bool = True
     writable: bool = True
 
-    def send_close(self) -> SendClose:
+    def send_close(self, *, awaits_answer: bool = False) -> SendClose:
         """Our write side closes: CLOSE is to be sent."""
         self.writable = False
-        return SendClose()
+        return SendClose(awaits_answer)
 
     def finish(self, reason: Failure, *, expect_close: bool, deliver: bool = True) -> Finished:
         """Both gates close: the close is to be finished."""
@@ -204,11 +210,16 @@ def _build_subchannel_machine() -> tuple[
 
     @open_.upon(E.close).to(closing)
     def start_closing(m: SubchannelEvents, c: SubchannelCore) -> Steps:
-        return (c.send_close(),)
+        return (c.send_close(awaits_answer=True),)
 
     @closing.upon(E.remote_close).to(closed)
     def closed_by_peer(m: SubchannelEvents, c: SubchannelCore) -> Steps:
         return (c.finish(done(), expect_close=False),)
+
+    @closing.upon(E.answer_overdue).to(closed)
+    def answer_given_up(m: SubchannelEvents, c: SubchannelCore) -> Steps:
+        """Closed as if the peer's CLOSE had come (it may still: it is absorbed then)."""
+        return (c.finish(done(), expect_close=True),)
 
     @closing.upon(E.close).loop()
     def close_again(m: SubchannelEvents, c: SubchannelCore) -> Steps:

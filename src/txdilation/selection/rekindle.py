@@ -1,0 +1,80 @@
+"""L3: a Follower whose stock Leader stopped trying: our hints again, and our dials again.
+
+Stock's Leader never retries within a generation: when every connection of its first tries
+was lost before it selected one (cut during the relay's or Noise's handshake), it waits for ever
+in ``ConnectingPeer``, and a Follower may not start a new generation. A stock Leader does dial
+the hints that arrive while it connects, though. So a txdilation Follower facing a stock Leader
+(``ConnectorSettings.rekindle``) keeps the generation going itself: whenever, at a check, no
+connection of the race is in its handshake with the peer (none got the peer's prologue: a relay
+connection still waiting for the relay's ``ok`` does not count), it publishes its hints again
+(the Leader dials them at once) and dials again every hint whose dial is over (:meth:`Rekindler
+.start`'s ``rekindle``). Its listener stays up and takes every connection at once, as before.
+
+The checks come :data:`REKINDLE_FIRST` seconds after the generation starts, then after twice the
+last wait, up to :data:`REKINDLE_MAX`; a check that finds a handshake in progress waits
+:data:`REKINDLE_FIRST` again. Invariants: one timer at most; nothing after :meth:`Rekindler.stop`
+(the race ended); the owner's callbacks are only called from the timer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+
+__all__ = ["REKINDLE_FIRST", "REKINDLE_MAX", "Rekindler"]
+
+REKINDLE_FIRST: Final = 1.0
+"""Seconds before the first check (a healthy first generation selects well before)."""
+REKINDLE_MAX: Final = 4.0
+"""The longest wait between two checks: a stuck stock Leader waits no longer than this."""
+
+
+class Rekindler:
+    """The checks of one Follower generation (see the module docstring).
+
+    :param clock: the reactor's time.
+    :param in_handshake: whether a connection of the race is in its handshake with the peer.
+    :param rekindle: publish our hints again and dial again (nothing is in its handshake).
+    """
+
+    def __init__(
+        self,
+        clock: IReactorTime,
+        in_handshake: Callable[[], bool],
+        rekindle: Callable[[], None],
+    ) -> None:
+        self._clock = clock
+        self._in_handshake = in_handshake
+        self._rekindle = rekindle
+        self._delay = REKINDLE_FIRST
+        self._timer: IDelayedCall | None = None
+        self._stopped = False
+        self.rekindled = 0
+        """How many times the hints went out again."""
+
+    def start(self) -> None:
+        """The generation started: the first check comes in :data:`REKINDLE_FIRST` seconds."""
+        if not self._stopped and self._timer is None:
+            self._timer = self._clock.callLater(self._delay, self._check)
+
+    def stop(self) -> None:
+        """The race ended: no more checks (idempotent)."""
+        self._stopped = True
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+    def _check(self) -> None:
+        self._timer = None
+        if self._stopped:
+            return
+        if self._in_handshake():
+            self._delay = REKINDLE_FIRST
+        else:
+            self.rekindled += 1
+            self._rekindle()
+            self._delay = min(2 * self._delay, REKINDLE_MAX)
+        if not self._stopped:
+            self._timer = self._clock.callLater(self._delay, self._check)

@@ -1,0 +1,147 @@
+"""L5: the CLOSE of a subchannel that closed first, and its answer that may never come.
+
+A full-close subchannel that closed first (``closing``) ends when the peer's CLOSE answers its
+own. A peer that acknowledged our CLOSE has processed it, and a full-close peer (stock's, ours)
+sends its answer at once, right behind the ACK: everything the application wrote, and its
+close, arrived. If the link is then lost before the answer came and the peer does not come
+back, the answer never comes: a stock receiver closes its wormhole as soon as it answered,
+and says nothing when it leaves, so the sender would wait for the peer timeout (600 s) to hear
+``connectionLost`` (issue 33). With a stock peer (:meth:`Closes.peer_is_stock`), :class:`Closes`
+closes such a subchannel as if the answer had come (``connectionLost(ConnectionDone())``, as for
+any close) once there has been no link for :data:`ANSWER_TIMEOUT` seconds since its CLOSE was
+acknowledged; a link that returns first brings the answer (the peer replays it) and stops the
+wait. (A txdilation peer that leaves holds its close until its answer is acknowledged: between
+two of ours nothing changes.)
+
+To a stock peer, too, our CLOSE goes out only once the peer acknowledged the subchannel's DATA
+before it: a stock receiver, which acknowledges each record in a small
+write of its own without ``TCP_NODELAY``, then acknowledges the CLOSE with nothing else in
+flight, at once, instead of behind tens of milliseconds of Nagle's algorithm, the window in
+which a cut takes that acknowledgement with it and leaves us unable to know the CLOSE arrived.
+
+Invariants: only a CLOSE the peer acknowledged is given up on (never one it may not have
+seen); only while there is no link (a half-closeable peer may write on for as long as it
+likes on a live one); an answer that comes later is absorbed (``expect_close``); one timer at
+most; nothing after :meth:`Closes.stop`.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Protocol
+
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.logger import Logger
+
+__all__ = ["ANSWER_TIMEOUT", "Closes"]
+
+ANSWER_TIMEOUT: Final = 3.0
+"""Seconds without a link, after the peer acknowledged our CLOSE, before its answer is given
+up on (a sender hears ``connectionLost`` within about this long of its last acknowledgement)."""
+
+_log = Logger(namespace="txdilation.subchannels.unanswered")
+
+
+class Closing(Protocol):
+    """A subchannel waiting for the answer to its CLOSE."""
+
+    def answer_overdue(self) -> None:
+        """Close as if the peer's CLOSE had come (a no-op once it is not ``closing``)."""
+
+
+class Outbound(Protocol):
+    """What sends our CLOSEs and says when records were acknowledged (L4's outbound half)."""
+
+    def send_close(self, scid: int) -> int: ...
+
+    def last_queued(self, scid: int) -> int | None: ...
+
+    def when_retired(self, seqnum: int) -> Deferred[None]: ...
+
+
+class Closes:
+    """See the module docstring.
+
+    :param clock: the reactor's time.
+    :param outbound: L4's outbound half.
+    """
+
+    def __init__(self, clock: IReactorTime, outbound: Outbound) -> None:
+        self._clock = clock
+        self._outbound = outbound
+        self._stock = False
+        self._acknowledged: dict[int, Closing] = {}  # scid -> subchannel, CLOSE acknowledged
+        self._linked = False
+        self._stopped = False
+        self._timer: IDelayedCall | None = None
+
+    def peer_is_stock(self) -> None:
+        """The peer is stock: send each CLOSE once the DATA before it was acknowledged, and
+        give up on an answer to an acknowledged CLOSE that no link brings."""
+        self._stock = True
+
+    def close(self, scid: int, subchannel: Closing) -> None:
+        """``subchannel`` closed first: send its CLOSE (now, or once its DATA was
+        acknowledged) and wait for the answer."""
+        last = self._outbound.last_queued(scid) if self._stock else None
+        if last is None:
+            self._send(scid, subchannel)
+        else:
+            self._outbound.when_retired(last).addCallback(lambda _: self._send(scid, subchannel))
+
+    def _send(self, scid: int, subchannel: Closing) -> None:
+        if self._stopped:
+            return
+
+        def acknowledged(_: None) -> None:
+            if self._stopped or not self._stock:
+                return
+            self._acknowledged[scid] = subchannel
+            if not self._linked:
+                self._arm()
+
+        self._outbound.when_retired(self._outbound.send_close(scid)).addCallback(acknowledged)
+
+    def closed(self, scid: int) -> None:
+        """Subchannel ``scid`` closed (answered, or for any other reason)."""
+        self._acknowledged.pop(scid, None)
+        if not self._acknowledged:
+            self._disarm()
+
+    def link_up(self) -> None:
+        """A link was selected: the peer replays its answers on it."""
+        self._linked = True
+        self._disarm()
+
+    def link_down(self) -> None:
+        """The link is gone: answers not come yet are given up on after the timeout."""
+        self._linked = False
+        if self._acknowledged:
+            self._arm()
+
+    def stop(self) -> None:
+        """The wormhole is closing: nothing more."""
+        self._stopped = True
+        self._acknowledged.clear()
+        self._disarm()
+
+    def _arm(self) -> None:
+        if self._timer is None:
+            self._timer = self._clock.callLater(ANSWER_TIMEOUT, self._overdue)
+
+    def _disarm(self) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+    def _overdue(self) -> None:
+        self._timer = None
+        overdue, self._acknowledged = self._acknowledged, {}
+        for scid, subchannel in sorted(overdue.items()):
+            _log.info(
+                "subchannel {scid}: the peer acknowledged our CLOSE and no link brought its"
+                " answer within {t:g}s: closed",
+                scid=scid,
+                t=ANSWER_TIMEOUT,
+            )
+            subchannel.answer_overdue()
