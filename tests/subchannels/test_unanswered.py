@@ -1,14 +1,15 @@
 """The CLOSE of a subchannel that closed first (txdilation.subchannels.unanswered): a sender whose
 stock receiver answered its CLOSE, lost that answer in a cut and left, hears ``connectionLost``
 once there has been no link for ANSWER_TIMEOUT seconds (issue 33: it waited for the 600 s peer
-timeout), never when the peer did not acknowledge the CLOSE, or while a link is up; to a stock
+timeout); one whose CLOSE was never acknowledged (its DATA was) after GONE_TIMEOUT without a
+link, as a ConnectionLost; never with unacknowledged DATA, or while a link is up; to a stock
 peer the CLOSE goes once the DATA before it was acknowledged; with a txdilation peer nothing
 changes. One Multiplexer on a Clock; the
 peer's records are handed to it directly."""
 
 from __future__ import annotations
 
-from twisted.internet.error import ConnectionDone
+from twisted.internet.error import ConnectionDone, ConnectionLost
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
@@ -16,7 +17,7 @@ from tests.subchannels.test_multiplexer import FakeManager, opened, synchronousl
 from tests.subchannels.test_subchannel import HalfProtocol, RecordingProtocol
 from txdilation.durable.outbound import Outbound
 from txdilation.subchannels.multiplexer import Multiplexer
-from txdilation.subchannels.unanswered import ANSWER_TIMEOUT
+from txdilation.subchannels.unanswered import ANSWER_TIMEOUT, GONE_TIMEOUT
 from txdilation.testing.fakes import FakeDilatedConnection
 from txdilation.wire.records import Ack, Close, Data
 from txdilation.wire.roles import LEADER
@@ -89,15 +90,56 @@ class UnansweredCloseTests(SynchronousTestCase):
         self.assertEqual(s.protocol.events, ["made", "lost"])
         self.assertEqual([r.resp_seqnum for r in connection.of_type(Ack)], [0])
 
-    def test_unacknowledged_close_waits_for_the_peer(self) -> None:
-        """The peer acknowledged the DATA but not our CLOSE: it may never have seen it, so
-        nothing is reported (the peer timeout, above this layer, decides)."""
+    def test_unacknowledged_close_is_given_up_once_the_peer_is_gone(self) -> None:
+        """The peer acknowledged the DATA but not our CLOSE (a cut took that ACK, or the
+        CLOSE): nothing within GONE_TIMEOUT s without a link (a stock peer still there comes
+        back sooner), then connectionLost with a ConnectionLost (not a clean close: the peer
+        may not have seen it). A link that comes back later still carries the CLOSE, and the
+        answer is absorbed."""
         s = Sender(self, stock=True)
         s.ack(1)
         self.assertEqual(len(s.connection.of_type(Close)), 1)
+        s.clock.advance(60)  # a live link: the acknowledgement may still come
+        s.mux.connection_lost()
+        s.clock.advance(GONE_TIMEOUT - 0.01)
+        self.assertEqual(s.protocol.events, ["made"])
+        s.clock.advance(0.01)
+        self.assertEqual(s.protocol.events, ["made", "lost"])
+        self.assertIsInstance(s.protocol.reasons[0], ConnectionLost)
+        self.assertIn("acknowledged", str(s.protocol.reasons[0]))
+        self.assertEqual(s.clock.getDelayedCalls(), [])
+        connection = s.reconnect()
+        self.assertEqual([r.scid for r in connection.of_type(Close)], [s.scid])  # replayed
+        s.ack(2)
+        s.handlers[Close](Close(0, s.scid))
+        s.clock.advance(ANSWER_TIMEOUT * 2)
+        self.assertEqual(s.protocol.events, ["made", "lost"])
+        self.assertEqual([r.resp_seqnum for r in connection.of_type(Ack)], [0])
+
+    def test_unacknowledged_data_waits_for_the_peer(self) -> None:
+        """DATA the peer never acknowledged: the CLOSE is not even sent, and nothing is
+        reported however long the link stays away (the peer timeout, above, decides)."""
+        s = Sender(self, stock=True)
+        self.assertEqual(s.connection.of_type(Close), [])
         s.mux.connection_lost()
         s.clock.advance(PEER_TIMEOUT)
         self.assertEqual(s.protocol.events, ["made"])
+
+    def test_a_link_back_before_the_peer_is_given_up(self) -> None:
+        """A link back within GONE_TIMEOUT: the wait for an unacknowledged CLOSE stops (the
+        CLOSE replays on it), and a later loss starts it afresh."""
+        s = Sender(self, stock=True)
+        s.ack(1)
+        s.mux.connection_lost()
+        s.clock.advance(GONE_TIMEOUT - 1)
+        s.reconnect()
+        s.clock.advance(60)
+        self.assertEqual(s.protocol.events, ["made"])
+        s.mux.connection_lost()
+        s.clock.advance(GONE_TIMEOUT - 1)
+        self.assertEqual(s.protocol.events, ["made"])
+        s.clock.advance(1)
+        self.assertEqual(s.protocol.events, ["made", "lost"])
 
     def test_a_link_that_returns_stops_the_wait(self) -> None:
         """A link back within the timeout carries the replayed answer: the subchannel ends

@@ -260,10 +260,10 @@ class SubChannel:
         """Connect the protocol (``makeConnection(self)``): ``connectionMade`` runs now."""
         self._call(lambda: self._protocol.makeConnection(self))
 
-    def answer_overdue(self) -> None:
-        """The peer acknowledged our CLOSE and no link brought its answer in time
-        (``txdilation.subchannels.unanswered``): closed as if it had come."""
-        self._act(self._machine.answer_overdue())
+    def answer_overdue(self, reason: Failure) -> None:
+        """No link brought the answer to our CLOSE in time
+        (``txdilation.subchannels.unanswered``): ``connectionLost(reason)``."""
+        self._act(self._machine.answer_overdue(reason))
 
     def remote_data(self, data: bytes) -> None:
         """The peer's DATA: one ``dataReceived`` (dropped and logged after the peer's CLOSE)."""

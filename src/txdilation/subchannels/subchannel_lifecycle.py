@@ -124,8 +124,8 @@ class SubchannelEvents(TypingProtocol):
     def remote_close(self) -> Steps:
         "The peer's CLOSE."
 
-    def answer_overdue(self) -> Steps:
-        "The peer acknowledged our CLOSE and its answer will not come (no link)."
+    def answer_overdue(self, reason: Failure) -> Steps:
+        "The answer to our CLOSE will not come (no link, the peer gone): connectionLost(reason)."
 
     def late_data(self) -> Steps:
         "DATA from the peer after its CLOSE (dropped)."
@@ -217,9 +217,9 @@ def _build_subchannel_machine() -> tuple[
         return (c.finish(done(), expect_close=False),)
 
     @closing.upon(E.answer_overdue).to(closed)
-    def answer_given_up(m: SubchannelEvents, c: SubchannelCore) -> Steps:
+    def answer_given_up(m: SubchannelEvents, c: SubchannelCore, reason: Failure) -> Steps:
         """Closed as if the peer's CLOSE had come (it may still: it is absorbed then)."""
-        return (c.finish(done(), expect_close=True),)
+        return (c.finish(reason, expect_close=True),)
 
     @closing.upon(E.close).loop()
     def close_again(m: SubchannelEvents, c: SubchannelCore) -> Steps:

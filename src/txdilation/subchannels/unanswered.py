@@ -19,25 +19,42 @@ write of its own without ``TCP_NODELAY``, then acknowledges the CLOSE with nothi
 flight, at once, instead of behind tens of milliseconds of Nagle's algorithm, the window in
 which a cut takes that acknowledgement with it and leaves us unable to know the CLOSE arrived.
 
-Invariants: only a CLOSE the peer acknowledged is given up on (never one it may not have
-seen); only while there is no link (a half-closeable peer may write on for as long as it
-likes on a live one); an answer that comes later is absorbed (``expect_close``); one timer at
-most; nothing after :meth:`Closes.stop`.
+A cut can also take the acknowledgement of the CLOSE itself, while the stock receiver, which
+got it, answers and leaves: our CLOSE is then never acknowledged. Such a CLOSE (to a stock
+peer it goes only after every DATA before it was acknowledged) is given up on after
+:data:`GONE_TIMEOUT` seconds without a link (a stock peer that is still there reconnects
+within a second or two): ``connectionLost`` with a ``ConnectionLost`` that says so, since
+the peer may not have seen the close; what the application wrote was all acknowledged.
+
+Invariants: only while there is no link (a half-closeable peer may write on for as long as
+it likes on a live one); never a subchannel with unacknowledged DATA; an answer that comes
+later is absorbed (``expect_close``), and a CLOSE given up on still replays if a link comes
+back; one timer per kind (acknowledged, unacknowledged) at most; nothing after
+:meth:`Closes.stop`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final, Protocol
 
 from twisted.internet.defer import Deferred
+from twisted.internet.error import ConnectionLost
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
+from twisted.python.failure import Failure
 
-__all__ = ["ANSWER_TIMEOUT", "Closes"]
+from txdilation.subchannels.subchannel_lifecycle import done
+
+__all__ = ["ANSWER_TIMEOUT", "GONE_TIMEOUT", "Closes"]
 
 ANSWER_TIMEOUT: Final = 3.0
 """Seconds without a link, after the peer acknowledged our CLOSE, before its answer is given
 up on (a sender hears ``connectionLost`` within about this long of its last acknowledgement)."""
+
+GONE_TIMEOUT: Final = 10.0
+"""Seconds without a link before a CLOSE the peer never acknowledged (all DATA before it
+acknowledged) is given up on: the stock peer left."""
 
 _log = Logger(namespace="txdilation.subchannels.unanswered")
 
@@ -45,8 +62,8 @@ _log = Logger(namespace="txdilation.subchannels.unanswered")
 class Closing(Protocol):
     """A subchannel waiting for the answer to its CLOSE."""
 
-    def answer_overdue(self) -> None:
-        """Close as if the peer's CLOSE had come (a no-op once it is not ``closing``)."""
+    def answer_overdue(self, reason: Failure) -> None:
+        """Close with ``connectionLost(reason)`` (a no-op once it is not ``closing``)."""
 
 
 class Outbound(Protocol):
@@ -59,6 +76,38 @@ class Outbound(Protocol):
     def when_retired(self, seqnum: int) -> Deferred[None]: ...
 
 
+class _Wait:
+    """Subchannels given up on together after ``timeout`` seconds without a link."""
+
+    def __init__(self, clock: IReactorTime, timeout: float, give_up: Callable[[int], Failure]):
+        self._clock = clock
+        self._timeout = timeout
+        self._give_up = give_up
+        self.waiting: dict[int, Closing] = {}
+        self._timer: IDelayedCall | None = None
+
+    def arm(self) -> None:
+        if self._timer is None and self.waiting:
+            self._timer = self._clock.callLater(self._timeout, self._overdue)
+
+    def disarm(self) -> None:
+        if self._timer is not None and self._timer.active():
+            self._timer.cancel()
+        self._timer = None
+
+    def discard(self, scid: int) -> Closing | None:
+        subchannel = self.waiting.pop(scid, None)
+        if not self.waiting:
+            self.disarm()
+        return subchannel
+
+    def _overdue(self) -> None:
+        self._timer = None
+        overdue, self.waiting = self.waiting, {}
+        for scid, subchannel in sorted(overdue.items()):
+            subchannel.answer_overdue(self._give_up(scid))
+
+
 class Closes:
     """See the module docstring.
 
@@ -67,17 +116,16 @@ class Closes:
     """
 
     def __init__(self, clock: IReactorTime, outbound: Outbound) -> None:
-        self._clock = clock
         self._outbound = outbound
         self._stock = False
-        self._acknowledged: dict[int, Closing] = {}  # scid -> subchannel, CLOSE acknowledged
+        self._acknowledged = _Wait(clock, ANSWER_TIMEOUT, _answer_given_up)
+        self._unacknowledged = _Wait(clock, GONE_TIMEOUT, _close_given_up)
         self._linked = False
         self._stopped = False
-        self._timer: IDelayedCall | None = None
 
     def peer_is_stock(self) -> None:
         """The peer is stock: send each CLOSE once the DATA before it was acknowledged, and
-        give up on an answer to an acknowledged CLOSE that no link brings."""
+        give up on an answer that no link brings."""
         self._stock = True
 
     def close(self, scid: int, subchannel: Closing) -> None:
@@ -92,56 +140,64 @@ class Closes:
     def _send(self, scid: int, subchannel: Closing) -> None:
         if self._stopped:
             return
+        stock = self._stock
+        if stock:
+            self._unacknowledged.waiting[scid] = subchannel
+            if not self._linked:
+                self._unacknowledged.arm()
 
         def acknowledged(_: None) -> None:
-            if self._stopped or not self._stock:
-                return
-            self._acknowledged[scid] = subchannel
+            if self._stopped or not stock or self._unacknowledged.discard(scid) is None:
+                return  # (closed, or given up on, meanwhile)
+            self._acknowledged.waiting[scid] = subchannel
             if not self._linked:
-                self._arm()
+                self._acknowledged.arm()
 
         self._outbound.when_retired(self._outbound.send_close(scid)).addCallback(acknowledged)
 
     def closed(self, scid: int) -> None:
         """Subchannel ``scid`` closed (answered, or for any other reason)."""
-        self._acknowledged.pop(scid, None)
-        if not self._acknowledged:
-            self._disarm()
+        self._acknowledged.discard(scid)
+        self._unacknowledged.discard(scid)
 
     def link_up(self) -> None:
         """A link was selected: the peer replays its answers on it."""
         self._linked = True
-        self._disarm()
+        self._acknowledged.disarm()
+        self._unacknowledged.disarm()
 
     def link_down(self) -> None:
-        """The link is gone: answers not come yet are given up on after the timeout."""
+        """The link is gone: answers not come yet are given up on after the timeouts."""
         self._linked = False
-        if self._acknowledged:
-            self._arm()
+        self._acknowledged.arm()
+        self._unacknowledged.arm()
 
     def stop(self) -> None:
         """The wormhole is closing: nothing more."""
         self._stopped = True
-        self._acknowledged.clear()
-        self._disarm()
+        for wait in (self._acknowledged, self._unacknowledged):
+            wait.waiting.clear()
+            wait.disarm()
 
-    def _arm(self) -> None:
-        if self._timer is None:
-            self._timer = self._clock.callLater(ANSWER_TIMEOUT, self._overdue)
 
-    def _disarm(self) -> None:
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
+def _answer_given_up(scid: int) -> Failure:
+    _log.info(
+        "subchannel {scid}: the peer acknowledged our CLOSE and no link brought its answer"
+        " within {t:g}s: closed",
+        scid=scid,
+        t=ANSWER_TIMEOUT,
+    )
+    return done()
 
-    def _overdue(self) -> None:
-        self._timer = None
-        overdue, self._acknowledged = self._acknowledged, {}
-        for scid, subchannel in sorted(overdue.items()):
-            _log.info(
-                "subchannel {scid}: the peer acknowledged our CLOSE and no link brought its"
-                " answer within {t:g}s: closed",
-                scid=scid,
-                t=ANSWER_TIMEOUT,
-            )
-            subchannel.answer_overdue()
+
+def _close_given_up(scid: int) -> Failure:
+    _log.info(
+        "subchannel {scid}: no link for {t:g}s and the peer never acknowledged our CLOSE (all"
+        " DATA before it was): the peer left, closed",
+        scid=scid,
+        t=GONE_TIMEOUT,
+    )
+    why = ConnectionLost(
+        "the peer left before acknowledging the close (all data sent was acknowledged)"
+    )
+    return Failure(why)  # type: ignore[no-untyped-call]
