@@ -109,14 +109,16 @@ class _GreenletAwareWait:
             if not woken.called:
                 woken.callback(None)
 
-        def wake_later(result: object) -> object:
+        def wake_later(result: object) -> None:
             # Wake from a timed call, never from where ``d`` fired: if that is the reactor's
             # thread-call queue (a test whose last wait was deferToThread), switching to the
             # test's greenlet there leaves the reactor in the middle of that queue, and trial's
             # janitor (``reactor.iterate()`` after the test) would run the same entry again:
-            # a Deferred called twice.
+            # a Deferred called twice. The result is consumed, as trial's own ``_wait`` does
+            # (trial reported it already): a timed-out test's failure left in ``d`` would be
+            # logged as "Unhandled error in Deferred" whenever ``d`` is collected, failing
+            # whichever test runs then.
             reactor.callLater(0, wake)
-            return result
 
         running.append(None)
         testcase._twistedPrivateScheduler = _WakingScheduler(reactor, wake)

@@ -323,7 +323,9 @@ class EarlySignalSlowTests(SynchronousTestCase):
         mailbox = SilentMailbox()
         self.addCleanup(mailbox.close)
         run = command("txdilation", "run", "--allocate-code", "--mailbox", mailbox.url)
-        demo = command("txdilation", "demo", "--mib", "1", "--cuts", "1", "--timeout", "60")
+        # 4 GiB: still sending when the last signal comes (1 MiB took 1.8 s in all here, so
+        # the demo could end before a signal sent 2 s after its handlers were in place)
+        demo = command("txdilation", "demo", "--mib", "4096", "--cuts", "1", "--timeout", "60")
         cases = [(run, d, signal.SIGINT) for d in (0.0, 0.1, 0.3, 0.7, 1.5)]
         cases += [(demo, d, signal.SIGINT) for d in (0.0, 0.3, 1.0, 2.0)]
         cases += [(run, 0.05, signal.SIGTERM), (demo, 0.5, signal.SIGTERM)]
