@@ -52,9 +52,12 @@ ANSWER_TIMEOUT: Final = 3.0
 """Seconds without a link, after the peer acknowledged our CLOSE, before its answer is given
 up on (a sender hears ``connectionLost`` within about this long of its last acknowledgement)."""
 
-GONE_TIMEOUT: Final = 10.0
+GONE_TIMEOUT: Final = 4.0
 """Seconds without a link before a CLOSE the peer never acknowledged (all DATA before it
-acknowledged) is given up on: the stock peer left."""
+acknowledged) is given up on: the stock peer left (one that is still there is back sooner: a
+stock Leader dials again at once, a stock Follower answers our ``reconnect`` at once). A
+sender then ends within about this long of its last acknowledgement; were the peer only
+slow, nothing is lost: everything it was sent was acknowledged, and the CLOSE replays."""
 
 _log = Logger(namespace="txdilation.subchannels.unanswered")
 
