@@ -6,18 +6,21 @@ namespace tests: tests/test_netns_support.py, tests/test_reach.py)."""
 
 from __future__ import annotations
 
+import os
 import socket
+import stat
 from typing import Any
 
 from twisted.internet import reactor as _reactor
 from twisted.internet.defer import CancelledError, Deferred, inlineCallbacks
 from twisted.internet.error import ConnectBindError, ConnectionRefusedError, TimeoutError
 from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import deferLater
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import TestCase
 
 from txdilation.selection.punch import listen, sockets_reusable
-from txdilation.selection.punch_dial import ExpiryProbe, PunchEndpoint
+from txdilation.selection.punch_dial import ExpiryProbe, PunchEndpoint, _Connecting
 from txdilation.selection.punch_schedule import Verdict
 
 reactor: Any = _reactor
@@ -138,6 +141,28 @@ class PunchEndpointTests(Fixture):
         with self.assertRaises(CancelledError):
             yield d
         self.assertOffTheReactor()
+
+    def test_a_stopped_dial_holds_its_number_for_a_turn(self) -> Any:
+        """A dial stopped while the reactor handles other events (a new generation starting):
+        its socket is closed at once (the same dial can start again right away), but its
+        descriptor number stays taken, by /dev/null, until the reactor's next turn, so that
+        a stale event of the batch being handled can never reach a socket that got the
+        number meanwhile (CI saw ``doWrite called on a Port``: the new listener lost)."""
+        port = self.hanging()
+        sock = socket.socket()
+        sock.setblocking(False)
+        sock.connect_ex((LOOPBACK, port))
+        number = sock.fileno()
+        attempt = _Connecting(reactor, sock, lambda error: None)
+        attempt.stop()
+        self.assertEqual(sock.fileno(), -1)
+        self.assertOffTheReactor()
+        held = os.fstat(number)
+        self.assertTrue(stat.S_ISCHR(held.st_mode))  # /dev/null, no longer the socket
+        self.assertEqual(held.st_rdev, os.stat(os.devnull).st_rdev)
+        calls = [c for c in reactor.getDelayedCalls() if c.func is os.close]
+        self.assertEqual([c.args for c in calls], [(number,)])
+        return deferLater(reactor, 0, lambda: None)
 
 
 class ExpiryProbeTests(Fixture):

@@ -151,6 +151,11 @@ def _open_netlink() -> socket.socket | None:
     return sock
 
 
+def _close_quietly(sock: socket.socket) -> None:
+    with contextlib.suppress(Exception):
+        sock.close()
+
+
 def _addresses() -> frozenset[str]:
     """This host's addresses (for polling; stock's discovery, as the Connector's hints)."""
     from wormhole import ipaddrs
@@ -188,8 +193,9 @@ class NetworkWatcher:
         self.running = False
         if self._reader is not None:
             self._reactor.removeReader(self._reader)
-            with contextlib.suppress(Exception):
-                self._reader._sock.close()
+            # closed a turn later, as punch_dial's connecting sockets are: a stale event of
+            # the batch the reactor is handling must not reach whatever reuses the number
+            self._reactor.callLater(0, _close_quietly, self._reader._sock)
             self._reader = None
         for call in (self._poll, self._settle):
             if call is not None and call.active():

@@ -138,12 +138,30 @@ class _Connecting:
         done(error or otherwise)
 
     def stop(self) -> None:
-        """Off the reactor and closed (sends nothing while still connecting); idempotent."""
+        """Off the reactor and closed (a connecting socket closed sends nothing), its
+        descriptor number held until the reactor's next turn (:func:`_close_holding_number`);
+        idempotent."""
         self._done = None
         if self.sock is not None:
             self._reactor.removeWriter(self)
-            self.sock.close()
-            self.sock = None
+            sock, self.sock = self.sock, None
+            _close_holding_number(self._reactor, sock)
+
+
+def _close_holding_number(reactor: Any, sock: socket.socket) -> None:
+    """Close ``sock`` now, but keep its descriptor number taken (by ``/dev/null``) until the
+    reactor's next turn. A stop made while the reactor handles another descriptor's event may
+    leave this one's event in the same batch; were the number free, a socket opened meanwhile
+    (a new generation's listener) could get it, and that stale event would reach it
+    (``doWrite called on a Port``: the listener lost). Closed at once all the same, so that a
+    dial from the same port to the same address may start again right away."""
+    number = sock.detach()
+    placeholder = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.dup2(placeholder, number, inheritable=False)  # the socket's last reference goes
+    finally:
+        os.close(placeholder)
+    reactor.callLater(0, os.close, number)
 
 
 @implementer(IProtocolFactory)
