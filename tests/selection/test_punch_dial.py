@@ -13,11 +13,14 @@ from typing import Any
 
 from twisted.internet import reactor as _reactor
 from twisted.internet.defer import CancelledError, Deferred, inlineCallbacks
+from twisted.internet.endpoints import TCP4ClientEndpoint
 from twisted.internet.error import ConnectBindError, ConnectionRefusedError, TimeoutError
+from twisted.internet.interfaces import IWriteDescriptor
 from twisted.internet.protocol import Factory, Protocol
 from twisted.internet.task import deferLater
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import TestCase
+from zope.interface import implementer
 
 from txdilation.selection.punch import listen, sockets_reusable
 from txdilation.selection.punch_dial import ExpiryProbe, PunchEndpoint, _Connecting
@@ -163,6 +166,89 @@ class PunchEndpointTests(Fixture):
         calls = [c for c in reactor.getDelayedCalls() if c.func is os.close]
         self.assertEqual([c.args for c in calls], [(number,)])
         return deferLater(reactor, 0, lambda: None)
+
+
+@implementer(IWriteDescriptor)
+class _Writable:
+    """A socket-pair end on the reactor as a writer; on its first write event it closes
+    ``other`` (off the reactor first, as Twisted's own connections do) and opens a listener
+    (a new generation starting while the previous link's loss is handled)."""
+
+    def __init__(self, sock: socket.socket, opened: list[Any]) -> None:
+        self.sock = sock
+        self.other: _Writable | None = None
+        self.opened = opened
+        self.writes = 0
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def logPrefix(self) -> str:
+        return "writable"
+
+    def doWrite(self) -> None:
+        self.writes += 1
+        reactor.removeWriter(self)
+        if self.opened or self.other is None:
+            return
+        freed = self.other.sock.fileno()
+        reactor.removeWriter(self.other)
+        self.other.sock.close()
+        listener = listen(reactor, Peers(), 0, LOOPBACK, reuse_port=True)
+        self.opened.append((freed, listener))
+
+    def connectionLost(self, reason: Any) -> None:
+        reactor.removeWriter(self)
+
+
+class FreshTurnListenerTests(Fixture):
+    @inlineCallbacks
+    def test_a_listener_opened_mid_batch_never_sees_a_stale_event(self) -> Any:
+        """Two writers ready in the same poll; the first one handled closes the other and
+        opens a listener, which gets the freed descriptor number while the other's write
+        event is still to be handed out. The listener watches from the next turn on: the
+        stale event reaches nobody, and it accepts connections (it was lost to ``doWrite
+        called on a Port`` before)."""
+        self.our_port()  # Twisted's first listener takes a descriptor it keeps in reserve
+        opened: list[Any] = []
+        pairs = [socket.socketpair() for _ in range(2)]
+        for pair in pairs:
+            self.addCleanup(lambda pair=pair: [s.close() for s in pair])
+        ends = [_Writable(pair[0], opened) for pair in pairs]
+        ends[0].other, ends[1].other = ends[1], ends[0]
+        # numbers are given lowest first: take every free one below ours, so that the
+        # listener's socket gets the number the first handled writer frees
+        spare = []
+        while True:
+            number = os.open(os.devnull, os.O_RDONLY)
+            if number > max(e.fileno() for e in ends):
+                os.close(number)
+                break
+            spare.append(number)
+        self.addCleanup(lambda: [os.close(n) for n in spare])
+        for end in ends:
+            reactor.addWriter(end)
+        yield deferLater(reactor, 0.05, lambda: None)
+        [(freed, listener)] = opened
+        self.addCleanup(listener.stopListening)
+        self.assertEqual(listener.fileno(), freed)
+        self.assertTrue(listener.connected)
+        self.assertIn(listener, reactor.getReaders())
+        self.assertEqual(sorted(e.writes for e in ends), [0, 1])
+        client = yield TCP4ClientEndpoint(reactor, LOOPBACK, listener.getHost().port).connect(
+            Client()
+        )
+        client.transport.loseConnection()
+        self.assertEqual(len(listener.factory.peers), 1)
+        self.assertEqual(self.flushLoggedErrors(), [])
+
+    @inlineCallbacks
+    def test_stopped_before_its_turn(self) -> Any:
+        """A listener stopped before its first turn is never put on the reactor."""
+        listener = listen(reactor, Peers(), 0, LOOPBACK, reuse_port=True)
+        yield listener.stopListening()
+        yield deferLater(reactor, 0, lambda: None)
+        self.assertNotIn(listener, reactor.getReaders())
 
 
 class ExpiryProbeTests(Fixture):

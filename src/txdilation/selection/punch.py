@@ -38,6 +38,7 @@ import socket
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from twisted.internet import tcp
 from twisted.internet.error import CannotListenError
 from twisted.internet.interfaces import IListeningPort
 from twisted.internet.protocol import ServerFactory
@@ -138,6 +139,36 @@ def sockets_reusable(reactor: Any) -> bool:
     return hasattr(socket, "SO_REUSEPORT") and isinstance(reactor, PosixReactorBase)
 
 
+class _FreshTurnPort(tcp.Port):
+    """A listening port that watches for connections from the reactor's next turn on.
+
+    A generation's listener is often opened while the reactor hands out one poll's events (the
+    previous link's loss, say). A socket closed earlier in that batch frees its descriptor
+    number with one of its events still to come; the new listener may get the number, and the
+    stale event would reach it (a write event: ``doWrite called on a Port``, the listener
+    lost). Registered a turn later, after the batch, it never sees an event that was not its
+    own. Bound and listening at once all the same: connections wait in the accept queue.
+    """
+
+    _watching = False
+
+    def startReading(self) -> None:
+        if self._watching:
+            super().startReading()  # type: ignore[no-untyped-call]
+            return
+        self._watching = True
+        reactor: Any = self.reactor
+        reactor.callLater(0, self._watch)
+
+    def _watch(self) -> None:
+        if self.connected and not self.disconnecting:
+            super().startReading()  # type: ignore[no-untyped-call]
+
+    def doWrite(self) -> None:
+        """A listening socket never asks to write: the event was meant for an earlier owner
+        of the descriptor number. Ignored."""
+
+
 def listen(
     reactor: Any,
     factory: ServerFactory,
@@ -158,9 +189,8 @@ def listen(
     for address in candidates:
         binding = makeBinding(address, port, reuseAddress=True, reusePort=reuse_port)
         try:
-            listening: IListeningPort = reactor.listenTCP(
-                binding, factory, backlog=backlog, interface=address
-            )
+            listening = _FreshTurnPort(binding, factory, backlog, address, reactor)  # type: ignore[arg-type]
+            listening.startListening()
             return listening
         except CannotListenError as e:
             last = e
