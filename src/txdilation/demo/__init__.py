@@ -156,7 +156,7 @@ class _Demo:
         print(text, file=self.out, flush=True)
 
     async def run(self, total: int, cuts: int, relay_only: bool) -> int:
-        from txdilation.testing.servers import start_mailbox_server, start_transit_relay
+        from txdilation.loopback_servers import start_mailbox_server, start_transit_relay
 
         mailbox = await start_mailbox_server(self.reactor)
         relay = await start_transit_relay(self.reactor)
