@@ -22,7 +22,7 @@ copyright = "txdilation's authors"
 extensions = ["myst_parser", "sphinx.ext.autodoc", "txdilation_docs"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "_ext", "**/*.jsonl", "**/*.json"]
+exclude_patterns = ["_build", "_ext"]
 
 myst_heading_anchors = 4  # the pages link to each other's sections (#lifecycle-and-stopping)
 myst_enable_extensions = ["colon_fence"]

@@ -192,3 +192,20 @@ class NewUserReadingTests(SynchronousTestCase):
         for page in DOCS.glob("*.md"):
             text = " ".join(page.read_text().split())
             self.assertNotRegex(text, r"pip install '?txdilation", page.name)
+
+
+class LayoutTests(SynchronousTestCase):
+    """docs/ holds the pages and the site's own files; raw figures live beside the benchmarks."""
+
+    def test_no_raw_figures_among_the_pages(self) -> None:
+        """No ``.json``/``.jsonl`` record file in docs/ (outside a local build's ``_build``):
+        they belong in ``benchmarks/figures/``, next to the benchmarks that write them."""
+        records = [
+            path.relative_to(DOCS).as_posix()
+            for path in DOCS.rglob("*.json*")
+            if path.suffix in (".json", ".jsonl") and "_build" not in path.relative_to(DOCS).parts
+        ]
+        self.assertEqual(records, [])
+        self.assertTrue(
+            (REPO_ROOT / "benchmarks" / "figures" / "reliability-figures.json").exists()
+        )

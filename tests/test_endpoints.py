@@ -152,11 +152,11 @@ class ParseTests(SynchronousTestCase):
         import io
         import sys
 
-        import txdilation.endpoints as endpoints
+        from txdilation.endpoints import strings
 
         err = io.StringIO()
         self.patch(sys, "stderr", err)
-        self.patch(endpoints, "in_twistd", lambda: True)
+        self.patch(strings, "in_twistd", lambda: True)
         e = self.assertRaises(SystemExit, serverFromString, MemoryReactor(), "dilation:code=1-a")
         self.assertEqual(e.code, 2)
         self.assertEqual(

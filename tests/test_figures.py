@@ -55,5 +55,6 @@ class FiguresTests(SynchronousTestCase):
         self.assertRaises(ValueError, render_figures.replace_table, "no markers", table)
 
     def test_committed_table_is_current(self) -> None:
-        """docs/reliability.md shows the table rendered from docs/reliability-figures.json."""
+        """docs/reliability.md shows the table rendered from
+        benchmarks/figures/reliability-figures.json."""
         self.assertEqual(render_figures.main(["--check"]), 0)

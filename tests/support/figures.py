@@ -7,7 +7,7 @@ and its figures; nothing is written unless ``TXDILATION_FIGURES`` names the JSON
 ordinary test run changes no file. Records are keyed by test id, so running the suite again
 (under pytest and then under trial) replaces a test's record instead of adding to it.
 
-File format (``docs/reliability-figures.json``)::
+File format (``benchmarks/figures/reliability-figures.json``)::
 
     {"records": {"<test id>": {"pairing": "<pairing key>", "figures": {"<figure>": number}}}}
 

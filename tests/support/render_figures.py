@@ -3,7 +3,7 @@ Render the reliability figures table into docs/reliability.md.
 
 Usage (from the repository root)::
 
-    TXDILATION_FIGURES=docs/reliability-figures.json python -m pytest -m slow ...
+    TXDILATION_FIGURES=benchmarks/figures/reliability-figures.json python -m pytest -m slow ...
     python -m tests.support.render_figures            # rewrite the table in docs/reliability.md
     python -m tests.support.render_figures --check    # exit 1 if the table is out of date
 
@@ -73,7 +73,9 @@ def replace_table(document: str, table: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Rewrite (or with ``--check``, verify) the table; returns the exit status."""
     p = argparse.ArgumentParser(prog="python -m tests.support.render_figures", description=__doc__)
-    p.add_argument("--figures", type=Path, default=REPO / "docs" / "reliability-figures.json")
+    p.add_argument(
+        "--figures", type=Path, default=REPO / "benchmarks" / "figures" / "reliability-figures.json"
+    )
     p.add_argument("--doc", type=Path, default=REPO / "docs" / "reliability.md")
     p.add_argument("--check", action="store_true", help="only check that the table is current")
     args = p.parse_args(argv)
