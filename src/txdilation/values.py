@@ -33,8 +33,7 @@ class BadValue(ValueError):
 
     def __init__(self, expected: str, text: object) -> None:
         super().__init__(f"expected {expected}, not {text!r}")
-        self.expected = expected
-        self.text = text
+        self.expected, self.text = expected, text
 
     def named(self, name: str) -> str:
         return f"{name} must be {self.expected}, not {self.text!r}"

@@ -35,7 +35,7 @@ from txdilation.session.config import (
 )
 from txdilation.session.endpoints import parse_forward
 from txdilation.session.errors import CannotStart, ConfigError
-from txdilation.values import is_wildcard, parse_seconds
+from txdilation.values import BadValue, is_wildcard, parse_seconds
 
 __all__ = ["SessionOptions", "StartRefused", "version_text"]
 
@@ -72,8 +72,9 @@ def _seconds(option: str, *, zero: bool = False) -> Any:
     def coerce(value: str) -> float:
         try:
             return parse_seconds(value, zero=zero)
-        except ValueError as e:
-            raise ValueError(f"--{option}: {e}") from None
+        except BadValue as e:  # a word: the option's; a number out of range: the setting's
+            word = e.expected == "a number of seconds"
+            raise ValueError(f"--{option}: {e}" if word else e.named(option)) from None
 
     coerce.coerceDoc = "(seconds)"  # type: ignore[attr-defined]
     return coerce
