@@ -34,11 +34,11 @@ from txdilation.session.config import (
     check_mailbox_url,
     load_toml,
     merge,
-    parse_size,
 )
 from txdilation.session.options import SessionOptions
 from txdilation.session.process import prepare
 from txdilation.session.status import EventLog, StatusWriter
+from txdilation.values import parse_size
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
@@ -216,24 +216,25 @@ class SettingsTests(SynchronousTestCase):
 
     OPTIONS = {
         "listen-interface": ("127.0.0.1", "127.0.0.1"),
-        "listen-port": ("4001", "4001"),
-        "hint-addresses": ("192.0.2.7, 198.51.100.1", "192.0.2.7,198.51.100.1"),
-        "hint-port": ("40001", "40001"),
-        "punch": ("off", "off"),
-        "port-mapping": ("off", "off"),
-        "handshake-timeout": ("12.5", "12.5"),
-        "peer-timeout": ("0", "0.0"),
-        "max-unacked-bytes": ("8MiB", str(8 * 2**20)),
-        "max-buffered-inbound-bytes": ("2M", "2000000"),
-        "max-pending-open-bytes": ("65536", "65536"),
-        "max-record-size": ("1GiB", str(2**30)),
-        "traffic-interval": ("30", "30.0"),
+        "listen-port": ("4001", 4001),
+        "hint-addresses": ("192.0.2.7, 198.51.100.1", ("192.0.2.7", "198.51.100.1")),
+        "hint-port": ("40001", 40001),
+        "punch": ("off", False),
+        "port-mapping": ("off", False),
+        "handshake-timeout": ("12.5", 12.5),
+        "peer-timeout": ("0", None),
+        "max-unacked-bytes": ("8MiB", 8 * 2**20),
+        "max-buffered-inbound-bytes": ("2M", 2_000_000),
+        "max-pending-open-bytes": ("65536", 65536),
+        "max-record-size": ("1GiB", 2**30),
+        "traffic-interval": ("30", 30.0),
     }
 
-    def test_options_reach_the_variables(self) -> None:
-        """Each option becomes its TXDILATION_* variable (sizes with units, lists joined),
-        and the library's own readers accept the result."""
-        from txdilation.settings import Limits, NetworkSettings, ReconnectPolicy, TelemetrySettings
+    def test_options_reach_the_settings(self) -> None:
+        """Each option becomes its library setting (sizes with units, lists split), laid over
+        the settings read from the environment."""
+        from txdilation.session.library import library_settings
+        from txdilation.settings import Settings
 
         self.assertEqual(set(self.OPTIONS), {d.key for d in DILATION_SETTINGS})
         argv = ["--code", "1-a"]
@@ -242,19 +243,23 @@ class SettingsTests(SynchronousTestCase):
         options = SessionOptions()
         options.parseOptions(argv)  # type: ignore[no-untyped-call]
         assert options.config is not None
-        env = options.config.environment()
-        variables = {d.key: d.variable for d in DILATION_SETTINGS}
-        self.assertEqual(env, {variables[k]: v for k, (_, v) in self.OPTIONS.items()})
-        limits = Limits.from_environ(env)
-        self.assertEqual(limits.max_unacked_bytes, 8 * 2**20)
-        self.assertEqual(NetworkSettings.from_environ(env).hint_port, 40001)
-        self.assertFalse(NetworkSettings.from_environ(env).punch)
-        self.assertIsNone(ReconnectPolicy.from_environ(env).peer_timeout)
-        self.assertEqual(TelemetrySettings.from_environ(env).traffic_interval, 30.0)
+        base = Settings.from_environ({"TXDILATION_HINT_PORT": "1", "TXDILATION_EVENTS": "e"})
+        settings = library_settings(options.config, base)
+        groups = (settings.network, settings.limits, settings.policy, settings.telemetry)
+        for key, (_, value) in self.OPTIONS.items():
+            field = key.replace("-", "_")
+            with self.subTest(key=key):
+                (group,) = [g for g in groups if hasattr(g, field)]
+                self.assertEqual(getattr(group, field), value)
+        self.assertEqual(settings.telemetry.events_path, "e")  # not given: the variable's
+        self.assertEqual(settings.semantics.name, "twisted")  # the session's own
 
     def test_toml_keys_and_precedence(self) -> None:
         """The same keys in TOML (numbers as numbers, addresses as a list); the command line
-        wins over the file; a setting given nowhere sets no variable."""
+        wins over the file; a setting given nowhere is left as the environment has it."""
+        from txdilation.session.library import library_settings
+        from txdilation.settings import Settings
+
         path = self.mktemp()
         with open(path, "w") as f:
             f.write(
@@ -264,17 +269,16 @@ class SettingsTests(SynchronousTestCase):
             )
         config = build_config(merge(load_toml(path), {"handshake-timeout": "7"}))
         self.assertEqual(config.log_level, "debug")
-        self.assertEqual(
-            config.environment(),
-            {
-                "TXDILATION_LISTEN_PORT": "4001",
-                "TXDILATION_HINT_ADDRESSES": "192.0.2.7,198.51.100.1",
-                "TXDILATION_MAX_UNACKED_BYTES": "1048576",
-                "TXDILATION_HANDSHAKE_TIMEOUT": "7.0",
-                "TXDILATION_PUNCH": "off",
-                "TXDILATION_LOG_LEVEL": "debug",  # (telemetry records are log lines)
-            },
-        )
+        base = Settings.from_environ({"TXDILATION_MAX_RECORD_SIZE": "1000"})
+        settings = library_settings(config, base)
+        self.assertEqual(settings.network.listen_port, 4001)
+        self.assertEqual(settings.network.hint_addresses, ("192.0.2.7", "198.51.100.1"))
+        self.assertEqual(settings.limits.max_unacked_bytes, 1048576)
+        self.assertEqual(settings.limits.handshake_timeout, 7.0)
+        self.assertFalse(settings.network.punch)
+        self.assertTrue(settings.telemetry.log_records)  # (telemetry records are log lines)
+        self.assertEqual(settings.limits.max_record_size, 1000)
+        self.assertEqual(settings.policy, Settings().policy)
 
     def test_rejected(self) -> None:
         """Values the library would refuse are refused here, naming the setting."""
@@ -322,7 +326,7 @@ class SettingsTests(SynchronousTestCase):
         self.assertEqual(dict(os.environ), environ)
         from txdilation.session.library import library_settings
 
-        settings = library_settings(config, os.environ)
+        settings = library_settings(config)  # the environment read at the edge
         self.assertEqual(settings.limits.max_record_size, 2**20)
         self.assertEqual(settings.policy.peer_timeout, 99.0)
         self.assertEqual(logs.current_level().name, "error")

@@ -228,6 +228,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.test_relays": kinds("namespaces processes reactor servers stock"),
     "tests.test_semantics": kinds("dropin reactor servers stock"),
     "tests.test_servers_doc": kinds("processes reactor"),
+    "tests.test_settings_path": kinds("dropin unit"),
     "tests.test_soak": kinds("reactor servers"),
     "tests.test_state_diagrams": kinds("processes unit"),
     "tests.test_stock_interop_harness": kinds("processes reactor servers stock"),

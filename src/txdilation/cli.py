@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from txdilation import _early_signals
+from txdilation.values import parse_seconds
 from txdilation.wrap import commands as wrap_commands
 
 
@@ -107,12 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _seconds(text: str) -> float:
     try:
-        value = float(text)
+        return parse_seconds(text)
     except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
-    return value
+        problem = f"expected a positive number of seconds, not {text!r}"
+        raise argparse.ArgumentTypeError(problem) from None
 
 
 def _positive(text: str) -> int:

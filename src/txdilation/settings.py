@@ -1,7 +1,8 @@
 """Operator settings: typed, validated, read once at the edge and passed down.
 
 :class:`Settings` gathers the five groups below; :meth:`Settings.from_environ` reads every
-``TXDILATION_*`` variable from the mapping it is given. Only the edges call it (the stock-facing
+``TXDILATION_*`` variable from the mapping it is given (:meth:`Settings.from_process`: this
+process's), each value parsed by ``txdilation.values``. Only the edges call it (the stock-facing
 Dilator in ``txdilation._stock`` when an application calls ``w.dilate()``, ``txdilation.dilate``
 when given no settings, and the session's process entry point): the layers below take the
 typed objects as parameters and never read the environment or open files named there.
@@ -61,10 +62,14 @@ These are read once per dilated wormhole, when ``dilate()`` builds its Manager.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from functools import partial
+from typing import Any
 
 from txdilation.semantics import STOCK, Semantics, default_semantics
+from txdilation.values import BadValue, parse_port, parse_seconds, parse_size, parse_switch
 from txdilation.wire.limits import (
     DEFAULT_HANDSHAKE_TIMEOUT,
     DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
@@ -109,31 +114,29 @@ class NetworkSettings:
         interface = env.get("TXDILATION_LISTEN_INTERFACE", "").strip() or None
         raw = env.get("TXDILATION_HINT_ADDRESSES", "")
         addresses = tuple(a.strip() for a in raw.split(",") if a.strip())
-        listen_port = _port_from_environ(env, "TXDILATION_LISTEN_PORT")
-        hint_port = _port_from_environ(env, "TXDILATION_HINT_PORT")
-        punch = _switch_from_environ(env, "TXDILATION_PUNCH", default=True)
-        mapping = _switch_from_environ(env, "TXDILATION_PORT_MAPPING", default=True)
-        return cls(interface, addresses or None, listen_port or 0, hint_port, punch, mapping)
+        listen_port = _read(env, "TXDILATION_LISTEN_PORT", partial(parse_port, zero=True), 0)
+        hint_port = _read(env, "TXDILATION_HINT_PORT", parse_port)
+        punch = _read(env, "TXDILATION_PUNCH", parse_switch, True)
+        mapping = _read(env, "TXDILATION_PORT_MAPPING", parse_switch, True)
+        return cls(interface, addresses or None, listen_port, hint_port, punch, mapping)
 
 
-_YES = ("1", "on", "yes", "true")
-_NO = ("0", "off", "no", "false")
+def _read(
+    env: Mapping[str, str], variable: str, parse: Callable[[str], object], default: Any = None
+) -> Any:
+    """``variable`` parsed by one of ``txdilation.values``'s parsers (unset or empty: ``default``).
 
-
-def _switch_from_environ(env: Mapping[str, str], variable: str, *, default: bool) -> bool:
-    """``variable`` as on (``1``/``on``/``yes``/``true``) or off (``0``/``off``/``no``/``false``);
-    ``default`` when unset or empty.
-
-    :raises ValueError: for anything else.
+    :raises ValueError: naming the variable and what it must be.
     """
-    raw = env.get(variable, "").strip().lower()
+    raw = env.get(variable, "").strip()
     if not raw:
         return default
-    if raw in _YES:
-        return True
-    if raw in _NO:
-        return False
-    raise ValueError(f"{variable} must be on or off, not {raw!r}")
+    try:
+        return parse(raw)
+    except BadValue as e:
+        raise ValueError(e.named(variable)) from None
+    except ValueError as e:
+        raise ValueError(f"{variable}: {e}") from None
 
 
 DEFAULT_PEER_TIMEOUT = 600.0
@@ -156,35 +159,8 @@ class ReconnectPolicy:
 
         :raises ValueError: when it is not a number of seconds, or negative.
         """
-        seconds = _seconds_from_environ(environ, "TXDILATION_PEER_TIMEOUT")
+        seconds = _read(environ, "TXDILATION_PEER_TIMEOUT", _seconds_or_0)
         return cls() if seconds is None else cls(seconds or None)
-
-
-def _seconds_from_environ(environ: Mapping[str, str], variable: str) -> float | None:
-    """``variable`` as a number of seconds (0 or more); None when unset or empty.
-
-    :raises ValueError: when it is not a finite number, or negative.
-    """
-    raw = environ.get(variable, "").strip()
-    if not raw:
-        return None
-    try:
-        seconds = float(raw)
-    except ValueError:
-        raise ValueError(f"{variable} must be a number of seconds, not {raw!r}") from None
-    if seconds < 0 or not math.isfinite(seconds):
-        raise ValueError(f"{variable} cannot be negative or infinite: {raw!r}")
-    return seconds
-
-
-def _port_from_environ(env: Mapping[str, str], variable: str) -> int | None:
-    raw = env.get(variable, "").strip()
-    if not raw:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{variable} must be a port number, not {raw!r}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,26 +192,23 @@ class Limits:
         :raises ValueError: when a variable is set to something other than a positive number
             (a misconfiguration is reported, not silently replaced by the default).
         """
-        values: dict[str, float | int] = {}
-        timeout = env.get("TXDILATION_HANDSHAKE_TIMEOUT", "").strip()
-        if timeout:
-            try:
-                values["handshake_timeout"] = float(timeout)
-            except ValueError:
-                raise ValueError(
-                    f"TXDILATION_HANDSHAKE_TIMEOUT must be a number of seconds, not {timeout!r}"
-                ) from None
-        counts = [(name, "bytes") for name in _BYTE_LIMITS]
-        for name, unit in [*counts, ("max_unauthenticated", "connections")]:
-            variable = f"TXDILATION_{name.upper()}"
-            raw = env.get(variable, "").strip()
-            if raw:
-                try:
-                    values[name] = int(raw)
-                except ValueError:
-                    problem = f"{variable} must be a number of {unit}, not {raw!r}"
-                    raise ValueError(problem) from None
-        return cls(**values)  # type: ignore[arg-type]
+        values: dict[str, float | int | None] = {
+            "handshake_timeout": _read(env, "TXDILATION_HANDSHAKE_TIMEOUT", parse_seconds),
+            **{n: _read(env, f"TXDILATION_{n.upper()}", parse_size) for n in _BYTE_LIMITS},
+            "max_unauthenticated": _read(env, "TXDILATION_MAX_UNAUTHENTICATED", _connections),
+        }
+        given = {name: value for name, value in values.items() if value is not None}
+        return cls(**given)  # type: ignore[arg-type]
+
+
+_seconds_or_0 = partial(parse_seconds, zero=True)
+
+
+def _connections(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise BadValue("a number of connections", text) from None
 
 
 DEFAULT_TRAFFIC_INTERVAL = 60.0
@@ -269,7 +242,7 @@ class TelemetrySettings:
 
         :raises ValueError: when the interval is not a number of seconds, or negative.
         """
-        seconds = _seconds_from_environ(environ, "TXDILATION_TRAFFIC_INTERVAL")
+        seconds = _read(environ, "TXDILATION_TRAFFIC_INTERVAL", _seconds_or_0)
         interval = DEFAULT_TRAFFIC_INTERVAL if seconds is None else (seconds or None)
         debug = environ.get(LOG_LEVEL_VARIABLE, "").strip().lower() == "debug"
         return cls(interval, environ.get(EVENTS_VARIABLE, "") or None, debug)
@@ -302,3 +275,23 @@ class Settings:
             TelemetrySettings.from_environ(environ),
             default_semantics(environ),
         )
+
+    @classmethod
+    def from_process(cls) -> Settings:
+        """:meth:`from_environ` of this process's environment: the edges' one reader of it."""
+        return cls.from_environ(os.environ)
+
+    def replacing(self, **values: object) -> Settings:
+        """These settings with fields of their groups replaced, by field name
+        (``settings.replacing(peer_timeout=None, punch=False)``), each group checked again
+        (ValueError); TypeError for a name no group has."""
+        groups: dict[str, object] = {}
+        for group in fields(self):
+            value = getattr(self, group.name)
+            names = {f.name for f in fields(value)} if group.name != "semantics" else set()
+            mine = {name: values.pop(name) for name in names & set(values)}
+            if mine:
+                groups[group.name] = replace(value, **mine)
+        if values:
+            raise TypeError(f"no setting named {', '.join(sorted(values))}")
+        return replace(self, **groups)  # type: ignore[arg-type]

@@ -81,7 +81,7 @@ class ProcessGlueTests(SynchronousTestCase):
         self.assertEqual(dict(os.environ), environ)
         from txdilation.session.library import library_settings
 
-        settings = library_settings(config, os.environ)
+        settings = library_settings(config)  # the environment read at the edge
         self.assertEqual(settings.telemetry.events_path, "/tmp/events.jsonl")
         self.assertTrue(txdilation.is_installed())
 

@@ -21,7 +21,6 @@ The hooks (each what stock's own module offers, and nothing the core depends on)
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -215,7 +214,7 @@ class Dilator(_core_dilator.Dilator):
         if self._manager is not None:
             raise CanOnlyDilateOnceError()
         if settings is None:
-            settings = Settings.from_environ(os.environ)
+            settings = Settings.from_process()
         if semantics is not None:
             settings = dataclasses.replace(settings, semantics=semantics)
         api = super().dilate(

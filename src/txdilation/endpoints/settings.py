@@ -17,7 +17,7 @@ from txdilation.selection.hints import HintError
 from txdilation.selection.relays import parse_relay_location
 from txdilation.session.config import DEFAULT_MAILBOX, check_mailbox_url
 from txdilation.session.errors import ConfigError
-from txdilation.session.values import check_code
+from txdilation.values import check_code, parse_seconds, parse_switch
 
 __all__ = ["DEFAULT_APPID", "DEFAULT_CLIENT_TIMEOUT", "EndpointSettings", "parse_settings"]
 
@@ -27,8 +27,6 @@ DEFAULT_APPID: Final = "txdilation.example/endpoints"
 DEFAULT_CLIENT_TIMEOUT: Final = 120.0
 """Seconds a client ``connect()`` waits for the dilated wormhole by default."""
 
-_TRUE: Final = frozenset({"yes", "true", "1", "on"})
-_FALSE: Final = frozenset({"no", "false", "0", "off"})
 _COMMON: Final = frozenset(
     {"subprotocol", "mailbox", "appid", "code", "code-file", "relay", "no-listen"}
     | {"ping-interval", "status", "exit-on-failure", "pairing"}
@@ -180,19 +178,15 @@ def _check_pairing(path: str) -> None:
 
 
 def _flag(key: str, value: str) -> bool:
-    word = value.strip().lower()
-    if word in _TRUE:
-        return True
-    if word in _FALSE:
-        return False
-    raise ValueError(f"dilation: {key} must be yes or no, not {value!r}")
+    try:
+        return parse_switch(value)
+    except ValueError:
+        raise ValueError(f"dilation: {key} must be yes or no, not {value!r}") from None
 
 
 def _seconds(key: str, value: str) -> float:
     try:
-        seconds = float(value)
+        return parse_seconds(value)
     except ValueError:
-        seconds = -1.0
-    if not seconds > 0 or seconds == float("inf"):
-        raise ValueError(f"dilation: {key} must be a positive number of seconds, not {value!r}")
-    return seconds
+        problem = f"dilation: {key} must be a positive number of seconds, not {value!r}"
+        raise ValueError(problem) from None

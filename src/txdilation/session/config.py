@@ -9,14 +9,14 @@ a TOML file (``--config FILE``). Keys are the long option names: ``mailbox``, ``
 :data:`DILATION_SETTINGS` (``listen-interface``, ``max-unacked-bytes``, ...), and the tables
 ``[listen]`` / ``[connect]`` mapping a subprotocol name to a Twisted endpoint string.
 
-The Dilation settings are spelled as the ``TXDILATION_*`` variables that name them
-(:meth:`SessionConfig.environment`); the session lays them over the process environment's and
-parses the result once into the library's typed settings
-(``txdilation.session.library.library_settings``): a setting given as an option or in the file
-replaces the variable; one given nowhere leaves the variable (if set) in force. :func:`merge` lays
-command-line values over the file's: scalars given on the command line win; ``listen``/``connect``
-entries are merged by name (the command line's endpoint wins for a name present in both); a
-``--code`` or ``--allocate-code`` on the command line replaces both code settings of the file.
+The Dilation settings are kept as typed values named as ``txdilation.settings``'s fields
+(:attr:`SessionConfig.dilation`); the session lays them over the settings read from the process
+environment at its edge (``txdilation.session.library.library_settings``): a setting given as
+an option or in the file replaces the variable; one given nowhere leaves the variable (if set)
+in force. :func:`merge` lays command-line values over the file's: scalars given on the command
+line win; ``listen``/``connect`` entries are merged by name (the command line's endpoint wins
+for a name present in both); a ``--code`` or ``--allocate-code`` on the command line replaces
+both code settings of the file.
 
 Invariants of a :class:`SessionConfig` (checked by :func:`build_config`): exactly one of
 ``code``/``allocate_code``, or at most one with ``pairing`` (a pairing file that exists needs
@@ -26,15 +26,13 @@ string parses; each relay is a relay location (``tcp:HOST:PORT``, ``ws[s]://HOST
 endpoints of one relay comma-separated; the TOML ``relay`` may be one string or a list, one
 per relay); the ping interval and the close timeout are positive, the drain timeout is not
 negative; the mailbox is a ``ws://`` or ``wss://`` URL with a host; the log level is a known
-one; the Dilation settings are valid for the library (the same checks as
-``txdilation.settings``'s readers make; that module is not imported here, since it imports
-``wormhole``, which must come after ``txdilation.install()``).
+one; the Dilation settings are parsed by ``txdilation.values`` and accepted by the library's
+``Settings``.
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,7 +43,16 @@ from txdilation.selection.hints import HintError
 from txdilation.selection.relays import parse_relay_location
 from txdilation.session.endpoints import ForwardSpec, validate_client, validate_server
 from txdilation.session.errors import ConfigError
-from txdilation.session.values import check_code, listen_address, parse_size
+from txdilation.settings import Settings
+from txdilation.values import (
+    BadValue,
+    check_code,
+    listen_address,
+    parse_port,
+    parse_seconds,
+    parse_size,
+    parse_switch,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,7 +71,6 @@ __all__ = [
     "check_raw",
     "load_toml",
     "merge",
-    "parse_size",
 ]
 
 DEFAULT_MAILBOX: Final = "wss://relay.magic-wormhole.io/v1"
@@ -91,93 +97,83 @@ class DilationSetting:
     """One library setting a session can set: its key, variable, kind and meaning."""
 
     key: str
-    variable: str
     kind: str  # "seconds", "seconds-or-0", "bytes", "port", "port-or-0", "address", "addresses",
     # "switch"
     help: str
+
+    @property
+    def variable(self) -> str:
+        return f"TXDILATION_{self.key.upper().replace('-', '_')}"
 
 
 DILATION_SETTINGS: Final = (
     DilationSetting(
         "listen-interface",
-        "TXDILATION_LISTEN_INTERFACE",
         "address",
         "Interface the direct-hint listener binds [default: all].",
     ),
     DilationSetting(
         "listen-port",
-        "TXDILATION_LISTEN_PORT",
         "port-or-0",
         "TCP port the direct-hint listener binds [default: 0, a new one each generation].",
     ),
     DilationSetting(
         "hint-addresses",
-        "TXDILATION_HINT_ADDRESSES",
         "addresses",
         "Comma-separated addresses advertised in direct hints [default: discovered].",
     ),
     DilationSetting(
         "hint-port",
-        "TXDILATION_HINT_PORT",
         "port",
         "Port advertised in direct hints (a port forward) [default: the listener's].",
     ),
     DilationSetting(
         "punch",
-        "TXDILATION_PUNCH",
         "switch",
         "TCP hole punching through NATs, on or off [default: on].",
     ),
     DilationSetting(
         "port-mapping",
-        "TXDILATION_PORT_MAPPING",
         "switch",
         "Ask the home router for a port forward (PCP, NAT-PMP, UPnP), on or off [default: on].",
     ),
     DilationSetting(
         "handshake-timeout",
-        "TXDILATION_HANDSHAKE_TIMEOUT",
         "seconds",
         "Seconds a connection may take from TCP connect to selection [default: 30].",
     ),
     DilationSetting(
         "peer-timeout",
-        "TXDILATION_PEER_TIMEOUT",
         "seconds-or-0",
         "Seconds without a sign of the peer before it is presumed gone; 0: never [default: 600].",
     ),
     DilationSetting(
         "max-unacked-bytes",
-        "TXDILATION_MAX_UNACKED_BYTES",
         "bytes",
         "Unacknowledged outbound bytes above which senders are paused [default: 64MiB].",
     ),
     DilationSetting(
         "max-buffered-inbound-bytes",
-        "TXDILATION_MAX_BUFFERED_INBOUND_BYTES",
         "bytes",
         "Bytes paused subchannels may hold before reading stops [default: 4MiB].",
     ),
     DilationSetting(
         "max-pending-open-bytes",
-        "TXDILATION_MAX_PENDING_OPEN_BYTES",
         "bytes",
         "Bytes held for subchannels nobody listens on yet [default: 4MiB].",
     ),
     DilationSetting(
         "max-record-size",
-        "TXDILATION_MAX_RECORD_SIZE",
         "bytes",
         "Largest record accepted from the peer [default: 64MiB].",
     ),
     DilationSetting(
         "traffic-interval",
-        "TXDILATION_TRAFFIC_INTERVAL",
         "seconds-or-0",
         "Seconds between periodic traffic telemetry records; 0: none [default: 60].",
     ),
 )
-"""The library settings a session sets through ``TXDILATION_*`` variables (docs/api.md)."""
+"""The library settings a session can set, each also a ``TXDILATION_*`` variable (docs/api.md)."""
 
 _DILATION_TYPES: Final[dict[str, tuple[type, ...]]] = {  # str: as given on the command line
     "address": (str,),
@@ -238,21 +234,11 @@ class SessionConfig:
     drain_timeout: float = DEFAULT_DRAIN_TIMEOUT
     close_timeout: float = DEFAULT_CLOSE_TIMEOUT
     log_level: str | None = None
-    dilation: tuple[tuple[str, str], ...] = ()
-    """``(key, value)`` of the Dilation settings given, values as the variables take them."""
+    dilation: tuple[tuple[str, object], ...] = ()
+    """``(field, value)`` of the Dilation settings given: ``txdilation.settings``'s field names
+    and typed values (``Settings.replacing``)."""
     pairing: str | None = None
     pair_again: bool = False
-
-    def environment(self) -> dict[str, str]:
-        """The ``TXDILATION_*`` variables the given Dilation settings (and ``events``,
-        ``log-level``) set."""
-        variables = {d.key: d.variable for d in DILATION_SETTINGS}
-        env = {variables[key]: value for key, value in self.dilation}
-        if self.events:
-            env["TXDILATION_EVENTS"] = self.events
-        if self.log_level is not None:  # (telemetry records are log lines at debug only)
-            env["TXDILATION_LOG_LEVEL"] = self.log_level
-        return env
 
     @property
     def connect_names(self) -> tuple[str, ...]:
@@ -423,69 +409,48 @@ def check_mailbox_url(url: str) -> None:
         raise ConfigError(f"mailbox {url!r}: port 0 is not a port; {example}")
 
 
-def _dilation_settings(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    """The Dilation settings given in ``raw``, as variable values, checked as the library's
-    readers check them (so a value the library would refuse is refused before anything
+def _dilation_settings(raw: Mapping[str, Any]) -> tuple[tuple[str, object], ...]:
+    """The Dilation settings given in ``raw`` as ``(field, typed value)``, checked by the
+    library's own ``Settings`` (so a value it would refuse is refused before anything
     starts)."""
-    given: list[tuple[str, str]] = []
-    for setting in DILATION_SETTINGS:
-        if setting.key not in raw:
-            continue
+    given: list[tuple[str, object]] = []
+    for setting in (s for s in DILATION_SETTINGS if s.key in raw):
+        field = setting.key.replace("-", "_")  # the name of its Settings field
         try:
-            text = _as_variable(setting.kind, raw[setting.key])
+            value = _typed(setting.kind, raw[setting.key])
+            Settings().replacing(**{field: value})
         except ValueError as e:
             raise ConfigError(f"{setting.key}: {e}") from None
-        given.append((setting.key, text))
+        given.append((field, value))
     return tuple(given)
 
 
-def _as_variable(kind: str, value: Any) -> str:
-    """``value`` (from TOML or an option) as the ``TXDILATION_*`` variable's text."""
+def _typed(kind: str, value: Any) -> object:
+    """``value`` (from TOML or an option) as the library setting's typed value."""
     if kind == "address":
         return listen_address(str(value))
     if kind == "switch":
-        if isinstance(value, bool):
-            return "on" if value else "off"
-        word = str(value).strip().lower()
-        if word in ("1", "on", "yes", "true"):
-            return "on"
-        if word in ("0", "off", "no", "false"):
-            return "off"
-        raise ValueError(f"expected on or off, not {value!r}")
+        return parse_switch(value)
     if kind == "addresses":
         items = value if isinstance(value, list) else str(value).split(",")
         if not all(isinstance(a, str) for a in items):
             raise ValueError("expected addresses (strings)")
-        addresses = [a.strip() for a in items if a.strip()]
+        addresses = tuple(a.strip() for a in items if a.strip())
         if not addresses or any("," in a for a in addresses):
             raise ValueError("expected one or more addresses, comma-separated (or a list)")
-        return ",".join(addresses)
+        return addresses
     if kind in ("port", "port-or-0"):
-        lowest = 0 if kind == "port-or-0" else 1
-        try:
-            port = int(value)
-        except ValueError:
-            port = -1
-        if not lowest <= port <= 65535:
-            raise ValueError(f"expected a port number ({lowest} to 65535), not {value!r}")
-        return str(port)
+        return parse_port(value, zero=kind == "port-or-0")
     if kind in ("seconds", "seconds-or-0"):
-        try:
-            seconds = float(value)
-        except ValueError:
-            raise ValueError(f"expected a number of seconds, not {value!r}") from None
-        if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and kind == "seconds"):
-            wanted = "a positive" if kind == "seconds" else "a non-negative"
-            raise ValueError(f"expected {wanted} number of seconds, not {value!r}")
-        return repr(seconds)
+        return parse_seconds(value, zero=kind == "seconds-or-0") or None  # 0: never, none
     size = parse_size(value)
     if size <= 0:
-        raise ValueError(f"expected a positive number of bytes, not {value!r}")
-    return str(size)
+        raise BadValue("a positive number of bytes", value)
+    return size
 
 
 def _seconds(key: str, value: float, *, zero_ok: bool = False) -> float:
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-        kind = "a non-negative" if zero_ok else "a positive"
-        raise ConfigError(f"{key} must be {kind} number of seconds, not {value!r}")
-    return float(value)
+    try:
+        return parse_seconds(value, zero=zero_ok)
+    except BadValue as e:
+        raise ConfigError(e.named(key)) from None

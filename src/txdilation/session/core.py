@@ -172,7 +172,7 @@ class SessionCore:
 
     def dilation_settings(self) -> Settings:
         """The library settings the session dilates with (given, or read now)."""
-        return self.settings or library_settings(self.config, os.environ)
+        return self.settings or library_settings(self.config)
 
     def startup_failed(self, f: Failure, where: str = "startup") -> None:
         closed = isinstance(unwrap(f), WormholeClosedError)

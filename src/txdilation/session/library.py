@@ -8,7 +8,8 @@ Invariants:
 - the session chooses its application semantics explicitly (:data:`SEMANTICS`, Twisted's:
   the splices are written and tested against it), whatever ``TXDILATION_SEMANTICS`` says;
 - the library's settings are typed values (:func:`library_settings`): the session's own
-  Dilation settings laid over the ``TXDILATION_*`` variables of the process environment;
+  Dilation settings laid over the ``Settings`` read from the ``TXDILATION_*`` variables of the
+  process environment, here or by the caller;
 - the session uses a dilated wormhole only through :class:`Dilated` (a ``DilatedWormhole``
   and a ``PairedWormhole`` both are one).
 
@@ -18,13 +19,13 @@ Importing this module does not import ``wormhole``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import os
 from typing import Final
 from typing import Protocol as TypingProtocol
 
 from twisted.internet.defer import Deferred
 
-from txdilation.semantics import semantics_named
+from txdilation.semantics import ENV_VAR, semantics_named
 from txdilation.session.config import SessionConfig
 from txdilation.settings import Settings
 
@@ -34,15 +35,21 @@ SEMANTICS: Final = "twisted"
 """The application semantics the session's subchannels have (``txdilation.dilate``)."""
 
 
-def library_settings(config: SessionConfig, environ: Mapping[str, str]) -> Settings:
-    """The settings a session dilates with: the ``TXDILATION_*`` variables of ``environ``,
-    each replaced by the session's own setting where one was given (option or TOML key), and
-    the session's :data:`SEMANTICS`.
+def library_settings(config: SessionConfig, base: Settings | None = None) -> Settings:
+    """The settings a session dilates with: ``base`` (default: the process's ``TXDILATION_*``
+    variables but ``TXDILATION_SEMANTICS``), each field replaced by the session's own setting
+    where one was given (option or TOML key, ``events``, ``log-level``), and its :data:`SEMANTICS`.
 
     :raises ValueError: naming a ``TXDILATION_*`` variable set to something invalid.
     """
-    own = {k: v for k, v in environ.items() if k != "TXDILATION_SEMANTICS"}  # the session's own
-    settings = Settings.from_environ({**own, **config.environment()})
+    if base is None:  # the session's one reader of the environment
+        base = Settings.from_environ({k: v for k, v in os.environ.items() if k != ENV_VAR})
+    own: dict[str, object] = dict(config.dilation)
+    if config.events:
+        own["events_path"] = config.events
+    if config.log_level is not None:  # (telemetry records are log lines at debug only)
+        own["log_records"] = config.log_level == "debug"
+    settings = base.replacing(**own)
     return dataclasses.replace(settings, semantics=semantics_named(SEMANTICS))
 
 

@@ -35,7 +35,7 @@ from txdilation.session.config import (
 )
 from txdilation.session.endpoints import parse_forward
 from txdilation.session.errors import CannotStart, ConfigError
-from txdilation.session.values import is_wildcard
+from txdilation.values import BadValue, is_wildcard, parse_seconds
 
 __all__ = ["SessionOptions", "StartRefused", "version_text"]
 
@@ -66,14 +66,15 @@ def version_text() -> str:
     )
 
 
-def _seconds(option: str) -> Any:
+def _seconds(option: str, *, zero: bool = False) -> Any:
     """A coerce function for ``--OPTION SECONDS`` whose error names the option."""
 
     def coerce(value: str) -> float:
         try:
-            return float(value)
-        except ValueError:
-            raise ValueError(f"--{option}: expected a number of seconds, not {value!r}") from None
+            return parse_seconds(value, zero=zero)
+        except BadValue as e:  # a word: the option's; a number out of range: the setting's
+            word = e.expected == "a number of seconds"
+            raise ValueError(f"--{option}: {e}" if word else e.named(option)) from None
 
     coerce.coerceDoc = "(seconds)"  # type: ignore[attr-defined]
     return coerce
@@ -135,7 +136,7 @@ class SessionOptions(usage.Options):
             None,
             "Grace period: on stop, wait this long for forwarded connections to end, then cut "
             "them (reported on both sides) [default: 30]",
-            _seconds("drain-timeout"),
+            _seconds("drain-timeout", zero=True),
         ],
         [
             "close-timeout",
@@ -238,7 +239,12 @@ class SessionOptions(usage.Options):
                 current_level()  # TXDILATION_LOG_LEVEL, if set, must name a level
             except ValueError as e:
                 raise usage.UsageError(f"TXDILATION_LOG_LEVEL: {e}") from None
-        _check_environment(self.config)
+        from txdilation.session.library import library_settings
+
+        try:  # a TXDILATION_* variable the library refuses: a usage error now, not later
+            library_settings(self.config)
+        except ValueError as e:
+            raise usage.UsageError(str(e)) from None
         _check_interface(self.config)
         for option, path in (("--status", self.config.status), ("--events", self.config.events)):
             _check_writable(option, path)
@@ -266,24 +272,12 @@ def _add_forward(table: dict[str, str], value: str, option: str) -> None:
     table[spec.name] = spec.endpoint
 
 
-def _check_environment(config: SessionConfig) -> None:
-    """The library settings the session will dilate with (its own over the ``TXDILATION_*``
-    variables) parse now, so that a bad variable is a usage error, not a failure later."""
-    from txdilation.settings import Settings
-
-    environ = {k: v for k, v in os.environ.items() if k != "TXDILATION_SEMANTICS"}
-    try:
-        Settings.from_environ({**environ, **config.environment()})
-    except ValueError as e:
-        raise usage.UsageError(str(e)) from None
-
-
 def _check_interface(config: SessionConfig) -> None:
     """A ``--listen-interface`` must be an address of this host: bind a socket to it (port 0,
     closed at once), so that a mistyped one is refused now, not by every generation's
     listener."""
-    interface = dict(config.dilation).get("listen-interface")
-    if interface is None or config.no_listen or is_wildcard(interface):
+    interface = dict(config.dilation).get("listen_interface")
+    if not isinstance(interface, str) or config.no_listen or is_wildcard(interface):
         return
     family = socket.AF_INET6 if ":" in interface else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:

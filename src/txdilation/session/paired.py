@@ -190,7 +190,7 @@ async def startup(core: StartingSession) -> None:
         ping_interval=config.ping_interval,
         expected_subprotocols=config.connect_names,
         semantics=SEMANTICS,
-        settings=core.settings or library_settings(config, os.environ),
+        settings=core.settings or library_settings(config),
         pair_again=config.pair_again,
         fault=os.environ.get(FAULT_VARIABLE) or None,
     )

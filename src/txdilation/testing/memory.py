@@ -29,7 +29,6 @@ the first :meth:`~MemoryDilationPair.restore_link` (done by the constructor unle
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -44,7 +43,8 @@ from twisted.internet.interfaces import (
 from zope.interface import implementer
 
 from txdilation.durable.inbound import ACK_DELAY
-from txdilation.semantics import Semantics, default_semantics
+from txdilation.semantics import Semantics
+from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.wire.contracts import IDilatedConnection
 from txdilation.wire.reasons import LinkLoss
@@ -208,7 +208,7 @@ class MemoryDilationPair:
         **multiplexer_options: Any,
     ) -> None:
         self.clock = clock
-        self.semantics = default_semantics(os.environ) if semantics is None else semantics
+        self.semantics = Settings.from_process().semantics if semantics is None else semantics
         self.reconnect_after = reconnect_after
         self.a = MemoryDilatedWormhole(self, 0)
         self.b = MemoryDilatedWormhole(self, 1)
