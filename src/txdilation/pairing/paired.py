@@ -46,6 +46,7 @@ from txdilation.pairing.options import PairingOptions
 from txdilation.pairing.record import PairingRecord
 from txdilation.pairing.store import PairingStore
 from txdilation.wire.machines import complete
+from txdilation.wire.waiting import Waiters
 
 __all__ = ["PairedWormhole", "paired_machine"]
 
@@ -84,24 +85,18 @@ class PairedCore:
 
     conductor: Conductor
     on_failed: Callable[[Failure], object] | None
-    dilated_waiters: list[Deferred[None]] = field(default_factory=list)
-    close_waiters: list[Deferred[None]] = field(default_factory=list)
+    dilated_waiters: Waiters[None] = field(default_factory=Waiters)
+    close_waiters: Waiters[None] = field(default_factory=Waiters)
     failure: Failure | None = None
 
     def release_dilated(self) -> None:
-        waiters, self.dilated_waiters = self.dilated_waiters, []
-        for d in waiters:
-            d.callback(None)
+        self.dilated_waiters.fire(None)
 
     def fail_dilated(self, failure: Failure) -> None:
-        waiters, self.dilated_waiters = self.dilated_waiters, []
-        for d in waiters:
-            d.errback(failure)
+        self.dilated_waiters.fire(failure)
 
     def release_closed(self) -> None:
-        waiters, self.close_waiters = self.close_waiters, []
-        for d in waiters:
-            d.callback(None)
+        self.close_waiters.fire(None)
 
 
 def _build_paired_machine() -> TypeMachine[PairedInputs, PairedCore]:
@@ -276,9 +271,7 @@ class PairedWormhole:
         meeting = self._conductor.meeting
         if meeting is not None and meeting.is_dilated and self.record is not None:
             return succeed(None)
-        d: Deferred[None] = Deferred(lambda d: core.dilated_waiters.remove(d))
-        core.dilated_waiters.append(d)
-        return d
+        return core.dilated_waiters.wait()
 
     def listener_for(self, subprotocol: str) -> PairedListenerEndpoint:
         """An endpoint whose ``listen(factory)`` serves subchannels ``subprotocol`` in every
@@ -296,7 +289,6 @@ class PairedWormhole:
     def close(self) -> Deferred[None]:
         """Close the meetings and leave the lobbies (without closing them: the next process
         of this side comes back to them); fires once done."""
-        d: Deferred[None] = Deferred()
-        self._core.close_waiters.append(d)
+        d = self._core.close_waiters.wait()
         self._machine.close()
         return d

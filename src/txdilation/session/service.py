@@ -211,16 +211,14 @@ class Session:
     def stop(self, reason: str = "stop") -> Deferred[None]:
         """Stop cleanly (see the module docstring); fires with None once stopped. Safe to call
         from any callback, including the session's own events."""
-        d: Deferred[None] = Deferred()
-        self._core.waiters.append(d)
+        d = self._core.stop_waiters.wait()
         self._machine.stop(reason)
         return d
 
     def stop_now(self, reason: str = "stop") -> Deferred[None]:
         """Stop without the grace period: forwarded connections still open are cut at once
         (reported as such); fires with None once stopped. Ends a grace period under way."""
-        d: Deferred[None] = Deferred()
-        self._core.waiters.append(d)
+        d = self._core.stop_waiters.wait()
         self._machine.stop_now(reason)
         return d
 
