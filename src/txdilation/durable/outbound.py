@@ -58,6 +58,7 @@ from txdilation.durable.queue import SendQueue
 from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR, InFlightLimit
 from txdilation.wire.contracts import IDilatedConnection
 from txdilation.wire.limits import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
+from txdilation.wire.machines import complete
 from txdilation.wire.records import Ack, Close, Data, Open, Record, SequencedRecord
 from txdilation.wire.waiting import Waiters
 
@@ -68,7 +69,7 @@ WRITE_BATCH_BYTES = 256 * 1024
 _log = Logger(namespace="txdilation.durable.outbound")
 
 
-class _OutboundInputs(TypingProtocol):
+class _OutboundEvents(TypingProtocol):
     """Lifecycle inputs of :class:`Outbound`."""
 
     def connection_made(self, connection: IDilatedConnection) -> None:
@@ -113,20 +114,20 @@ class _OutboundCore:
         self.connection = self.sink = None
 
 
-def _build_outbound_machine() -> TypeMachine[_OutboundInputs, _OutboundCore]:
-    b = TypeMachineBuilder(_OutboundInputs, _OutboundCore)
+def _build_outbound_machine() -> TypeMachine[_OutboundEvents, _OutboundCore]:
+    b = TypeMachineBuilder(_OutboundEvents, _OutboundCore)
     disconnected = b.state("disconnected")
     producing = b.state("producing")
     paused = b.state("paused")
     stopped = b.state("stopped")
     alive = (disconnected, producing, paused)
-    I = _OutboundInputs  # noqa: E741 (a short alias keeps the transition table readable)
+    I = _OutboundEvents  # noqa: E741 (a short alias keeps the transition table readable)
 
     @disconnected.upon(I.connection_made).to(producing)
     @producing.upon(I.connection_made).to(producing)
     @paused.upon(I.connection_made).to(producing)
     def use_connection(
-        m: _OutboundInputs, c: _OutboundCore, connection: IDilatedConnection
+        m: _OutboundEvents, c: _OutboundCore, connection: IDilatedConnection
     ) -> None:
         c.release()  # a second connection_made without connection_lost replaces the first
         c.queue.rewind()
@@ -136,36 +137,29 @@ def _build_outbound_machine() -> TypeMachine[_OutboundInputs, _OutboundCore]:
 
     @producing.upon(I.connection_lost).to(disconnected)
     @paused.upon(I.connection_lost).to(disconnected)
-    def stop_using(m: _OutboundInputs, c: _OutboundCore) -> None:
+    def stop_using(m: _OutboundEvents, c: _OutboundCore) -> None:
         c.release()
 
     @producing.upon(I.pause).to(paused)
-    def hold(m: _OutboundInputs, c: _OutboundCore) -> None:
+    def hold(m: _OutboundEvents, c: _OutboundCore) -> None:
         c.sink = None
 
     @paused.upon(I.resume).to(producing)
-    def go_on(m: _OutboundInputs, c: _OutboundCore) -> None:
+    def go_on(m: _OutboundEvents, c: _OutboundCore) -> None:
         c.sink = c.connection
         c.flush()
 
     for state in alive:
 
         @state.upon(I.stop).to(stopped)
-        def finish(m: _OutboundInputs, c: _OutboundCore) -> None:
+        def finish(m: _OutboundEvents, c: _OutboundCore) -> None:
             c.release()
             c.queue.clear()
             c.stopped = True
 
     # Harmless repeats: a transport that pauses/resumes twice or after we let it go, a
     # connection_lost without a connection, anything after stop (documented as ignored).
-    disconnected.upon(I.connection_lost).loop().returns(None)
-    for state in (disconnected, paused):
-        state.upon(I.pause).loop().returns(None)
-    for state in (disconnected, producing):
-        state.upon(I.resume).loop().returns(None)
-    stopped.upon(I.connection_made).loop().returns(None)
-    for event in (I.connection_lost, I.pause, I.resume, I.stop):
-        stopped.upon(event).loop().returns(None)
+    complete(b, (disconnected, producing, paused, stopped))
     return b.build()
 
 

@@ -51,7 +51,7 @@ from txdilation.wire.waiting import Waiters
 __all__ = ["PairedWormhole", "paired_machine"]
 
 
-class PairedInputs(TypingProtocol):
+class PairedEvents(TypingProtocol):
     """Inputs of the paired wormhole's lifecycle machine."""
 
     def start_pairing(self) -> None:
@@ -99,43 +99,43 @@ class PairedCore:
         self.close_waiters.fire(None)
 
 
-def _build_paired_machine() -> TypeMachine[PairedInputs, PairedCore]:
-    b = TypeMachineBuilder(PairedInputs, PairedCore)
+def _build_paired_machine() -> TypeMachine[PairedEvents, PairedCore]:
+    b = TypeMachineBuilder(PairedEvents, PairedCore)
     idle = b.state("idle")
     pairing = b.state("pairing")
     waiting = b.state("waiting")
     connected = b.state("connected")
     closing = b.state("closing")
     closed = b.state("closed")
-    I = PairedInputs  # noqa: E741 (a short alias keeps the table readable)
+    I = PairedEvents  # noqa: E741 (a short alias keeps the table readable)
 
     @idle.upon(I.start_pairing).to(pairing)
-    def run_code_meeting(inputs: PairedInputs, core: PairedCore) -> None:
+    def run_code_meeting(inputs: PairedEvents, core: PairedCore) -> None:
         core.conductor.inputs = inputs
         core.conductor.start_pairing()
 
     @idle.upon(I.start_paired).to(waiting)
-    def meet(inputs: PairedInputs, core: PairedCore) -> None:
+    def meet(inputs: PairedEvents, core: PairedCore) -> None:
         core.conductor.inputs = inputs
         core.conductor.start_paired()
 
     @pairing.upon(I.paired).to(connected)
     @waiting.upon(I.meeting_dilated).to(connected)
     @connected.upon(I.meeting_dilated).loop()
-    def dilated(inputs: PairedInputs, core: PairedCore) -> None:
+    def dilated(inputs: PairedEvents, core: PairedCore) -> None:
         core.release_dilated()
 
     @connected.upon(I.meeting_lost).to(waiting)
-    def lost(inputs: PairedInputs, core: PairedCore) -> None:
+    def lost(inputs: PairedEvents, core: PairedCore) -> None:
         pass  # when_dilated() waits for the next meeting from now on
 
-    def stop(inputs: PairedInputs, core: PairedCore) -> None:
+    def stop(inputs: PairedEvents, core: PairedCore) -> None:
         core.conductor.stop().addBoth(lambda _: inputs.stopped())
 
     @pairing.upon(I.failed).to(closing)
     @waiting.upon(I.failed).to(closing)
     @connected.upon(I.failed).to(closing)
-    def failed(inputs: PairedInputs, core: PairedCore, failure: Failure) -> None:
+    def failed(inputs: PairedEvents, core: PairedCore, failure: Failure) -> None:
         core.failure = failure
         core.fail_dilated(failure)
         if core.on_failed is not None:
@@ -145,18 +145,18 @@ def _build_paired_machine() -> TypeMachine[PairedInputs, PairedCore]:
     @pairing.upon(I.close).to(closing)
     @waiting.upon(I.close).to(closing)
     @connected.upon(I.close).to(closing)
-    def close(inputs: PairedInputs, core: PairedCore) -> None:
+    def close(inputs: PairedEvents, core: PairedCore) -> None:
         core.fail_dilated(_closed())
         stop(inputs, core)
 
     @idle.upon(I.close).to(closed)
     @closed.upon(I.close).loop()
-    def already_closed(inputs: PairedInputs, core: PairedCore) -> None:
+    def already_closed(inputs: PairedEvents, core: PairedCore) -> None:
         core.fail_dilated(_closed())
         core.release_closed()
 
     @closing.upon(I.stopped).to(closed)
-    def finished(inputs: PairedInputs, core: PairedCore) -> None:
+    def finished(inputs: PairedEvents, core: PairedCore) -> None:
         core.release_closed()
 
     every = [idle, pairing, waiting, connected, closing, closed]
@@ -215,7 +215,7 @@ class PairedWormhole:
             status if status is not None else lambda: None,
         )
         self._core = PairedCore(self._conductor, on_failed)
-        self._machine: PairedInputs = paired_machine(self._core)
+        self._machine: PairedEvents = paired_machine(self._core)
 
     @property
     def record(self) -> PairingRecord | None:

@@ -37,10 +37,10 @@ from txdilation.settings import Settings
 from txdilation.wire.errors import WormholeClosedError
 from txdilation.wire.waiting import OneShot, Waiters
 
-__all__ = ["SessionCore", "SessionInputs"]
+__all__ = ["SessionCore", "SessionEvents"]
 
 
-class SessionInputs(TypingProtocol):
+class SessionEvents(TypingProtocol):
     """Inputs of the session's lifecycle machine."""
 
     def start(self) -> None:
@@ -87,7 +87,7 @@ class SessionCore:
     watching_close: bool = False
     #: the outcome of ``w.close()`` (its mood, or its failure)
     wormhole_closed: OneShot[Any] = field(default_factory=OneShot)
-    inputs: SessionInputs | None = None
+    inputs: SessionEvents | None = None
     draining: Deferred[None] | None = None
     countdown: Any = None
 
@@ -284,7 +284,7 @@ class SessionCore:
             self.wormhole.close().addBoth(self.wormhole_closed.fire)
         return d
 
-    def _inputs(self) -> SessionInputs:
+    def _inputs(self) -> SessionEvents:
         assert self.inputs is not None
         return self.inputs
 
