@@ -214,6 +214,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.test_hostile_listener": kinds("reactor unit"),
     "tests.test_hostile_mailbox": kinds("hypothesis reactor unit"),
     "tests.test_hostile_peer": kinds("reactor"),
+    "tests.test_idioms": kinds("unit"),
     "tests.test_logs": kinds("unit"),
     "tests.test_machines": kinds("hypothesis reactor unit"),
     "tests.test_memory": kinds("processes reactor servers"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from twisted.internet.defer import CancelledError
 from twisted.internet.interfaces import IPullProducer, IPushProducer
 from twisted.internet.task import Clock, Cooperator
 from twisted.trial.unittest import SynchronousTestCase
@@ -212,6 +213,46 @@ class SendingTests(OutboundTestsMixin, SynchronousTestCase):
         self.assertEqual(conn.sent, [Close(0, 1)])
         self.assertIsNone(conn.producer)
         self.assertEqual((out.queued_records, out.queued_bytes), (0, 0))
+
+
+class WaitingTests(OutboundTestsMixin, SynchronousTestCase):
+    """when_acknowledged() and when_retired(): waiters through wire.waiting."""
+
+    def test_when_acknowledged_fires_once_the_queue_is_empty(self) -> None:
+        """It fires at once with nothing queued; otherwise only once an ACK retired every
+        record, those queued after the ask included; stop() drops it unfired."""
+        out = self.make()
+        self.successResultOf(out.when_acknowledged())
+        out.connection_made(FakeDilatedConnection())
+        out.send_open(1, "proto")
+        waiting = out.when_acknowledged()
+        out.send_data(1, b"x")
+        out.handle_ack(0)
+        self.assertNoResult(waiting)
+        out.handle_ack(1)
+        self.assertIsNone(self.successResultOf(waiting))
+        out.send_close(1)
+        dropped = out.when_acknowledged()
+        out.stop()
+        out.handle_ack(2)
+        self.assertNoResult(dropped)
+
+    def test_waiters_can_be_cancelled(self) -> None:
+        """A cancelled when_acknowledged() or when_retired() fails with CancelledError and is
+        forgotten: the ACK that would have fired it fires only the others."""
+        out = self.make()
+        out.connection_made(FakeDilatedConnection())
+        out.send_open(1, "proto")
+        close = out.send_close(1)
+        acknowledged, retired = out.when_acknowledged(), out.when_retired(close)
+        other_acknowledged, other_retired = out.when_acknowledged(), out.when_retired(close)
+        acknowledged.cancel()
+        retired.cancel()
+        self.failureResultOf(acknowledged, CancelledError)
+        self.failureResultOf(retired, CancelledError)
+        out.handle_ack(close)
+        self.assertIsNone(self.successResultOf(other_acknowledged))
+        self.assertIsNone(self.successResultOf(other_retired))
 
 
 class ProducerTests(OutboundTestsMixin, SynchronousTestCase):

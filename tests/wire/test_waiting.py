@@ -119,6 +119,17 @@ class WaitersTests(SynchronousTestCase):
         self.assertEqual(len(waiters), 0)
         waiters.fire(None)
 
+    def test_clear_forgets_without_firing(self) -> None:
+        """clear() drops every waiter unfired; one asked for afterwards hears the next fire."""
+        waiters: Waiters[int] = Waiters()
+        dropped = waiters.wait()
+        waiters.clear()
+        self.assertEqual(len(waiters), 0)
+        later = waiters.wait()
+        waiters.fire(1)
+        self.assertNoResult(dropped)
+        self.assertEqual(self.successResultOf(later), 1)
+
     def test_waiter_asked_for_inside_fire_waits(self) -> None:
         """A callback that asks again while fire() runs gets a new waiter for the next fire."""
         waiters: Waiters[int] = Waiters()

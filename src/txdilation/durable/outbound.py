@@ -47,7 +47,7 @@ from typing import Any
 from typing import Protocol as TypingProtocol
 
 from automat import TypeMachine, TypeMachineBuilder
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IPullProducer, IPushProducer, IReactorTime
 from twisted.internet.task import Cooperator
 from twisted.logger import Logger
@@ -58,7 +58,9 @@ from txdilation.durable.queue import SendQueue
 from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR, InFlightLimit
 from txdilation.wire.contracts import IDilatedConnection
 from txdilation.wire.limits import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
+from txdilation.wire.machines import complete
 from txdilation.wire.records import Ack, Close, Data, Open, Record, SequencedRecord
+from txdilation.wire.waiting import Waiters
 
 #: Bytes of queued records written per ``send_records`` call while the transport takes them.
 WRITE_BATCH_BYTES = 256 * 1024
@@ -67,7 +69,7 @@ WRITE_BATCH_BYTES = 256 * 1024
 _log = Logger(namespace="txdilation.durable.outbound")
 
 
-class _OutboundInputs(TypingProtocol):
+class _OutboundEvents(TypingProtocol):
     """Lifecycle inputs of :class:`Outbound`."""
 
     def connection_made(self, connection: IDilatedConnection) -> None:
@@ -112,20 +114,20 @@ class _OutboundCore:
         self.connection = self.sink = None
 
 
-def _build_outbound_machine() -> TypeMachine[_OutboundInputs, _OutboundCore]:
-    b = TypeMachineBuilder(_OutboundInputs, _OutboundCore)
+def _build_outbound_machine() -> TypeMachine[_OutboundEvents, _OutboundCore]:
+    b = TypeMachineBuilder(_OutboundEvents, _OutboundCore)
     disconnected = b.state("disconnected")
     producing = b.state("producing")
     paused = b.state("paused")
     stopped = b.state("stopped")
     alive = (disconnected, producing, paused)
-    I = _OutboundInputs  # noqa: E741 (a short alias keeps the transition table readable)
+    I = _OutboundEvents  # noqa: E741 (a short alias keeps the transition table readable)
 
     @disconnected.upon(I.connection_made).to(producing)
     @producing.upon(I.connection_made).to(producing)
     @paused.upon(I.connection_made).to(producing)
     def use_connection(
-        m: _OutboundInputs, c: _OutboundCore, connection: IDilatedConnection
+        m: _OutboundEvents, c: _OutboundCore, connection: IDilatedConnection
     ) -> None:
         c.release()  # a second connection_made without connection_lost replaces the first
         c.queue.rewind()
@@ -135,36 +137,29 @@ def _build_outbound_machine() -> TypeMachine[_OutboundInputs, _OutboundCore]:
 
     @producing.upon(I.connection_lost).to(disconnected)
     @paused.upon(I.connection_lost).to(disconnected)
-    def stop_using(m: _OutboundInputs, c: _OutboundCore) -> None:
+    def stop_using(m: _OutboundEvents, c: _OutboundCore) -> None:
         c.release()
 
     @producing.upon(I.pause).to(paused)
-    def hold(m: _OutboundInputs, c: _OutboundCore) -> None:
+    def hold(m: _OutboundEvents, c: _OutboundCore) -> None:
         c.sink = None
 
     @paused.upon(I.resume).to(producing)
-    def go_on(m: _OutboundInputs, c: _OutboundCore) -> None:
+    def go_on(m: _OutboundEvents, c: _OutboundCore) -> None:
         c.sink = c.connection
         c.flush()
 
     for state in alive:
 
         @state.upon(I.stop).to(stopped)
-        def finish(m: _OutboundInputs, c: _OutboundCore) -> None:
+        def finish(m: _OutboundEvents, c: _OutboundCore) -> None:
             c.release()
             c.queue.clear()
             c.stopped = True
 
     # Harmless repeats: a transport that pauses/resumes twice or after we let it go, a
     # connection_lost without a connection, anything after stop (documented as ignored).
-    disconnected.upon(I.connection_lost).loop().returns(None)
-    for state in (disconnected, paused):
-        state.upon(I.pause).loop().returns(None)
-    for state in (disconnected, producing):
-        state.upon(I.resume).loop().returns(None)
-    stopped.upon(I.connection_made).loop().returns(None)
-    for event in (I.connection_lost, I.pause, I.resume, I.stop):
-        stopped.upon(event).loop().returns(None)
+    complete(b, (disconnected, producing, paused, stopped))
     return b.build()
 
 
@@ -208,9 +203,10 @@ class Outbound:
         self.records_acked = 0
         """Records retired by the peer's ACKs."""
         self._pong_sent_while_paused = False
-        self._acknowledged: list[Deferred[None]] = []
-        #: (seqnum, order, waiter) of when_retired(), a heap: the lowest seqnum first
-        self._retired: list[tuple[int, int, Deferred[None]]] = []
+        self._acknowledged: Waiters[None] = Waiters()
+        #: when_retired()'s waiters by seqnum, and those seqnums as a heap (the lowest first)
+        self._retired: dict[int, Waiters[None]] = {}
+        self._retired_seqnums: list[int] = []
         self._producers = ProducerSet(cooperator, self._log)
         self._core = _OutboundCore(push_producer=self, on_sent=self._sent)
         self._machine = outbound_machine(self._core)
@@ -334,10 +330,8 @@ class Outbound:
             self._run_producers()
         if self._retired:
             self._fire_retired()
-        if self._acknowledged and not queue:
-            waiters, self._acknowledged = self._acknowledged, []
-            for d in waiters:
-                d.callback(None)
+        if not queue:
+            self._acknowledged.fire(None)
 
     def last_queued(self, scid: int) -> int | None:
         """The seqnum of the newest record of subchannel ``scid`` not acknowledged yet."""
@@ -346,10 +340,13 @@ class Outbound:
     def when_retired(self, seqnum: int) -> Deferred[None]:
         """Fires once the peer acknowledged the record numbered ``seqnum`` (at once if it
         did); never after :meth:`stop` dropped the queue."""
-        d: Deferred[None] = Deferred()
         if self._core.stopped:
-            return d
-        heapq.heappush(self._retired, (seqnum, id(d), d))
+            return Deferred()
+        waiters = self._retired.get(seqnum)
+        if waiters is None:
+            waiters = self._retired[seqnum] = Waiters()
+            heapq.heappush(self._retired_seqnums, seqnum)
+        d = waiters.wait()
         self._fire_retired()
         return d
 
@@ -357,19 +354,17 @@ class Outbound:
         queue = self._core.queue
         oldest = queue.oldest_seqnum()
         below = queue.next_seqnum if oldest is None else oldest  # every seqnum below: retired
-        waiters = self._retired
-        while waiters and waiters[0][0] < below:
-            heapq.heappop(waiters)[2].callback(None)
+        seqnums = self._retired_seqnums
+        while seqnums and seqnums[0] < below:
+            self._retired.pop(heapq.heappop(seqnums)).fire(None)
 
     def when_acknowledged(self) -> Deferred[None]:
         """Fires once the peer acknowledged every record queued so far and since (at once
-        when nothing is queued); never after :meth:`stop` dropped the queue."""
-        d: Deferred[None] = Deferred()
+        when nothing is queued; cancelling it meanwhile forgets it); never after :meth:`stop`
+        dropped the queue."""
         if not self._core.queue:
-            d.callback(None)
-        else:
-            self._acknowledged.append(d)
-        return d
+            return succeed(None)
+        return self._acknowledged.wait()
 
     # --- lifecycle ---
 
@@ -403,6 +398,7 @@ class Outbound:
         """The wormhole is closing: drop the queue; later records are discarded. Idempotent."""
         self._acknowledged.clear()
         self._retired.clear()
+        self._retired_seqnums.clear()
         self._machine.stop()
         self._producers.pause_all()
 

@@ -33,7 +33,7 @@ from txdilation.endpoints.settings import EndpointSettings
 from txdilation.session.advice import explain, unwrap
 from txdilation.session.status import StatusWriter, open_status_writer
 from txdilation.session.statuslog import StatusLog
-from txdilation.wire.waiting import pass_to
+from txdilation.wire.waiting import OneShot, pass_to
 
 __all__ = ["CLOSE_TIMEOUT", "NAMESPACE", "SharedWormhole", "in_twistd"]
 
@@ -75,7 +75,8 @@ class SharedWormhole:
         self.cause: Failure | None = None
         self.peer_joined = False
         self.exiting = False
-        self._watchers: list[Deferred[Any]] = []
+        #: the end: fired once, with the failure that ended the wormhole, or None
+        self._ending: OneShot[None] = OneShot()
         self.ended = False
         self.stopped_by_itself = False
         self._closing: Deferred[str] | None = None
@@ -161,10 +162,7 @@ class SharedWormhole:
 
     def watch(self, d: Deferred[Any]) -> None:
         """Fail ``d`` with the cause as soon as this wormhole fails (at once if it has)."""
-        if self.cause is not None:
-            pass_to(d)(self.cause)
-        elif not self.ended:
-            self._watchers.append(d)
+        self._ending.when_fired().addErrback(pass_to(d))
 
     def _stopped_by_itself(self) -> None:
         """The dilation stopped without our close: the peer left, or the wormhole failed."""
@@ -184,23 +182,23 @@ class SharedWormhole:
             return
         self.ended = True
         self._forget(self)
-        watchers, self._watchers = self._watchers, []
-        if f is not None and not isinstance(unwrap(f), CancelledError):
-            explained = explain(f, mailbox_setting="mailbox=")
-            self.cause = f = _in_words(f, explained)
-            self.writer.emit(
-                "error",
-                message=explained.message,
-                where="wormhole",
-                fatal=True,
-                advice=explained.advice,
-            )
-            for d in watchers:
-                pass_to(d)(f)
-            if self.settings.exit_on_failure is not False and (
-                self.settings.exit_on_failure or in_twistd()
-            ):
-                self._end_process()
+        if f is None or isinstance(unwrap(f), CancelledError):
+            self._ending.fire(None)
+            return
+        explained = explain(f, mailbox_setting="mailbox=")
+        self.cause = f = _in_words(f, explained)
+        self.writer.emit(
+            "error",
+            message=explained.message,
+            where="wormhole",
+            fatal=True,
+            advice=explained.advice,
+        )
+        self._ending.fire(f)
+        if self.settings.exit_on_failure is not False and (
+            self.settings.exit_on_failure or in_twistd()
+        ):
+            self._end_process()
 
     def _end_process(self) -> None:
         """A twistd server (or ``exit-on-failure=yes``): nothing is served any more; stop with

@@ -49,7 +49,7 @@ from txdilation.pairing.rendezvous import Rendezvous
 from txdilation.pairing.stepping import Stepper
 from txdilation.pairing.warnings import Warnings
 
-__all__ = ["NOT_PAIRING", "Conductor", "ConductorInputs"]
+__all__ = ["NOT_PAIRING", "Conductor", "ConductorEvents"]
 
 NOT_PAIRING = (
     "the peer does not pair: it is stock magic-wormhole, or txdilation without --pairing; "
@@ -57,8 +57,8 @@ NOT_PAIRING = (
 )
 
 
-class ConductorInputs(Protocol):
-    """The machine inputs the conductor feeds (see :mod:`.paired`)."""
+class ConductorEvents(Protocol):
+    """The paired machine's events the conductor feeds (see :mod:`.paired`)."""
 
     def paired(self) -> None: ...
     def meeting_dilated(self) -> None: ...
@@ -75,7 +75,7 @@ class Conductor:
     options: PairingOptions
     on_event: Callable[[str, dict[str, Any]], object]
     status: Callable[[], StatusCallbacks | None]
-    inputs: ConductorInputs | None = None
+    inputs: ConductorEvents | None = None
     rendezvous: Rendezvous | None = None
     me: Identity | None = None
     key: bytes = field(default_factory=new_private)
@@ -110,7 +110,7 @@ class Conductor:
     def _emit(self, kind: str, **fields: Any) -> None:
         self.on_event(kind, fields)
 
-    def _inputs(self) -> ConductorInputs:
+    def _inputs(self) -> ConductorEvents:
         assert self.inputs is not None
         return self.inputs
 

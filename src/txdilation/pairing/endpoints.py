@@ -26,9 +26,10 @@ from twisted.internet.interfaces import (
     IStreamClientEndpoint,
     IStreamServerEndpoint,
 )
+from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from txdilation.wire.waiting import fire_unless_called
+from txdilation.wire.waiting import Waiters, fire_unless_called
 
 __all__ = [
     "MeetingBoard",
@@ -63,16 +64,14 @@ class MeetingBoard:
     def __init__(self) -> None:
         self._current: Any | None = None
         self._ports: list[PairedListeningPort] = []
-        self._waiters: list[Deferred[Any]] = []
+        self._waiters: Waiters[Any] = Waiters()
 
     def publish(self, dilated: Any) -> None:
         """A new meeting: attach every port, hand it to every waiting ``connect()``."""
         self._current = dilated
         for port in list(self._ports):
             port.attach(dilated)
-        waiters, self._waiters = self._waiters, []
-        for d in waiters:
-            d.callback(dilated)
+        self._waiters.fire(dilated)
 
     def withdraw(self, dilated: Any) -> None:
         """That meeting is over (no effect if another one is current)."""
@@ -82,9 +81,7 @@ class MeetingBoard:
     def close(self, reason: Exception) -> None:
         """No meeting will come: fail every waiting ``connect()`` with ``reason``."""
         self._current = None
-        waiters, self._waiters = self._waiters, []
-        for d in waiters:
-            d.errback(reason)
+        self._waiters.fire(Failure(reason))  # type: ignore[no-untyped-call]
 
     # --- MeetingSource ---
 
@@ -92,9 +89,7 @@ class MeetingBoard:
         return self._current
 
     def next_dilated(self) -> Deferred[Any]:
-        d: Deferred[Any] = Deferred(lambda d: self._waiters.remove(d))
-        self._waiters.append(d)
-        return d
+        return self._waiters.wait()
 
     def add_port(self, port: PairedListeningPort) -> None:
         self._ports.append(port)

@@ -46,11 +46,12 @@ from txdilation.pairing.options import PairingOptions
 from txdilation.pairing.record import PairingRecord
 from txdilation.pairing.store import PairingStore
 from txdilation.wire.machines import complete
+from txdilation.wire.waiting import Waiters
 
 __all__ = ["PairedWormhole", "paired_machine"]
 
 
-class PairedInputs(TypingProtocol):
+class PairedEvents(TypingProtocol):
     """Inputs of the paired wormhole's lifecycle machine."""
 
     def start_pairing(self) -> None:
@@ -84,63 +85,57 @@ class PairedCore:
 
     conductor: Conductor
     on_failed: Callable[[Failure], object] | None
-    dilated_waiters: list[Deferred[None]] = field(default_factory=list)
-    close_waiters: list[Deferred[None]] = field(default_factory=list)
+    dilated_waiters: Waiters[None] = field(default_factory=Waiters)
+    close_waiters: Waiters[None] = field(default_factory=Waiters)
     failure: Failure | None = None
 
     def release_dilated(self) -> None:
-        waiters, self.dilated_waiters = self.dilated_waiters, []
-        for d in waiters:
-            d.callback(None)
+        self.dilated_waiters.fire(None)
 
     def fail_dilated(self, failure: Failure) -> None:
-        waiters, self.dilated_waiters = self.dilated_waiters, []
-        for d in waiters:
-            d.errback(failure)
+        self.dilated_waiters.fire(failure)
 
     def release_closed(self) -> None:
-        waiters, self.close_waiters = self.close_waiters, []
-        for d in waiters:
-            d.callback(None)
+        self.close_waiters.fire(None)
 
 
-def _build_paired_machine() -> TypeMachine[PairedInputs, PairedCore]:
-    b = TypeMachineBuilder(PairedInputs, PairedCore)
+def _build_paired_machine() -> TypeMachine[PairedEvents, PairedCore]:
+    b = TypeMachineBuilder(PairedEvents, PairedCore)
     idle = b.state("idle")
     pairing = b.state("pairing")
     waiting = b.state("waiting")
     connected = b.state("connected")
     closing = b.state("closing")
     closed = b.state("closed")
-    I = PairedInputs  # noqa: E741 (a short alias keeps the table readable)
+    I = PairedEvents  # noqa: E741 (a short alias keeps the table readable)
 
     @idle.upon(I.start_pairing).to(pairing)
-    def run_code_meeting(inputs: PairedInputs, core: PairedCore) -> None:
+    def run_code_meeting(inputs: PairedEvents, core: PairedCore) -> None:
         core.conductor.inputs = inputs
         core.conductor.start_pairing()
 
     @idle.upon(I.start_paired).to(waiting)
-    def meet(inputs: PairedInputs, core: PairedCore) -> None:
+    def meet(inputs: PairedEvents, core: PairedCore) -> None:
         core.conductor.inputs = inputs
         core.conductor.start_paired()
 
     @pairing.upon(I.paired).to(connected)
     @waiting.upon(I.meeting_dilated).to(connected)
     @connected.upon(I.meeting_dilated).loop()
-    def dilated(inputs: PairedInputs, core: PairedCore) -> None:
+    def dilated(inputs: PairedEvents, core: PairedCore) -> None:
         core.release_dilated()
 
     @connected.upon(I.meeting_lost).to(waiting)
-    def lost(inputs: PairedInputs, core: PairedCore) -> None:
+    def lost(inputs: PairedEvents, core: PairedCore) -> None:
         pass  # when_dilated() waits for the next meeting from now on
 
-    def stop(inputs: PairedInputs, core: PairedCore) -> None:
+    def stop(inputs: PairedEvents, core: PairedCore) -> None:
         core.conductor.stop().addBoth(lambda _: inputs.stopped())
 
     @pairing.upon(I.failed).to(closing)
     @waiting.upon(I.failed).to(closing)
     @connected.upon(I.failed).to(closing)
-    def failed(inputs: PairedInputs, core: PairedCore, failure: Failure) -> None:
+    def failed(inputs: PairedEvents, core: PairedCore, failure: Failure) -> None:
         core.failure = failure
         core.fail_dilated(failure)
         if core.on_failed is not None:
@@ -150,18 +145,18 @@ def _build_paired_machine() -> TypeMachine[PairedInputs, PairedCore]:
     @pairing.upon(I.close).to(closing)
     @waiting.upon(I.close).to(closing)
     @connected.upon(I.close).to(closing)
-    def close(inputs: PairedInputs, core: PairedCore) -> None:
+    def close(inputs: PairedEvents, core: PairedCore) -> None:
         core.fail_dilated(_closed())
         stop(inputs, core)
 
     @idle.upon(I.close).to(closed)
     @closed.upon(I.close).loop()
-    def already_closed(inputs: PairedInputs, core: PairedCore) -> None:
+    def already_closed(inputs: PairedEvents, core: PairedCore) -> None:
         core.fail_dilated(_closed())
         core.release_closed()
 
     @closing.upon(I.stopped).to(closed)
-    def finished(inputs: PairedInputs, core: PairedCore) -> None:
+    def finished(inputs: PairedEvents, core: PairedCore) -> None:
         core.release_closed()
 
     every = [idle, pairing, waiting, connected, closing, closed]
@@ -220,7 +215,7 @@ class PairedWormhole:
             status if status is not None else lambda: None,
         )
         self._core = PairedCore(self._conductor, on_failed)
-        self._machine: PairedInputs = paired_machine(self._core)
+        self._machine: PairedEvents = paired_machine(self._core)
 
     @property
     def record(self) -> PairingRecord | None:
@@ -276,9 +271,7 @@ class PairedWormhole:
         meeting = self._conductor.meeting
         if meeting is not None and meeting.is_dilated and self.record is not None:
             return succeed(None)
-        d: Deferred[None] = Deferred(lambda d: core.dilated_waiters.remove(d))
-        core.dilated_waiters.append(d)
-        return d
+        return core.dilated_waiters.wait()
 
     def listener_for(self, subprotocol: str) -> PairedListenerEndpoint:
         """An endpoint whose ``listen(factory)`` serves subchannels ``subprotocol`` in every
@@ -296,7 +289,6 @@ class PairedWormhole:
     def close(self) -> Deferred[None]:
         """Close the meetings and leave the lobbies (without closing them: the next process
         of this side comes back to them); fires once done."""
-        d: Deferred[None] = Deferred()
-        self._core.close_waiters.append(d)
+        d = self._core.close_waiters.wait()
         self._machine.close()
         return d

@@ -35,12 +35,12 @@ from txdilation.session.observe import LinkObserver
 from txdilation.session.status import StatusWriter
 from txdilation.settings import Settings
 from txdilation.wire.errors import WormholeClosedError
-from txdilation.wire.waiting import fire_unless_called
+from txdilation.wire.waiting import OneShot, Waiters
 
-__all__ = ["SessionCore", "SessionInputs"]
+__all__ = ["SessionCore", "SessionEvents"]
 
 
-class SessionInputs(TypingProtocol):
+class SessionEvents(TypingProtocol):
     """Inputs of the session's lifecycle machine."""
 
     def start(self) -> None:
@@ -79,14 +79,15 @@ class SessionCore:
     wormhole: Any = None
     dilated: Dilated | None = None
     startup: Deferred[None] | None = None
-    waiters: list[Deferred[None]] = field(default_factory=list)
+    #: the stop() and stop_now() calls waiting for the end
+    stop_waiters: Waiters[None] = field(default_factory=Waiters)
     outcome: str = "stopped"
     closing: bool = False
     close_started: bool = False
     watching_close: bool = False
-    close_result: object = None
-    close_waiters: list[Deferred[Any]] | None = field(default_factory=list)
-    inputs: SessionInputs | None = None
+    #: the outcome of ``w.close()`` (its mood, or its failure)
+    wormhole_closed: OneShot[Any] = field(default_factory=OneShot)
+    inputs: SessionEvents | None = None
     draining: Deferred[None] | None = None
     countdown: Any = None
 
@@ -272,30 +273,18 @@ class SessionCore:
         self.release_waiters()
 
     def release_waiters(self) -> None:
-        waiters, self.waiters = self.waiters, []
-        for d in waiters:
-            d.callback(None)
+        self.stop_waiters.fire(None)
 
     def close(self) -> Deferred[Any]:
         """Close the wormhole (``w.close()`` is called once); every call returns a new
         Deferred with the close's result (its mood, or its failure: why the wormhole ended)."""
-        d: Deferred[Any] = Deferred()
-        if self.close_waiters is None:
-            fire_unless_called(d, self.close_result)
-            return d
-        self.close_waiters.append(d)
+        d = self.wormhole_closed.when_fired()
         if not self.close_started:
             self.close_started = True
-            self.wormhole.close().addBoth(self._closed_with)
+            self.wormhole.close().addBoth(self.wormhole_closed.fire)
         return d
 
-    def _closed_with(self, result: object) -> None:
-        self.close_result = result
-        waiters, self.close_waiters = self.close_waiters or [], None
-        for d in waiters:
-            fire_unless_called(d, result)
-
-    def _inputs(self) -> SessionInputs:
+    def _inputs(self) -> SessionEvents:
         assert self.inputs is not None
         return self.inputs
 

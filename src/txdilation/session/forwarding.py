@@ -41,6 +41,7 @@ from txdilation.session.endpoints import (
 )
 from txdilation.session.splice import Splice
 from txdilation.session.status import StatusWriter
+from txdilation.wire.waiting import Waiters
 
 __all__ = ["Forwarder"]
 
@@ -123,7 +124,7 @@ class Forwarder:
         self._dilated: Any = None
         self._ids = count(1)
         self._live: set[Splice] = set()
-        self._idle_waiters: list[Deferred[None]] = []
+        self._idle_waiters: Waiters[None] = Waiters()
         self.accepting = True
         self.finished_to_peer = 0
         self.finished_from_peer = 0
@@ -187,9 +188,7 @@ class Forwarder:
         """Fires once no forwarded connection is left (at once if none is)."""
         if not self._live:
             return succeed(None)
-        d: Deferred[None] = Deferred(lambda d: self._idle_waiters.remove(d))
-        self._idle_waiters.append(d)
-        return d
+        return self._idle_waiters.wait()
 
     def cut_all(self, detail: str) -> None:
         """Cut every forwarded connection now (see :meth:`.splice.Splice.cut`); ``detail``
@@ -290,9 +289,7 @@ class Forwarder:
             **fields,
         )
         if not self._live:
-            waiters, self._idle_waiters = self._idle_waiters, []
-            for d in waiters:
-                d.callback(None)
+            self._idle_waiters.fire(None)
 
     def _error(self, message: str, advice: str = "") -> None:
         self._writer.emit("error", message=message, where="forwarding", fatal=False, advice=advice)

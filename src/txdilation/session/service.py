@@ -58,29 +58,30 @@ from twisted.internet.defer import Deferred
 from twisted.logger import ILogObserver, Logger
 
 from txdilation.session.config import SessionConfig
-from txdilation.session.core import SessionCore, SessionInputs
+from txdilation.session.core import SessionCore, SessionEvents
 from txdilation.session.forwarding import Forwarder
 from txdilation.session.observe import LinkState
 from txdilation.session.status import StatusWriter
 from txdilation.session.statuslog import StatusLog
 from txdilation.settings import Settings
+from txdilation.wire.machines import complete
 
 __all__ = ["Session", "SessionService", "session_machine"]
 
 _log = Logger(namespace="txdilation.session")
 
 
-def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
-    b = TypeMachineBuilder(SessionInputs, SessionCore)
+def _build_session_machine() -> TypeMachine[SessionEvents, SessionCore]:
+    b = TypeMachineBuilder(SessionEvents, SessionCore)
     idle = b.state("idle")
     running = b.state("running")
     draining = b.state("draining")
     closing = b.state("closing")
     stopped = b.state("stopped")
-    I = SessionInputs  # noqa: E741 (a short alias keeps the transition table readable)
+    I = SessionEvents  # noqa: E741 (a short alias keeps the transition table readable)
 
     @idle.upon(I.start).to(running)
-    def begin(inputs: SessionInputs, core: SessionCore) -> None:
+    def begin(inputs: SessionEvents, core: SessionCore) -> None:
         core.inputs = inputs
         core.begin()
 
@@ -88,27 +89,27 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
     @idle.upon(I.stop_now).to(stopped)
     @stopped.upon(I.stop).loop()
     @stopped.upon(I.stop_now).loop()
-    def already_stopped(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
+    def already_stopped(inputs: SessionEvents, core: SessionCore, reason: str) -> None:
         core.release_waiters()
 
     @running.upon(I.stop).to(draining)
-    def drain(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
+    def drain(inputs: SessionEvents, core: SessionCore, reason: str) -> None:
         core.stop_accepting(reason, core.config.drain_timeout)
         core.wait_for_drain()
 
     @running.upon(I.stop_now).to(closing)
-    def stop_at_once(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
+    def stop_at_once(inputs: SessionEvents, core: SessionCore, reason: str) -> None:
         core.stop_accepting(reason, 0)
         core.cut_and_close(f"stopped at once ({reason})")
 
     @draining.upon(I.stop_now).to(closing)
-    def force(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
+    def force(inputs: SessionEvents, core: SessionCore, reason: str) -> None:
         core.writer.emit("stopping", reason=reason, open=core.forwarder.live, forced=True)
         core.cut_and_close(f"the stop was forced ({reason})")
 
     @running.upon(I.failed).to(closing)
     def fail(
-        inputs: SessionInputs, core: SessionCore, message: str, where: str, advice: str
+        inputs: SessionEvents, core: SessionCore, message: str, where: str, advice: str
     ) -> None:
         core.writer.emit("error", message=message, where=where, fatal=True, advice=advice)
         core.outcome = "failed"
@@ -116,7 +117,7 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
         core.cut_and_close("the session failed")
 
     @running.upon(I.peer_left).to(closing)
-    def peer_closed(inputs: SessionInputs, core: SessionCore) -> None:
+    def peer_closed(inputs: SessionEvents, core: SessionCore) -> None:
         core.outcome = "peer-closed"
         core.stop_accepting("peer-closed", 0)
         core.cut_and_close("the peer stopped with it open")
@@ -124,15 +125,15 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
     @draining.upon(I.stop).loop()
     @closing.upon(I.stop).loop()
     @closing.upon(I.stop_now).loop()
-    def wait(inputs: SessionInputs, core: SessionCore, reason: str) -> None:
+    def wait(inputs: SessionEvents, core: SessionCore, reason: str) -> None:
         pass  # the waiter is registered; finish() releases it
 
     @draining.upon(I.drained).to(closing)
-    def close(inputs: SessionInputs, core: SessionCore) -> None:
+    def close(inputs: SessionEvents, core: SessionCore) -> None:
         core.cut_and_close(f"the {core.config.drain_timeout:g} s grace period ended")
 
     @closing.upon(I.closed).to(stopped)
-    def finish(inputs: SessionInputs, core: SessionCore, mood: str) -> None:
+    def finish(inputs: SessionEvents, core: SessionCore, mood: str) -> None:
         core.finish(mood)
 
     @idle.upon(I.failed).loop()
@@ -140,23 +141,13 @@ def _build_session_machine() -> TypeMachine[SessionInputs, SessionCore]:
     @closing.upon(I.failed).loop()
     @stopped.upon(I.failed).loop()
     def log_failure(
-        inputs: SessionInputs, core: SessionCore, message: str, where: str, advice: str
+        inputs: SessionEvents, core: SessionCore, message: str, where: str, advice: str
     ) -> None:
         _log.info("after the stop began ({where}): {message}", where=where, message=message)
 
     # documented no-ops: a second start; the peer leaving or drain/close results in states
     # where the session is not running or already ending
-    def nothing(inputs: SessionInputs, core: SessionCore, *args: object) -> None:
-        pass
-
-    for state in (running, draining, closing, stopped):
-        state.upon(I.start).loop()(nothing)
-    for state in (idle, draining, closing, stopped):
-        state.upon(I.peer_left).loop()(nothing)
-    for state in (idle, running, closing, stopped):
-        state.upon(I.drained).loop()(nothing)
-    for state in (idle, running, draining, stopped):
-        state.upon(I.closed).loop()(nothing)  # type: ignore[arg-type]
+    complete(b, (idle, running, draining, closing, stopped))
     return b.build()
 
 
@@ -187,7 +178,7 @@ class Session:
         writer.add_observer(StatusLog())
         forwarder = Forwarder(reactor, config.listen, config.connect, writer)
         self._core = SessionCore(config, reactor, writer, on_ended, forwarder, settings)
-        self._machine: SessionInputs = session_machine(self._core)
+        self._machine: SessionEvents = session_machine(self._core)
 
     @property
     def forwarder(self) -> Forwarder:
@@ -211,16 +202,14 @@ class Session:
     def stop(self, reason: str = "stop") -> Deferred[None]:
         """Stop cleanly (see the module docstring); fires with None once stopped. Safe to call
         from any callback, including the session's own events."""
-        d: Deferred[None] = Deferred()
-        self._core.waiters.append(d)
+        d = self._core.stop_waiters.wait()
         self._machine.stop(reason)
         return d
 
     def stop_now(self, reason: str = "stop") -> Deferred[None]:
         """Stop without the grace period: forwarded connections still open are cut at once
         (reported as such); fires with None once stopped. Ends a grace period under way."""
-        d: Deferred[None] = Deferred()
-        self._core.waiters.append(d)
+        d = self._core.stop_waiters.wait()
         self._machine.stop_now(reason)
         return d
 

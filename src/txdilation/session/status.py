@@ -22,6 +22,9 @@ from typing import IO, Any, Final
 from twisted.internet.defer import Deferred, fail, succeed
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
+from twisted.python.failure import Failure
+
+from txdilation.wire.waiting import Waiters
 
 __all__ = ["KINDS", "EventLog", "StatusEvent", "StatusWriter", "open_status_writer"]
 
@@ -137,17 +140,13 @@ class EventLog:
 
     def __init__(self) -> None:
         self.events: list[StatusEvent] = []
-        self._waiters: list[tuple[Callable[[StatusEvent], bool], int, Deferred[StatusEvent]]] = []
+        self._next: Waiters[StatusEvent] = Waiters()
         self._ended: Exception | None = None
 
     def __call__(self, event: StatusEvent) -> None:
         """Add an event (the observer interface of :class:`StatusWriter`)."""
         self.events.append(event)
-        for waiter in list(self._waiters):
-            wanted, after, d = waiter
-            if len(self.events) > after and wanted(event):
-                self._waiters.remove(waiter)
-                d.callback(event)
+        self._next.fire(event)
 
     def of_kind(self, kind: str) -> list[StatusEvent]:
         """Every event of ``kind`` so far."""
@@ -167,17 +166,16 @@ class EventLog:
                 return succeed(event)
         if self._ended is not None:
             return fail(self._ended)
-        d: Deferred[StatusEvent] = Deferred(lambda d: self._forget(d))
-        self._waiters.append((wanted, after, d))
-        return d
+        return Deferred.fromCoroutine(self._wait_for(wanted, after))
 
-    def _forget(self, d: Deferred[StatusEvent]) -> None:
-        self._waiters = [w for w in self._waiters if w[2] is not d]
+    async def _wait_for(self, wanted: Callable[[StatusEvent], bool], after: int) -> StatusEvent:
+        while True:
+            event = await self._next.wait()
+            if len(self.events) > after and wanted(event):
+                return event
 
     def end(self, error: Exception) -> None:
         """No more events will come (e.g. the process exited): errback everything waiting,
         and later waits for events that did not come, with ``error``."""
         self._ended = error
-        waiters, self._waiters = self._waiters, []
-        for _, _, d in waiters:
-            d.errback(error)
+        self._next.fire(Failure(error))  # type: ignore[no-untyped-call]

@@ -72,6 +72,11 @@ class Waiters(Generic[T]):
         for d in waiting:
             fire_unless_called(d, result)
 
+    def clear(self) -> None:
+        """Forget every Deferred waiting now: none of them fires (an owner that drops what
+        they wait for, e.g. a closing wormhole's send queue)."""
+        self._waiting.clear()
+
     def _forget(self, d: Deferred[T]) -> None:
         if d in self._waiting:
             self._waiting.remove(d)

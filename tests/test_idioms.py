@@ -1,0 +1,296 @@
+"""
+One idiom per job, kept true: checks over the package's source (docs/architecture.md, "One way
+to wait" and "Machines").
+
+Layer: repository checks. Each check reads ``src/txdilation`` with :mod:`ast` (the machines are
+also imported, to check them whole), so a module that moves keeps being checked. Each finding
+names the file and line. The checks themselves are tested on small snippets: each can fail.
+
+- waiting: no module but ``wire/waiting.py`` keeps a list of Deferreds (an attribute, variable
+  or dataclass field annotated as a ``list`` whose element mentions ``Deferred``); waiters go
+  through ``wire.waiting`` (``OneShot``, ``Waiters``);
+- machines: every ``TypeMachineBuilder(Inputs, Core)`` names its input protocol ``*Events``
+  and its core ``*Core``, and its builder calls ``wire.machines.complete()`` before
+  ``build()``; every machine built so has a transition for every (state, input) pair.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from automat import TypeMachine
+from twisted.trial.unittest import SynchronousTestCase
+
+from tests.support.harness import SRC_DIR
+from txdilation.testing import missing_transitions
+
+PACKAGE_DIR = SRC_DIR / "txdilation"
+
+#: The one module allowed to keep Deferreds in a list: the waiting idiom itself.
+WAITING_MODULE = PACKAGE_DIR / "wire" / "waiting.py"
+
+#: Lists of Deferreds not converted yet, by (file name, attribute): each must still exist (a
+#: converted one is removed from here), none may be added.
+KNOWN_LISTS: frozenset[tuple[str, str]] = frozenset(
+    {
+        # the hole-punch dialer's verdict waiters, by address family: selection/ is being
+        # split by another change; convert to Waiters once it lands
+        ("punch_dial.py", "_waiting"),
+    }
+)
+
+
+def _source_files() -> Iterator[Path]:
+    yield from sorted(PACKAGE_DIR.rglob("*.py"))
+
+
+def _relative(path: Path) -> str:
+    return str(path.relative_to(SRC_DIR))
+
+
+def _mentions_deferred(node: ast.expr) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id == "Deferred":
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "Deferred":
+            return True
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and "Deferred" in sub.value:
+            return True
+    return False
+
+
+def _is_list_of_deferreds(annotation: ast.expr) -> bool:
+    """Whether ``annotation`` has a ``list[...]`` (or ``List``/``deque``) whose element type
+    mentions ``Deferred`` anywhere inside it (``dict[K, list[Deferred[T]]]`` too)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        try:
+            annotation = ast.parse(annotation.value, mode="eval").body
+        except SyntaxError:
+            return False
+    for sub in ast.walk(annotation):
+        if not isinstance(sub, ast.Subscript):
+            continue
+        container = sub.value
+        name = container.id if isinstance(container, ast.Name) else None
+        if isinstance(container, ast.Attribute):
+            name = container.attr
+        if name in ("list", "List", "deque") and _mentions_deferred(sub.slice):
+            return True
+    return False
+
+
+def _target_name(target: ast.expr) -> str:
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    if isinstance(target, ast.Name):
+        return target.id
+    return ast.unparse(target)
+
+
+def lists_of_deferreds(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each annotated assignment in ``source`` that keeps a list of
+    Deferreds."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.AnnAssign) and _is_list_of_deferreds(node.annotation):
+            found.append((node.lineno, _target_name(node.target)))
+    return found
+
+
+def machine_builders(source: str) -> list[tuple[int, str, str, list[str]]]:
+    """For each ``TypeMachineBuilder(Inputs, Core)`` call in ``source``: its line, the names of
+    its input protocol and core, and the problems of the function that builds it (no
+    ``complete(builder, ...)`` call, or one after ``builder.build()``)."""
+    tree = ast.parse(source)
+    found = {}  # by line: a builder in a nested function is read with its innermost function
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if not (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Call)
+                and _callee(node.value) == "TypeMachineBuilder"
+                and len(node.value.args) == 2
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+            ):
+                continue
+            builder = node.targets[0].id
+            inputs, core = (ast.unparse(a) for a in node.value.args)
+            found[node.lineno] = (
+                node.lineno,
+                inputs,
+                core,
+                _completion_problems(function, builder),
+            )
+    return [found[line] for line in sorted(found)]
+
+
+def _callee(call: ast.Call) -> str:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return ""
+
+
+def _completion_problems(function: ast.AST, builder: str) -> list[str]:
+    completes, builds = [], []
+    for node in ast.walk(function):
+        if not isinstance(node, ast.Call):
+            continue
+        if (
+            _callee(node) == "complete"
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == builder
+        ):
+            completes.append(node.lineno)
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "build"
+            and isinstance(func.value, ast.Name)
+            and func.value.id == builder
+        ):
+            builds.append(node.lineno)
+    if not completes:
+        return [f"no complete({builder}, ...) call"]
+    if builds and min(completes) > min(builds):
+        return [f"complete({builder}, ...) after {builder}.build()"]
+    return []
+
+
+@functools.cache
+def _package_builders() -> list[tuple[Path, int, str, str, list[str]]]:
+    return [
+        (path, *found)
+        for path in _source_files()
+        for found in machine_builders(path.read_text(encoding="utf-8"))
+    ]
+
+
+def _stripped(name: str) -> str:
+    return name.rsplit(".", 1)[-1].lstrip("_")
+
+
+class ListOfDeferredsCheckTests(SynchronousTestCase):
+    """The waiting check finds what it must, and only that."""
+
+    def test_finds_lists_of_deferreds(self) -> None:
+        """Attributes, fields and nested containers annotated as lists of Deferreds (string
+        annotations too) are found; Waiters, sets and dicts of single Deferreds are not."""
+        source = (
+            "class A:\n"
+            "    waiters: list[Deferred[None]] = field(default_factory=list)\n"
+            "    def __init__(self):\n"
+            "        self._w: list[Deferred[Any]] = []\n"
+            "        self._h: list[tuple[int, defer.Deferred[None]]] = []\n"
+            "        self._f: dict[int, list[Deferred[str]]] = {}\n"
+            "        self._s: 'list[Deferred[int]]' = []\n"
+            "        self._ok: Waiters[None] = Waiters()\n"
+            "        self._in_flight: dict[str, Deferred[Any]] = {}\n"
+            "        self._deletions: set[Deferred[None]] = set()\n"
+            "        self._names: list[str] = []\n"
+        )
+        self.assertEqual(
+            lists_of_deferreds(source),
+            [(2, "waiters"), (4, "_w"), (5, "_h"), (6, "_f"), (7, "_s")],
+        )
+
+
+class MachineCheckTests(SynchronousTestCase):
+    """The machine check reads names and the complete()-before-build() order right."""
+
+    def test_reads_names_and_completion(self) -> None:
+        """A builder without complete(), or with it after build(), is reported; one with it
+        before build() is not; the protocol and core names are read as written."""
+        source = (
+            "def good():\n"
+            "    b = TypeMachineBuilder(FooEvents, FooCore)\n"
+            "    complete(b, [s])\n"
+            "    return b.build()\n"
+            "def missing():\n"
+            "    b = TypeMachineBuilder(_BarInputs, BarCore)\n"
+            "    return b.build()\n"
+            "def late():\n"
+            "    b = TypeMachineBuilder(BazEvents, BazCore)\n"
+            "    m = b.build()\n"
+            "    complete(b, [s])\n"
+            "    return m\n"
+        )
+        self.assertEqual(
+            machine_builders(source),
+            [
+                (2, "FooEvents", "FooCore", []),
+                (6, "_BarInputs", "BarCore", ["no complete(b, ...) call"]),
+                (9, "BazEvents", "BazCore", ["complete(b, ...) after b.build()"]),
+            ],
+        )
+
+
+class IdiomTests(SynchronousTestCase):
+    """The package keeps one idiom per job."""
+
+    def test_waiters_go_through_wire_waiting(self) -> None:
+        """No module but wire/waiting.py keeps a list of Deferreds (beyond KNOWN_LISTS, each
+        of which must still exist)."""
+        found, known_seen = [], set()
+        for path in _source_files():
+            if path == WAITING_MODULE:
+                continue
+            for line, name in lists_of_deferreds(path.read_text(encoding="utf-8")):
+                if (path.name, name) in KNOWN_LISTS:
+                    known_seen.add((path.name, name))
+                else:
+                    found.append(f"{_relative(path)}:{line}: {name}")
+        self.assertEqual(
+            found,
+            [],
+            "lists of waiting Deferreds: use txdilation.wire.waiting (OneShot, Waiters)",
+        )
+        self.assertEqual(
+            sorted(KNOWN_LISTS - known_seen), [], "converted: remove them from KNOWN_LISTS"
+        )
+
+    def _builders(self) -> list[tuple[Path, int, str, str, list[str]]]:
+        builders = _package_builders()
+        self.assertGreaterEqual(len(builders), 8, "the check no longer finds the machines")
+        return builders
+
+    def test_machine_inputs_and_cores_named_alike(self) -> None:
+        """Every machine's input protocol is named ``*Events`` and its core ``*Core``."""
+        misnamed = [
+            f"{_relative(path)}:{line}: {inputs}, {core}"
+            for path, line, inputs, core, _ in self._builders()
+            if not (_stripped(inputs).endswith("Events") and _stripped(core).endswith("Core"))
+        ]
+        self.assertEqual(misnamed, [])
+
+    def test_every_machine_is_completed(self) -> None:
+        """Every machine builder calls ``complete()`` before ``build()``."""
+        incomplete = [
+            f"{_relative(path)}:{line}: {'; '.join(problems)}"
+            for path, line, _, _, problems in self._builders()
+            if problems
+        ]
+        self.assertEqual(incomplete, [])
+
+    def test_every_machine_handles_every_pair(self) -> None:
+        """Each module-level machine of a module that builds one has a transition for every
+        (state, input) pair."""
+        machines = 0
+        for path in sorted({path for path, *_ in self._builders()}):
+            name = ".".join(path.relative_to(SRC_DIR).with_suffix("").parts)
+            module = importlib.import_module(name)
+            for attribute, value in vars(module).items():
+                if isinstance(value, TypeMachine):
+                    machines += 1
+                    self.assertEqual(missing_transitions(value), [], f"{name}.{attribute}")
+        self.assertGreaterEqual(machines, 8)
