@@ -245,6 +245,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.wire.test_limits": kinds("hypothesis unit"),
     "tests.wire.test_machines": kinds("unit"),
     "tests.wire.test_reasons": kinds("unit"),
+    "tests.wire.test_timer": kinds("unit"),
     "tests.wire.test_waiting": kinds("hypothesis unit"),
 }
 
