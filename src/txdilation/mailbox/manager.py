@@ -67,8 +67,9 @@ _log = Logger(namespace="txdilation.mailbox.manager")
 
 
 class Manager:
-    """One dilated wormhole's L1 (see the module docstring): the Dilator's, the Connector's, the
-    selected link's and the application's entry points, each one an input of the machine."""
+    """One dilated wormhole's L1 (see the module docstring): the Dilator's and the
+    application's entry points, each one an input of the machine; the peer's messages go to
+    ``PeerMessages``, what connectors and links report to ``connector_reports``."""
 
     def __init__(
         self,
