@@ -32,8 +32,6 @@ def messages() -> tuple[PeerMessages, Inputs, Any, list[dict[str, Any]]]:
     handler = PeerMessages(
         c,
         inputs,  # type: ignore[arg-type]
-        c.mux,
-        c.telemetry,
         LossRecorder(c.telemetry, clock),
         speaks=lambda version: version == "ged",
     )

@@ -30,12 +30,10 @@ def reports() -> Reports:
     c, clock, _, records = core()
     inputs = Inputs()
     losses = LossRecorder(c.telemetry, clock)
-    links = LinkReports(c, inputs, c.mux, losses)  # type: ignore[arg-type]
+    links = LinkReports(c, inputs, losses)  # type: ignore[arg-type]
     connector_reports = ConnectorReports(
         c,
         inputs,  # type: ignore[arg-type]
-        c.mux,
-        c.telemetry,
         losses,
         links=links,
         pings=PingTracker(clock),

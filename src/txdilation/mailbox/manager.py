@@ -159,20 +159,12 @@ class Manager:
         """What ``dilate()`` returns to the application."""
         self.telemetry.dilation_requested()
         self.events: ManagerEvents = manager_machine(self._core)
-        self._messages = PeerMessages(
-            self._core,
-            self.events,
-            self._mux,
-            telemetry,
-            self._losses,
-            speaks=lambda version: version in self._acceptable_versions,
-        )
-        links = LinkReports(self._core, self.events, self._mux, self._losses)
+        speaks = lambda version: version in self._acceptable_versions  # noqa: E731
+        self._messages = PeerMessages(self._core, self.events, self._losses, speaks)
+        links = LinkReports(self._core, self.events, self._losses)
         self.connector_reports = ConnectorReports(
             self._core,
             self.events,
-            self._mux,
-            telemetry,
             self._losses,
             links=links,
             pings=self._pings,

@@ -21,8 +21,6 @@ from twisted.python.failure import Failure
 from txdilation.mailbox.losses import LossRecorder
 from txdilation.mailbox.manager_core import ManagerCore, ManagerEvents
 from txdilation.mailbox.messages import ConnectionHints, Please
-from txdilation.subchannels.multiplexer import Multiplexer
-from txdilation.telemetry import Telemetry
 from txdilation.wire.errors import OldPeerCannotDilateError
 from txdilation.wire.roles import FOLLOWER, LEADER
 
@@ -32,21 +30,18 @@ _log = Logger(namespace="txdilation.mailbox.peer_messages")
 
 
 class PeerMessages:
-    """One Manager's ``MessageHandlers`` (see the module docstring)."""
+    """One Manager's ``MessageHandlers`` (see the module docstring); ``speaks(version)``:
+    whether we speak that dilation version."""
 
     def __init__(
         self,
         core: ManagerCore,
         events: ManagerEvents,
-        mux: Multiplexer,
-        telemetry: Telemetry,
         losses: LossRecorder,
         speaks: Callable[[str], bool],
     ) -> None:
         self._core = core
         self._events = events
-        self._mux = mux
-        self._telemetry = telemetry
         self._losses = losses
         self._speaks = speaks
 
@@ -54,7 +49,7 @@ class PeerMessages:
         c = self._core
         if message.use_version is not None and not self._speaks(message.use_version):
             _log.warn("peer wants dilation version {v!r} we do not speak", v=message.use_version)
-            self._mux.fail_dilation(Failure(OldPeerCannotDilateError()))  # type: ignore[no-untyped-call]
+            self._core.mux.fail_dilation(Failure(OldPeerCannotDilateError()))  # type: ignore[no-untyped-call]
             return
         if message.side == c.my_side:
             _log.error("peer chose the same dilation side as ours; cannot pick a Leader")
@@ -62,15 +57,15 @@ class PeerMessages:
             return
         c.peer_extensions = c.peer_extensions or message.extensions
         if not c.peer_extensions:
-            self._mux.peer_is_stock()
-        self._telemetry.please_received()
-        self._telemetry.set_pair(c.my_side, message.side)
+            self._core.mux.peer_is_stock()
+        self._core.telemetry.please_received()
+        self._core.telemetry.set_pair(c.my_side, message.side)
         self._events.rx_please(message.side)
 
     def hints(self, message: ConnectionHints) -> None:
         for problem in message.problems:
             _log.warn("ignoring hint: {problem}", problem=problem)
-        self._telemetry.hints_received(message.type_counts)
+        self._core.telemetry.hints_received(message.type_counts)
         self._events.rx_hints(message.hints)
 
     def reconnect(self) -> None:

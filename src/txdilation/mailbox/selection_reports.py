@@ -28,8 +28,6 @@ from txdilation.mailbox.messages import PATH_UPGRADE, hint_type_counts
 from txdilation.selection.liveness import SILENCE, PingTracker
 from txdilation.selection.relays import RelayUsed
 from txdilation.selection.selected import SelectedLink
-from txdilation.subchannels.multiplexer import Multiplexer
-from txdilation.telemetry import Telemetry
 from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.roles import LEADER
 
@@ -63,8 +61,6 @@ class ConnectorReports:
         self,
         core: ManagerCore,
         events: ManagerEvents,
-        mux: Multiplexer,
-        telemetry: Telemetry,
         losses: LossRecorder,
         *,
         links: LinkReports,
@@ -76,8 +72,6 @@ class ConnectorReports:
     ) -> None:
         self._core = core
         self._events = events
-        self._mux = mux
-        self._telemetry = telemetry
         self._losses = losses
         self._links = links
         self._pings = pings
@@ -87,7 +81,7 @@ class ConnectorReports:
         self._via_mapping = via_mapping
 
     def send_hints(self, hints: list[dict[str, Any]]) -> None:
-        self._telemetry.hints_sent(hint_type_counts(hints))
+        self._core.telemetry.hints_sent(hint_type_counts(hints))
         self._core.outbox.send(type="connection-hints", hints=hints)
 
     def hint_status(self, hints: list[DilationHint]) -> None:
@@ -102,9 +96,9 @@ class ConnectorReports:
         return SelectedLink(
             connection,
             owner=self._links,
-            handlers=self._mux.record_handlers(),
+            handlers=self._core.mux.record_handlers(),
             pings=self._pings,
-            may_send_pong=self._mux.may_send_pong,
+            may_send_pong=self._core.mux.may_send_pong,
             clock=self._clock,
             ping_interval=self._ping_interval,
             on_alive=self._alive,
@@ -126,7 +120,7 @@ class ConnectorReports:
         self, link: SelectedLink, candidates: int = 1, relay: RelayUsed | None = None
     ) -> None:
         kind = "direct-tcp-v1" if link.is_direct else "relay-v1"
-        self._telemetry.connection_selected(
+        self._core.telemetry.connection_selected(
             kind,
             via_relay=not link.is_direct,
             candidates=candidates,
@@ -134,8 +128,8 @@ class ConnectorReports:
             relay_index=relay.index if relay is not None else None,
             via_mapping=link.is_direct and self._via_mapping(link.description),
         )
-        if self._traffic_interval is not None and not self._telemetry.periodic_traffic:
-            self._telemetry.start_periodic_traffic(self._traffic_interval)
+        if self._traffic_interval is not None and not self._core.telemetry.periodic_traffic:
+            self._core.telemetry.start_periodic_traffic(self._traffic_interval)
         self._losses.selected()
         self._events.connection_made(link)
 
@@ -161,19 +155,16 @@ class ConnectorReports:
 
     def _alive(self, rtt: float | None) -> None:
         if rtt is not None:
-            self._telemetry.ping_rtt(rtt)
+            self._core.telemetry.ping_rtt(rtt)
         self._core.status.alive()
 
 
 class LinkReports:
     """One Manager's ``LinkOwner`` (see the module docstring)."""
 
-    def __init__(
-        self, core: ManagerCore, events: ManagerEvents, mux: Multiplexer, losses: LossRecorder
-    ) -> None:
+    def __init__(self, core: ManagerCore, events: ManagerEvents, losses: LossRecorder) -> None:
         self._core = core
         self._events = events
-        self._mux = mux
         self._losses = losses
 
     def link_lost(self, link: SelectedLink, reason: LinkLoss) -> None:
@@ -196,7 +187,7 @@ class LinkReports:
             return
         c.link = None
         self._losses.lost(link, reason)
-        self._mux.connection_lost()
+        self._core.mux.connection_lost()
         c.absence.waiting_for_peer(True)
         self._events.connection_lost()
 
