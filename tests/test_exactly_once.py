@@ -182,8 +182,8 @@ class MemoryL2Link:
         if not self.alive or manager.connector is not self.connectors[side]:
             self.cut()
             return False
-        end.sink = manager.link_for(end)
-        manager.connector_connection_made(end.sink, 1)
+        end.sink = manager.connector_reports.link_for(end)
+        manager.connector_reports.connector_connection_made(end.sink, 1)
         return True
 
     def deliver(self, to: int, count: int) -> list[Record]:

@@ -521,7 +521,7 @@ class _Connection(FakeDilatedConnection):
 
     def __init__(self, manager: Manager, clock: MemoryReactorClock, number: int) -> None:
         super().__init__(f"->fake:{number}")
-        self.link = manager.link_for(self)
+        self.link = manager.connector_reports.link_for(self)
         self._clock = clock
         self._reported = False
 
@@ -612,7 +612,7 @@ def manager(t: SynchronousTestCase, src: Source) -> None:
                 connection = _Connection(m, clock, len(connections))
                 link = connection.link
                 connections.append((connection, link))
-                m.connector_connection_made(link, 1)
+                m.connector_reports.connector_connection_made(link, 1)
             case 5 if connections:
                 connection, link = src.pick(connections)
                 link.connection_lost(connection, LinkLoss(Cause.DROPPED, "fuzz"))  # type: ignore[arg-type]

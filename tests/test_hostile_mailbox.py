@@ -28,7 +28,7 @@ from tests.support.hostile import (
     use_environment,
 )
 from txdilation.mailbox.manager import Manager
-from txdilation.selection.dialing import _tcp_client_endpoint
+from txdilation.selection.dial_endpoint import tcp_client_endpoint as _tcp_client_endpoint
 from txdilation.selection.hints import DirectTCPV1Hint, RelayV1Hint, TorTCPV1Hint, parse_hints
 from txdilation.settings import NetworkSettings
 from txdilation.wire.records import Data, Open

@@ -136,6 +136,8 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.mailbox.test_messages": kinds("hypothesis unit"),
     "tests.mailbox.test_path_upgrade": kinds("unit"),
     "tests.mailbox.test_peer_departure": kinds("reactor unit"),
+    "tests.mailbox.test_peer_messages": kinds("unit"),
+    "tests.mailbox.test_selection_reports": kinds("unit"),
     "tests.mailbox.test_standby": kinds("unit"),
     "tests.mailbox.test_status": kinds("unit"),
     "tests.mailbox.test_welcome": kinds("unit"),
@@ -163,6 +165,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.selection.test_connector": kinds("unit"),
     "tests.selection.test_connector_upgrade": kinds("unit"),
     "tests.selection.test_dead_path": kinds("unit"),
+    "tests.selection.test_dial_endpoint": kinds("unit"),
     "tests.selection.test_dialing": kinds("unit"),
     "tests.selection.test_hints": kinds("hypothesis unit"),
     "tests.selection.test_listen_port": kinds("reactor unit"),
@@ -247,6 +250,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.wire.test_limits": kinds("hypothesis unit"),
     "tests.wire.test_machines": kinds("unit"),
     "tests.wire.test_reasons": kinds("unit"),
+    "tests.wire.test_timer": kinds("unit"),
     "tests.wire.test_waiting": kinds("hypothesis unit"),
 }
 

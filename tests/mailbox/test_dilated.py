@@ -26,8 +26,8 @@ class DilatedWormholeTests(SynchronousTestCase):
         self.assertEqual((api.connected, api.last_rtt), (False, None))
         api.abort_connection()
         connection = FakeDilatedConnection("->tcp:127.0.0.1:4001")
-        link = m.link_for(connection)
-        m.connector_connection_made(link, 1)
+        link = m.connector_reports.link_for(connection)
+        m.connector_reports.connector_connection_made(link, 1)
         self.assertTrue(api.connected)
         clock.advance(7.5)  # our first PING goes out a quarter interval after selection
         ping = connection.of_type(Ping)[-1]

@@ -491,8 +491,8 @@ class LateConnectionTests(SynchronousTestCase):
             b'{"type": "please", "side": "0000000000000000", "use-version": "ged"}'
         )
         first, second = FakeDilatedConnection("first"), FakeDilatedConnection("second")
-        m.connector_connection_made(m.link_for(first), 1)
-        m.connector_connection_made(m.link_for(second), 1)
+        m.connector_reports.connector_connection_made(m.connector_reports.link_for(first), 1)
+        m.connector_reports.connector_connection_made(m.connector_reports.link_for(second), 1)
         self.assertTrue(second.aborted)
         self.assertFalse(first.closed)
         self.assertIs(m.connection, first)
@@ -545,8 +545,8 @@ class PingFloodTests(SynchronousTestCase):
             b'{"type": "please", "side": "0000000000000000", "use-version": "ged"}'
         )
         connection = FakeDilatedConnection()
-        link = m.link_for(connection)
-        m.connector_connection_made(link, 1)
+        link = m.connector_reports.link_for(connection)
+        m.connector_reports.connector_connection_made(link, 1)
         assert connection.producer is not None
         connection.producer.pauseProducing()
         for i in range(10_000):
@@ -610,8 +610,8 @@ class RecoveredTelemetryTests(SynchronousTestCase):
         direct, liveness, and the gap from the last record received to the selection."""
         m, clock, records = self.started("ffffffffffffffff", "0000000000000000")
         first = FakeDilatedConnection("first")
-        link = m.link_for(first)
-        m.connector_connection_made(link, 1)
+        link = m.connector_reports.link_for(first)
+        m.connector_reports.connector_connection_made(link, 1)
         clock.advance(1.0)
         link.got_record(Ping(b"ping"))
         clock.advance(10.0)
@@ -619,7 +619,7 @@ class RecoveredTelemetryTests(SynchronousTestCase):
         m.received_dilation_message(b'{"type": "reconnecting"}')
         clock.advance(0.5)
         second = FakeDilatedConnection("second")
-        m.connector_connection_made(m.link_for(second), 1)
+        m.connector_reports.connector_connection_made(m.connector_reports.link_for(second), 1)
         kinds = [r["event"] for r in records]
         self.assertEqual(kinds.count("recovered"), 1)
         recovered = records[kinds.index("recovered")]
@@ -635,14 +635,16 @@ class RecoveredTelemetryTests(SynchronousTestCase):
         loss as peer_report; with no record ever received, the gap counts from the loss."""
         m, clock, records = self.started("0000000000000000", "ffffffffffffffff")
         first = FakeDilatedConnection("first")
-        link = m.link_for(first)
-        m.connector_connection_made(link, 1)
+        link = m.connector_reports.link_for(first)
+        m.connector_reports.connector_connection_made(link, 1)
         clock.advance(3.0)
         m.received_dilation_message(b'{"type": "reconnect"}')
         self.assertTrue(first.aborted)
         link.connection_lost(first, LinkLoss(Cause.DROPPED, "Connection was aborted"))  # type: ignore[arg-type]
         clock.advance(0.25)
-        m.connector_connection_made(m.link_for(FakeDilatedConnection("second")), 1)
+        m.connector_reports.connector_connection_made(
+            m.connector_reports.link_for(FakeDilatedConnection("second")), 1
+        )
         lost = [r for r in records if r["event"] == "connection_lost"]
         self.assertEqual([r["reason"] for r in lost], ["peer_report"])
         (recovered,) = [r for r in records if r["event"] == "recovered"]
@@ -655,7 +657,9 @@ class RecoveredTelemetryTests(SynchronousTestCase):
     def test_no_recovery_without_a_loss(self) -> None:
         """The first selection is no recovery."""
         m, _clock, records = self.started("ffffffffffffffff", "0000000000000000")
-        m.connector_connection_made(m.link_for(FakeDilatedConnection("only")), 1)
+        m.connector_reports.connector_connection_made(
+            m.connector_reports.link_for(FakeDilatedConnection("only")), 1
+        )
         self.assertNotIn("recovered", [r["event"] for r in records])
         m.stop()
 

@@ -70,8 +70,8 @@ class GenerationOrderTests(SynchronousTestCase):
         m, pipe, _ = started("0000000000000000", "ffffffffffffffff")
         first_connector = m.connector
         connection = FakeDilatedConnection("->relay")
-        link = m.link_for(connection)
-        m.connector_connection_made(link, 1)
+        link = m.connector_reports.link_for(connection)
+        m.connector_reports.connector_connection_made(link, 1)
         del pipe.sent[:]
         m.received_dilation_message(b'{"type": "reconnect"}')
         link.connection_lost(connection, LinkLoss(Cause.DROPPED, "aborted"))  # type: ignore[arg-type]

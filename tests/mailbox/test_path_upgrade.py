@@ -14,9 +14,10 @@ from twisted.trial.unittest import SynchronousTestCase
 from wormhole._status import ConnectedPeer, DilationStatus
 
 from tests.mailbox.test_manager import MailboxPipe, clock_manager
-from txdilation.mailbox.manager import PROVEN_BACKOFF, Manager
+from txdilation.mailbox.manager import Manager
 from txdilation.mailbox.manager_lifecycle import LEAVE_TIMEOUT
 from txdilation.mailbox.messages import EXTENSIONS, PATH_UPGRADE
+from txdilation.mailbox.selection_reports import PROVEN_BACKOFF
 from txdilation.selection.selected import RETIRE_GRACE
 from txdilation.testing.fakes import FakeDilatedConnection
 from txdilation.wire.reasons import Cause, LinkLoss
@@ -82,7 +83,7 @@ class PathUpgradeTests(SynchronousTestCase):
         reported lost (no reconnection), and is closed RETIRE_GRACE later."""
         m, pipe, clock, records, statuses = started(LEADER, FOLLOWER, list(EXTENSIONS))
         old = relay()
-        m.connector_connection_made(m.link_for(old), 1)
+        m.connector_reports.connector_connection_made(m.connector_reports.link_for(old), 1)
         sink = Sink()
         connecting = m.api.connector_for("chat").connect(Factory.forProtocol(lambda: sink))
         clock.advance(0)
@@ -94,8 +95,8 @@ class PathUpgradeTests(SynchronousTestCase):
         old_link.got_record(Ack(0))  # the OPEN was acknowledged; "one" was not
         sent_before = len(pipe.sent)
         new = direct()
-        new_link = m.link_for(new)
-        m.connector_path_upgraded(new_link)
+        new_link = m.connector_reports.link_for(new)
+        m.connector_reports.connector_path_upgraded(new_link)
         protocol.transport.write(b"two")
         clock.advance(0)
         self.assertIs(m.link, new_link)
@@ -125,14 +126,14 @@ class PathUpgradeTests(SynchronousTestCase):
         sink = Sink()
         m.api.listener_for("chat").listen(Factory.forProtocol(lambda: sink))
         old = relay()
-        m.connector_connection_made(m.link_for(old), 1)
+        m.connector_reports.connector_connection_made(m.connector_reports.link_for(old), 1)
         old_link = m.link
         assert old_link is not None
         new = direct()
-        new_link = m.link_for(new)
+        new_link = m.connector_reports.link_for(new)
         old_link.got_record(Open(0, 1, "chat"))
         old_link.got_record(Data(1, 1, b"a"))
-        m.connector_path_upgraded(new_link)
+        m.connector_reports.connector_path_upgraded(new_link)
         new_link.got_record(Open(0, 1, "chat"))  # the peer replays what we had not acked
         new_link.got_record(Data(1, 1, b"a"))
         old_link.got_record(Data(2, 1, b"b"))  # still in flight on the old path
@@ -147,7 +148,7 @@ class PathUpgradeTests(SynchronousTestCase):
         """A connection offered as an upgrade while no link is selected is closed."""
         m, *_ = started(LEADER, FOLLOWER, list(EXTENSIONS))
         stray = direct()
-        m.connector_path_upgraded(m.link_for(stray))
+        m.connector_reports.connector_path_upgraded(m.connector_reports.link_for(stray))
         self.assertTrue(stray.aborted)
         m.stop()
 
@@ -155,10 +156,10 @@ class PathUpgradeTests(SynchronousTestCase):
         """Once the wormhole has stopped, a retired link does not wait for its grace."""
         m, _pipe, clock, *_ = started(LEADER, FOLLOWER, list(EXTENSIONS))
         old = relay()
-        m.connector_connection_made(m.link_for(old), 1)
+        m.connector_reports.connector_connection_made(m.connector_reports.link_for(old), 1)
         new = direct()
-        new_link = m.link_for(new)
-        m.connector_path_upgraded(new_link)
+        new_link = m.connector_reports.link_for(new)
+        m.connector_reports.connector_path_upgraded(new_link)
         m.stop()
         clock.advance(0)
         self.assertTrue(new.disconnected)  # drained: nothing was unacknowledged
@@ -175,14 +176,14 @@ class StockPeerUpgradeTests(SynchronousTestCase):
     def relayed(self) -> tuple[Manager, MailboxPipe, Any, FakeDilatedConnection]:
         m, pipe, clock, _records, _statuses = started(LEADER, FOLLOWER, [])
         link = relay()
-        m.connector_connection_made(m.link_for(link), 1)
+        m.connector_reports.connector_connection_made(m.connector_reports.link_for(link), 1)
         return m, pipe, clock, link
 
     def test_leader_asks_for_a_new_generation_and_keeps_the_link_meanwhile(self) -> None:
         """The Leader sends 'reconnect' and keeps using the relayed link until the stock
         Follower drops it (it does on 'reconnect'); the next generation prefers direct."""
         m, pipe, _clock, link = self.relayed()
-        m.direct_path_proven()
+        m.connector_reports.direct_path_proven()
         self.assertEqual(pipe.sent[-1][1], {"type": "reconnect"})
         self.assertFalse(link.closed)
         current = m.link
@@ -198,7 +199,7 @@ class StockPeerUpgradeTests(SynchronousTestCase):
         """'reconnecting' before the link's end is noticed: the link is dropped, the new
         generation starts."""
         m, _pipe, _clock, link = self.relayed()
-        m.direct_path_proven()
+        m.connector_reports.direct_path_proven()
         m.received_dilation_message(b'{"type": "reconnecting"}')
         self.assertTrue(link.aborted)
         self.assertIsNotNone(m.connector)
@@ -207,7 +208,7 @@ class StockPeerUpgradeTests(SynchronousTestCase):
     def test_a_silent_peer_gets_its_link_dropped(self) -> None:
         """No answer within LEAVE_TIMEOUT: the Leader drops the link itself."""
         m, _pipe, clock, link = self.relayed()
-        m.direct_path_proven()
+        m.connector_reports.direct_path_proven()
         clock.advance(LEAVE_TIMEOUT)
         self.assertIsNotNone(link.failed_reason)
         assert link.failed_reason is not None
@@ -217,15 +218,15 @@ class StockPeerUpgradeTests(SynchronousTestCase):
     def test_once_per_backoff(self) -> None:
         """A second proof within PROVEN_BACKOFF of the first starts nothing."""
         m, pipe, clock, _link = self.relayed()
-        m.direct_path_proven()
+        m.connector_reports.direct_path_proven()
         m.received_dilation_message(b'{"type": "reconnecting"}')
         second = relay()
-        m.connector_connection_made(m.link_for(second), 1)
+        m.connector_reports.connector_connection_made(m.connector_reports.link_for(second), 1)
         sent = len(pipe.sent)
-        m.direct_path_proven()
+        m.connector_reports.direct_path_proven()
         self.assertEqual(len(pipe.sent), sent)
         clock.advance(PROVEN_BACKOFF)
-        m.direct_path_proven()
+        m.connector_reports.direct_path_proven()
         self.assertEqual(pipe.sent[-1][1], {"type": "reconnect"})
         m.stop()
 
@@ -237,9 +238,9 @@ class StockPeerUpgradeTests(SynchronousTestCase):
             (LEADER, FOLLOWER, list(EXTENSIONS), relay()),
         ):
             m, pipe, _clock, _records, _statuses = started(side, peer, extensions)
-            m.connector_connection_made(m.link_for(conn), 1)
+            m.connector_reports.connector_connection_made(m.connector_reports.link_for(conn), 1)
             sent = len(pipe.sent)
-            m.direct_path_proven()
+            m.connector_reports.direct_path_proven()
             self.assertEqual(len(pipe.sent), sent)
             self.assertFalse(conn.closed)
             m.stop()

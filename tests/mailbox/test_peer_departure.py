@@ -316,7 +316,7 @@ class ExtensionWireTests(SynchronousTestCase):
         m.received_dilation_message(please(FOLLOWER_SIDE, list(EXTENSIONS)))
         conn = FakeConnection()
         m.multiplexer.set_role = lambda role: None  # type: ignore[method-assign]
-        m.events.connection_made(m.link_for(conn))
+        m.events.connection_made(m.connector_reports.link_for(conn))
         for stale in (b'{"type": "link-lost", "generation": 3}',
                       b'{"type": "link-lost", "generation": true}',
                       b'{"type": "link-lost"}'):  # fmt: skip
@@ -327,7 +327,7 @@ class ExtensionWireTests(SynchronousTestCase):
         f, _fpipe, _fclock = _manager(FOLLOWER_SIDE)
         f.received_dilation_message(please(LEADER_SIDE, list(EXTENSIONS)))
         fconn = FakeConnection()
-        f.events.connection_made(f.link_for(fconn))
+        f.events.connection_made(f.connector_reports.link_for(fconn))
         f.received_dilation_message(b'{"type": "link-lost", "generation": 0}')
         self.assertEqual(fconn.failed, [])
         self.assertIn(LINK_LOST, EXTENSIONS)
@@ -376,7 +376,7 @@ class PeerTimeoutTests(SynchronousTestCase):
         m, _pipe, clock = _manager(LEADER_SIDE)
         m.received_dilation_message(please(FOLLOWER_SIDE))
         conn = FakeConnection()
-        link = m.link_for(conn)
+        link = m.connector_reports.link_for(conn)
         m.events.connection_made(link)
         link.stop()  # the fake never answers pings
         clock.advance(1000)
@@ -473,8 +473,8 @@ class CloseFlushTests(DilatedPairBase):
         """A link that does not come back: the close waits the timeout, then goes on, saying
         how many records the peer never acknowledged."""
         m, _pipe, clock = _started_leader()
-        link = m.link_for(FakeDilatedConnection("first"))
-        m.connector_connection_made(link, 1)
+        link = m.connector_reports.link_for(FakeDilatedConnection("first"))
+        m.connector_reports.connector_connection_made(link, 1)
         m.multiplexer.connector_for("x").connect(Factory.forProtocol(Collector))
         clock.advance(0)
         link.connection_lost(link, LinkLoss(Cause.DROPPED, "cut"))

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IReactorTime
+
+from txdilation.wire.timer import RestartableTimer
 
 __all__ = ["PeerAbsence"]
 
@@ -29,18 +31,17 @@ class PeerAbsence:
     def __init__(
         self, clock: IReactorTime, timeout: float | None, on_absent: Callable[[], None]
     ) -> None:
-        self._clock = clock
         self._timeout = timeout
         self._on_absent = on_absent
         self._waiting = False
         self._mailbox_up = True
         self._done = False
-        self._timer: IDelayedCall | None = None
+        self._timer = RestartableTimer(clock, self._expired)
 
     @property
     def counting(self) -> bool:
         """True while the countdown runs."""
-        return self._timer is not None
+        return self._timer.pending
 
     def waiting_for_peer(self, waiting: bool) -> None:
         """We lost (True) or got (False) a connection to the peer."""
@@ -55,7 +56,7 @@ class PeerAbsence:
 
     def heard_from_peer(self) -> None:
         """The peer sent something: start counting afresh."""
-        if self._timer is not None:
+        if self._timer.pending:
             self._rearm()
 
     def stop(self) -> None:
@@ -64,13 +65,10 @@ class PeerAbsence:
         self._rearm()
 
     def _rearm(self) -> None:
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
+        self._timer.cancel()
         if self._timeout is not None and self._waiting and self._mailbox_up and not self._done:
-            self._timer = self._clock.callLater(self._timeout, self._expired)
+            self._timer.start(self._timeout)
 
     def _expired(self) -> None:
-        self._timer = None
         self._done = True
         self._on_absent()

@@ -168,6 +168,8 @@ class ManagerCore:
     direct_proven_at: float | None = None
     prefer_direct: bool = False
     leave_timer: IDelayedCall | None = None
+    #: ``stopping``'s deadline: the link is aborted when it fires (reset once it is drained)
+    drain_timer: IDelayedCall | None = None
     #: links the wormhole moved away from, still open for what is in flight on them
     retired: set[SelectedLink] = field(default_factory=set)
     early_please: str | None = None
@@ -303,6 +305,11 @@ class ManagerCore:
         if self.leave_timer is not None and self.leave_timer.active():
             self.leave_timer.cancel()
         self.leave_timer = None
+
+    def cancel_drain_timer(self) -> None:
+        if self.drain_timer is not None and self.drain_timer.active():
+            self.drain_timer.cancel()
+        self.drain_timer = None
 
     def watch_generation(self, events: ManagerEvents) -> None:
         self.cancel_stall_timer()

@@ -1,41 +1,18 @@
 """L1: the Manager's lifecycle: roles, generations, and the DILATE-n rules of stock.
 
-The module-level Automat machine ``manager_machine`` over a
-:class:`~txdilation.mailbox.manager_core.ManagerCore` (its inputs, core and the ``connecting``
-state's data are in ``txdilation.mailbox.manager_core``); the facade
-(``txdilation.mailbox.manager.Manager``) feeds it inputs::
+The module-level Automat machine ``manager_machine`` over a ``mailbox.manager_core.ManagerCore``
+(its inputs ``ManagerEvents`` and ``connecting``'s data ``Generation`` are there too); the
+facade ``mailbox.manager.Manager`` feeds it inputs. The states and transitions are drawn in
+``state-diagrams/manager_lifecycle.svg``; ``mailbox.manager`` states the invariants. The
+selected link and the timers (stall, leave, drain) live in the core: the link outlives
+``connected`` (aborted in ``abandoning``, drained in ``stopping``, watched in ``peer_leaving``).
 
-    waiting -start-> wanting -please-> connecting -connection_made-> connected
-    connected -connection_lost-> disconnected (the Leader sends 'reconnect')
-    connected -path_upgraded-> connected (the link moved to a direct connection, same generation)
-    connected -direct_proven (Leader, peer without path upgrades)-> leaving (sends 'reconnect')
-    leaving -connection_lost-> disconnected;  leaving -reconnecting-> connecting
-    disconnected -reconnecting (Leader) | reconnect (Follower)-> connecting
-    connected -reconnect (Follower)-> abandoning -connection_lost-> connecting
-    connecting -generation_stalled (Leader)-> disconnected (the Leader sends 'reconnect')
-    connected|abandoning -closing-> peer_leaving -connection_lost-> peer_gone
-    waiting|wanting|connecting|disconnected -closing-> peer_gone
-    connecting|disconnected|abandoning -peer_absent-> peer_gone
-    connected|abandoning|peer_leaving -stop-> stopping -connection_lost-> stopped
-    waiting|wanting|connecting|disconnected -stop-> stopped;  peer_gone -stop-> stopped
-
-``connecting`` carries its ``Generation`` (the number and the Connector), ``stopping`` its
-deadline; the selected link lives in the core, because it outlives ``connected`` (it is aborted
-in ``abandoning``, drained in ``stopping``, watched in ``peer_leaving``). The states and
-transitions are drawn in ``state-diagrams/manager_lifecycle.svg``; ``txdilation.mailbox.manager``
-states the invariants.
-
-Ordering follows the package's one Automat pattern (docs/architecture.md, "state first, then
-events"): a state's factory only builds its data (``connecting``'s Generation, ``stopping``'s
-deadline); where the machine moves on by itself, the behaviour makes that follow-up input
-first, and Automat runs it once the transition is done (before anything the behaviour's callees
-ask of the machine meanwhile). So each transition into ``connecting`` begins with ``launch``,
-which starts the new generation's connector after what the transition sent (a Follower's
-'reconnecting' goes out before the new hints).
-
-Every (state, input) pair is a transition or a documented no-op (``wire.machines.complete``):
-inputs the peer could send at the wrong time are logged, a link selected outside a generation's
-connecting phase is aborted, anything else is ignored.
+"State first, then events" (docs/architecture.md): a state's factory only builds its data, a
+timer is started by a transition's behaviour, and where the machine moves on by itself the
+behaviour makes the follow-up input first (Automat runs it once the transition is done): each
+transition into ``connecting`` begins with ``launch``, so a Follower's 'reconnecting' goes out
+before the new hints. Every (state, input) pair is a transition or a documented no-op
+(``wire.machines.complete``).
 """
 
 from __future__ import annotations
@@ -44,7 +21,6 @@ from collections.abc import Callable
 from typing import Any
 
 from automat import TypeMachineBuilder
-from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 
 from txdilation.mailbox.manager_core import (
@@ -105,10 +81,6 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         c.current = Generation(c.generation)
         return c.current
 
-    def deadline(events: ManagerEvents, c: ManagerCore) -> IDelayedCall:
-        c.mux.when_acknowledged().addCallback(lambda _: events.drained())
-        return c.reactor.callLater(CLOSE_TIMEOUT, events.drain_timeout)  # type: ignore[no-any-return]
-
     waiting, wanting = b.state("waiting"), b.state("wanting")
     connecting = b.state("connecting", new_generation)
     connected, disconnected, abandoning = (
@@ -118,7 +90,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     )
     leaving = b.state("leaving")
     peer_leaving, peer_gone = b.state("peer_leaving"), b.state("peer_gone")
-    stopping, stopped = b.state("stopping", deadline), b.state("stopped")
+    stopping, stopped = b.state("stopping"), b.state("stopped")
 
     @waiting.upon(E.start).to(wanting)
     def send_please(events: ManagerEvents, c: ManagerCore) -> None:
@@ -258,13 +230,10 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
     @leaving.upon(E.link_silent).loop()
     @abandoning.upon(E.link_silent).loop()
     @peer_leaving.upon(E.link_silent).loop()
+    @stopping.upon(E.link_silent).loop()
     def give_up_link(events: ManagerEvents, c: ManagerCore) -> None:
         if c.link is not None:
             c.link.fail(SILENCE)
-
-    @stopping.upon(E.link_silent).loop()
-    def give_up_draining(events: ManagerEvents, c: ManagerCore, deadline: IDelayedCall) -> None:
-        give_up_link(events, c)
 
     @connected.upon(E.rx_link_lost).loop()
     def peer_lost_link(events: ManagerEvents, c: ManagerCore, generation: int) -> None:
@@ -321,23 +290,24 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         (the stopping state's deadline bounds the wait)."""
         c.stop_upgrader()
         c.cancel_leave_timer()
+        c.drain_timer = c.reactor.callLater(CLOSE_TIMEOUT, events.drain_timeout)
+        c.mux.when_acknowledged().addCallback(lambda _: events.drained())
 
     @stopping.upon(E.drained).loop()
-    def disconnect(events: ManagerEvents, c: ManagerCore, deadline: IDelayedCall) -> None:
+    def disconnect(events: ManagerEvents, c: ManagerCore) -> None:
         if c.link is not None:
             c.link.disconnect()
-        if deadline.active():
-            deadline.reset(ABORT_AFTER_DISCONNECT)
+        if c.drain_timer is not None and c.drain_timer.active():
+            c.drain_timer.reset(ABORT_AFTER_DISCONNECT)
 
     @stopping.upon(E.drain_timeout).loop()
-    def abort(events: ManagerEvents, c: ManagerCore, deadline: IDelayedCall) -> None:
+    def abort(events: ManagerEvents, c: ManagerCore) -> None:
         if c.link is not None:
             c.link.abort()
 
     @stopping.upon(E.connection_lost).to(stopped)
-    def stopped_after_close(events: ManagerEvents, c: ManagerCore, deadline: IDelayedCall) -> None:
-        if deadline.active():
-            deadline.cancel()
+    def stopped_after_close(events: ManagerEvents, c: ManagerCore) -> None:
+        c.cancel_drain_timer()
         c.mux.stop("wormhole closed")
         c.finish()
 

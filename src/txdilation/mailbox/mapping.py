@@ -1,5 +1,7 @@
-"""L1: what the wormhole says of its port mapping: telemetry, the status, and which link it
-carried.
+"""L1: the wormhole's port mapping: whether it has a mapper, and what it says of the mapping
+(telemetry, the status, which link it carried).
+
+:func:`port_mapper_for` says whether the wormhole maps its listener's port (see its docstring).
 
 A :class:`MappingReporter` is the :class:`~txdilation.portmap.mapper.PortMapper`'s observer:
 each change is one ``port_mapping`` telemetry record (the protocol and the lease, never an
@@ -15,12 +17,19 @@ telemetry never carries addresses or ports.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
+from typing import Any
 
+from twisted.internet.interfaces import IReactorUDP
+
+from txdilation.portmap.mapper import PortMapper
 from txdilation.portmap.mapping import PortMapping, is_public
+from txdilation.settings import Settings
 from txdilation.telemetry import Telemetry
+from txdilation.wire.contracts import IDilationReactor
 
-__all__ = ["MappingReporter"]
+__all__ = ["MappingReporter", "free_port", "port_mapper_for"]
 
 _HELD = ("mapped", "renewed")
 
@@ -51,3 +60,34 @@ class MappingReporter:
             return False
         host = description[len("<-tcp:") :].rsplit(":", 1)[0]
         return ":" not in host and is_public(host)
+
+
+def free_port() -> int:
+    """A TCP port free now on every address (0 if none could be had: any port then)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("", 0))
+            return int(s.getsockname()[1])
+    except OSError:
+        return 0
+
+
+def port_mapper_for(
+    reactor: IDilationReactor,
+    settings: Settings,
+    no_listen: bool,
+    tor: Any,
+    reporter: MappingReporter,
+) -> PortMapper | None:
+    """The wormhole's port mapper, unless mapping is off, there is no listener to map (no
+    listening, Tor), the listener is not on every address (a listen interface: the gateway
+    may not reach it), a forward is configured by hand (a hint port), or the reactor has no
+    UDP."""
+    network = settings.network
+    if not network.port_mapping or no_listen or tor is not None:
+        return None
+    if network.listen_interface or network.hint_port:
+        return None
+    if not IReactorUDP.providedBy(reactor):
+        return None
+    return PortMapper(reactor, observer=reporter)

@@ -233,7 +233,7 @@ class Outbox:
 
 
 class MessageHandlers(Protocol):
-    """What handles each received DILATE-n message type (the Manager)."""
+    """What handles each received DILATE-n message type (``mailbox.peer_messages``)."""
 
     def please(self, message: Please) -> None: ...
 

@@ -115,7 +115,7 @@ class Connector:
     ) -> None:
         """
         :param settings: what to do (the same for every generation).
-        :param owner: where hints and the selected connection go (the Manager).
+        :param owner: where hints and the selected connection go (the Manager's reports).
         :param reactor: IReactorTCP + IReactorTime (+ a thread pool for address discovery).
         :param telemetry: the session's telemetry; None records no attempts.
         :param eventually: ``eventually(f, *args)`` calls ``f(*args)`` on a later reactor

@@ -53,7 +53,7 @@ class Purpose(enum.Enum):
 
 
 class IConnectorOwner(TypingProtocol):
-    """What a connector reports to (the Manager)."""
+    """What a connector reports to (``mailbox.selection_reports.ConnectorReports``)."""
 
     def send_hints(self, hints: list[dict[str, Any]]) -> None:
         """Publish these hint dicts to the peer in one ``connection-hints`` message."""

@@ -50,10 +50,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from txdilation.wire.reasons import Cause, LinkLoss
+from txdilation.wire.timer import RestartableTimer
 
 __all__ = [
     "DATA_PROBE_FACTOR",
@@ -156,7 +157,7 @@ class DeadPathDetector:
         self._cause = Cause.PROBE_UNANSWERED  # the verdict's cause (or a network change)
         self._quiet_until = 0.0  # no data probe before then
         self._extended = False  # the probe's deadline was pushed back once (a late check)
-        self._timer: IDelayedCall | None = None
+        self._timer = RestartableTimer(clock, self._check)
         self._stopped = False
         self.probes = 0  # probes sent, for logs and tests
         self.kernel_saves = 0  # unanswered probes the kernel vouched for
@@ -170,13 +171,13 @@ class DeadPathDetector:
         if self._stopped:
             return
         self._sent.append((seqnum, self._clock.seconds()))
-        timer = self._timer
-        if timer is None:
+        pending = self._timer.due
+        if pending is None:
             self._arm()
         elif self._probe_deadline is None and len(self._sent) == 1:
             # the timer may wait for an answered probe's old deadline: not past this one's
             due = self._next_deadline()
-            if due is not None and timer.getTime() > due:
+            if due is not None and pending > due:
                 self._arm()
 
     def acked(self, resp_seqnum: int) -> None:
@@ -214,7 +215,7 @@ class DeadPathDetector:
     def stop(self) -> None:
         """No more probes or verdicts (idempotent)."""
         self._stopped = True
-        self._cancel()
+        self._timer.cancel()
         self._sent.clear()
 
     # --- internals ---
@@ -251,19 +252,12 @@ class DeadPathDetector:
         return None
 
     def _arm(self) -> None:
-        self._cancel()
+        self._timer.cancel()
         when = self._next_deadline()
         if when is not None:
-            delay = max(0.0, when - self._clock.seconds())
-            self._timer = self._clock.callLater(delay, self._check)
-
-    def _cancel(self) -> None:
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
+            self._timer.start(max(0.0, when - self._clock.seconds()))
 
     def _check(self) -> None:
-        self._timer = None
         if self._stopped:
             return
         now = self._clock.seconds()

@@ -1,93 +1,62 @@
 """L3: one generation's outbound dials to the peer's hints: direct, punched, Tor and relay.
 
-A :class:`Dialer` is owned by the :class:`~txdilation.selection.connector.Connector`. It dials
-every direct hint the peer publishes, highest priority first; relay hints are dialed at once
-when there is no direct hint to try (or we do not listen), else after ``relay_delay`` seconds or
-as soon as every direct attempt has failed, whichever comes first
-(:mod:`txdilation.selection.relays` states how several relays race). Each dial is one
-:class:`Dial` record, from its first try to its end (a punch retry is the same dial tried
-again); its connection is built by the Connector (``build(dial)``), which keeps the dial with
-that candidate and tells the Dialer when its connection closes (:meth:`Dialer.dial_over`). The
-Dialer reports back through the narrow callbacks given to it: ``hint_status`` (the hints being
-tried) and ``selected`` (whether the race ended in a selection, so that relays are not started
-any more).
+A :class:`Dialer`, owned by the Connector, dials every direct hint of the peer's, highest
+priority first, and relay hints at once when there is no direct hint to try (or we do not
+listen), else after ``relay_delay`` seconds or once every direct dial failed. Each dial is one
+:class:`Dial` record from its first try to its end; how one try connects (the listening port,
+a punched hint's plan, Tor) is :mod:`txdilation.selection.dial_endpoint`. After a relayed link
+is selected under ``path-upgrade-v1``, :meth:`Dialer.go_on_in_background` dials the direct hints
+again on a ``RetrySchedule``. docs/connectivity.md ("The Dialer") tells the whole story.
 
-Hole punching (:mod:`txdilation.selection.punch`): while ``bind_port()`` names the listening
-port, every direct dial to an IP literal starts from that port. A dial to a punched hint of the
-peer's follows a :class:`~txdilation.selection.punch_schedule.PunchPlan`: its first SYN may
-have a low TTL after a refusal, where the expiry probe (once per generation and address
-family) finds such a connect survives (:mod:`txdilation.selection.punch_dial` makes that
-socket), and a try that fails is made again as the plan says (soon after a refusal, at once
-after an expiry, else every ``punch.PUNCH_RETRY_DELAY`` seconds) until ``punch.PUNCH_WINDOW``
-has passed since its first try.
-
-:meth:`Dialer.go_on_in_background` turns a Dialer whose generation selected a relayed link
-into the background dialer of a path upgrade (``path-upgrade-v1``): relay dials end, and every
-direct hint of the peer's (punched ones included, from the listening port) is dialed again at
-the times of a :class:`~txdilation.selection.upgrade.RetrySchedule`, each try given at most
-``upgrade.BACKGROUND_CONNECT_TIMEOUT`` seconds (a try still connecting at the next time is
-given up for a new one; during the quick first retries, a refused try of a plan that relies
-on crossing SYNs is made again soon for ``punch_schedule.REFUSED_BURST`` after each), until
-the race ends for good.
-
-Invariants: after :meth:`Dialer.cancel_attempts` nothing is dialed any more (the cancelled
-direct dials ending there start no relay dial, no punch retry follows); the same relay endpoint
-is dialed once per generation (again only by :meth:`Dialer.dial_again`, once that dial is
-over), and none once in the background; a direct dial is outstanding from its first try until
-it fails for good or its connection closes, and it ends once (:meth:`Dialer.dial_over`, the one
-place that ends it), a punch retry, a background try or a try again being the same dial; every
-try is one telemetry attempt when an :class:`~txdilation.selection.attempts.AttemptLog` is
-given.
+Invariants: after :meth:`Dialer.cancel_attempts` nothing is dialed any more; the same relay
+endpoint is dialed once per generation (again only by :meth:`Dialer.dial_again`), none in the
+background; a direct dial is outstanding from its first try until it fails for good or its
+connection closes, and it ends once (:meth:`Dialer.dial_over`); every try is one telemetry
+attempt when an ``AttemptLog`` is given.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from twisted.internet.defer import Deferred, succeed
-from twisted.internet.endpoints import (
-    HostnameEndpoint,
-    TCP4ClientEndpoint,
-    TCP6ClientEndpoint,
-)
-from twisted.internet.interfaces import IDelayedCall, IStreamClientEndpoint
-from twisted.internet.protocol import ClientFactory
-from twisted.internet.tcp import makeBinding
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import IDelayedCall
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 from wormhole._status import DilationHint
 
-from txdilation.link.connection import DilatedConnectionProtocol
 from txdilation.link.framer import relay_handshake_line
-from txdilation.link.websocket import WebSocketClientEndpoint
-from txdilation.selection import punch
-from txdilation.selection.attempts import Attempt, AttemptLog
+from txdilation.selection.attempts import AttemptLog
+from txdilation.selection.dial_endpoint import (
+    BuildProtocol,
+    Dial,
+    OutboundFactory,
+    hint_type,
+    punched_connect,
+    route_for,
+)
 from txdilation.selection.hints import (
     Hint,
     RelayEndpoint,
     RelayV1Hint,
-    TCPHint,
     TorTCPV1Hint,
     WebSocketHint,
     describe_outbound,
     hint_url,
-    websocket_address,
 )
-from txdilation.selection.punch_dial import ExpiryProbe, punched_endpoint
+from txdilation.selection.punch_dial import ExpiryProbe
 from txdilation.selection.punch_schedule import (
     CROSSING_WINDOW,
     LOW_TTLS,
     PunchPlan,
-    Verdict,
     outcome_of,
 )
 from txdilation.selection.relays import RELAY_CONNECT_TIMEOUT, relays_to_dial
 from txdilation.selection.upgrade import BACKGROUND_CONNECT_TIMEOUT, RetrySchedule
 from txdilation.wire.keys import derive_relay_token
+from txdilation.wire.timer import RestartableTimer
 
 if TYPE_CHECKING:
     from txdilation.selection.connector_settings import ConnectorSettings
@@ -96,33 +65,6 @@ __all__ = ["BuildProtocol", "Dial", "Dialer"]
 
 #: the connector's logger: the split into modules changes no log line
 _log = Logger(namespace="txdilation.selection.connector")
-
-
-@dataclass(eq=False, slots=True)
-class Dial:
-    """One outbound dial to one hint of the peer's, from its first try to its end (a punch
-    retry is the same dial, tried again)."""
-
-    hint: RelayEndpoint
-    via_relay: bool
-    description: str
-    relay_line: bytes | None  # what we say to the relay first (None: not through a relay)
-    started: float  # the first try (the punch window counts from it)
-    attempt: Attempt | None = None  # the current try's telemetry attempt
-    connecting: Deferred[Any] | None = None  # the current try's connect(), while in progress
-    punching: bool = False  # the current try dials a punched hint from our listening port
-    plan: PunchPlan | None = None  # a punched hint's: its tries' TTLs and retries
-    retry: IDelayedCall | None = None  # the next try, while one is due
-    over: bool = False  # a direct dial that failed for good, or whose connection closed
-
-    @property
-    def relay(self) -> RelayEndpoint | None:
-        """The relay this dial goes through (None for a direct or Tor dial)."""
-        return self.hint if self.via_relay else None
-
-
-#: ``build(dial)``: the Connector's L2 protocol for the TCP connection a dial made
-BuildProtocol = Callable[[Dial], DilatedConnectionProtocol]
 
 
 class Dialer:
@@ -156,13 +98,13 @@ class Dialer:
         self._expiry = ExpiryProbe(reactor, LOW_TTLS[0])  # do low-TTL first SYNs survive?
         self._dials: list[Dial] = []  # every dial of this generation, in the order started
         self.deferred_relays: list[RelayEndpoint] = []
-        self._relay_timer: IDelayedCall | None = None
+        self._relay_timer = RestartableTimer(reactor, self._start_relays)
         self._relays_started = False
         self._relays_held_until = 0.0  # (hold_relays) no relay dial before then
         self._used_relays: set[RelayEndpoint] = set()
         #: the schedule of background dials, once the generation selected a relayed link
         self._background: RetrySchedule | None = None
-        self._background_timer: IDelayedCall | None = None
+        self._background_timer = RestartableTimer(reactor, self._background_tick)
 
     @property
     def busy(self) -> bool:
@@ -217,8 +159,8 @@ class Dialer:
         held = self._relays_held_until > self._reactor.seconds() and not self._relays_started
         if (made_direct and not s.no_listen and not self._relays_started) or held:
             self.deferred_relays.extend(fresh)
-            if self._relay_timer is None:
-                self._relay_timer = self._reactor.callLater(s.relay_delay, self._start_relays)
+            if not self._relay_timer.pending:
+                self._relay_timer.start(s.relay_delay)
         else:
             for h in fresh:
                 self._dial(h, via_relay=True)
@@ -231,18 +173,14 @@ class Dialer:
         if self._relays_started or self._closed or self._background is not None:
             return
         self._relays_held_until = self._reactor.seconds() + seconds
-        if self._relay_timer is not None and self._relay_timer.active():
-            self._relay_timer.cancel()
-        self._relay_timer = self._reactor.callLater(seconds, self._start_relays)
+        self._relay_timer.start(seconds)
 
     def _start_relays(self) -> None:
         """Relay attempts begin after the delay, or once every direct attempt has failed
         (never after :meth:`cancel_attempts`: the cancelled direct dials end there too)."""
         if self._closed:
             return
-        if self._relay_timer is not None and self._relay_timer.active():
-            self._relay_timer.cancel()
-        self._relay_timer = None
+        self._relay_timer.cancel()
         self._relays_started = True
         pending, self.deferred_relays = self.deferred_relays, []
         for h in pending:
@@ -267,48 +205,38 @@ class Dialer:
         )
         if self._background is not None:
             timeout = min(timeout, BACKGROUND_CONNECT_TIMEOUT)
-        endpoint: IStreamClientEndpoint | None = None
-        local: tuple[str, int] | None = None  # dialled from: hole punching's listening port
-        # a direct TCP dial, when hole punching may bind it to the listening port
-        punchable: TCPHint | None = None
-        listen_port = self._bind_port()
-        if not via_relay and listen_port and not isinstance(hint, WebSocketHint):
-            punchable = hint
-            local = punch.dial_address(hint, listen_port, s.network.listen_interface or None)
-        punched = local is not None and punchable is not None and punch.is_punched(punchable)
-        if isinstance(hint, WebSocketHint):
-            host, port, path = websocket_address(hint)
-            endpoint = WebSocketClientEndpoint(
-                self._reactor, host, port, path, secure=hint.secure, timeout=timeout
-            )
-        elif s.tor is not None:
-            endpoint = s.tor.stream_via(hint.hostname, hint.port)
-            punched = False
-        elif local is not None and not punched:
-            endpoint = TCP4ClientEndpoint(  # IP literals of either family; see selection.punch
-                self._reactor,
-                hint.hostname,
-                hint.port,
-                timeout=timeout,
-                bindAddress=makeBinding(*local, reuseAddress=True, reusePort=True),
-            )
-        elif local is None:
-            endpoint = _tcp_client_endpoint(self._reactor, hint, timeout)
+        route = route_for(
+            self._reactor,
+            hint,
+            via_relay=via_relay,
+            listen_port=self._bind_port(),
+            listen_interface=s.network.listen_interface or None,
+            tor=s.tor,
+            timeout=timeout,
+        )
         log = self._attempt_log
         attempt = dial.attempt = None
         if log is not None:
-            attempt = dial.attempt = log.started(_hint_type(hint, via_relay), "outbound")
-        factory = _OutboundFactory(self._build, dial)
+            attempt = dial.attempt = log.started(hint_type(hint, via_relay), "outbound")
+        factory = OutboundFactory(self._build, dial)
         d: Deferred[Any]
-        if endpoint is not None:
-            d = endpoint.connect(factory)
+        if route.endpoint is not None:
+            d = route.endpoint.connect(factory)
         else:  # a punched hint: see selection.punch_schedule
-            assert local is not None and punchable is not None
+            assert route.local is not None and route.punchable is not None
             if dial.plan is None:
                 dial.plan = PunchPlan(dial.started, self._rng)
-            d = self._punched_try(dial.plan, punchable, local, timeout, factory)
+            d = punched_connect(
+                self._reactor,
+                self._expiry,
+                dial.plan,
+                route.punchable,
+                route.local,
+                timeout,
+                factory,
+            )
         dial.connecting = d
-        dial.punching = punched
+        dial.punching = route.punched
 
         def done(result: object) -> None:
             dial.connecting = None  # this try is the dial's latest: a retry follows a failure
@@ -326,39 +254,6 @@ class Dialer:
                 )
 
         d.addBoth(done)
-
-    def _punched_try(
-        self,
-        plan: PunchPlan,
-        hint: TCPHint,
-        local: tuple[str, int],
-        timeout: float,
-        factory: _OutboundFactory,
-    ) -> Deferred[Any]:
-        """A try of a punched hint from ``local``, its first SYN's TTL as ``plan`` says: one
-        that would have a low TTL if such a connect survives here waits for the expiry probe
-        to know; the others start the probe (for the tries after a refusal) and dial at
-        once."""
-        known = self._expiry.known(hint.hostname)
-        if known is not None and plan.verdict is None:
-            plan.probed(known)
-        waiting: Deferred[Any]
-        if plan.wants_verdict:
-            waiting = self._expiry.verdict(hint.hostname, hint.port, local[0])
-        else:
-            self._expiry.start(hint.hostname, hint.port, local[0])
-            waiting = succeed(None)
-
-        def dial(verdict: Verdict | None) -> Deferred[Any]:
-            if verdict is not None:
-                plan.probed(verdict)
-            ttl = plan.dial(self._reactor.seconds())
-            endpoint = punched_endpoint(
-                self._reactor, hint.hostname, hint.port, local, ttl=ttl, timeout=timeout
-            )
-            return endpoint.connect(factory)
-
-        return waiting.addCallback(dial)
 
     def _retry_punch(self, dial: Dial, failure: Failure) -> bool:
         """Dial the punched hint of ``dial`` from the listening port again when its plan says
@@ -398,9 +293,7 @@ class Dialer:
         self._background = schedule
         self._relays_started = True  # none deferred will start
         self.deferred_relays.clear()
-        if self._relay_timer is not None and self._relay_timer.active():
-            self._relay_timer.cancel()
-        self._relay_timer = None
+        self._relay_timer.cancel()
         for dial in self._dials:
             if dial.retry is not None:
                 if dial.retry.active():
@@ -424,14 +317,11 @@ class Dialer:
     def _arm_background(self) -> None:
         if self._background is None or self._closed:
             return
-        if self._background_timer is not None and self._background_timer.active():
-            self._background_timer.cancel()
         now = self._reactor.seconds()
         delay = self._background.next_after(now) - now
-        self._background_timer = self._reactor.callLater(delay, self._background_tick)
+        self._background_timer.start(delay)
 
     def _background_tick(self) -> None:
-        self._background_timer = None
         self._background_dials()
         self._arm_background()
 
@@ -482,44 +372,11 @@ class Dialer:
 
     def cancel_timers(self) -> None:
         """The race is over: cancel the relay delay and punch retries, forget deferred relays."""
-        timers = [self._relay_timer, self._background_timer, *(d.retry for d in self._dials)]
-        for timer in timers:
-            if timer is not None and timer.active():
-                timer.cancel()
-        self._relay_timer = self._background_timer = None
+        self._relay_timer.cancel()
+        self._background_timer.cancel()
         for dial in self._dials:
+            if dial.retry is not None and dial.retry.active():
+                dial.retry.cancel()
             dial.retry = None
             dial.punching = False
         self.deferred_relays.clear()
-
-
-def _tcp_client_endpoint(reactor: Any, hint: TCPHint, timeout: float) -> IStreamClientEndpoint:
-    try:
-        address = ipaddress.ip_address(hint.hostname)
-    except ValueError:
-        return HostnameEndpoint(reactor, hint.hostname.encode("idna"), hint.port, timeout=timeout)
-    endpoint_class: Any = TCP6ClientEndpoint if address.version == 6 else TCP4ClientEndpoint
-    endpoint: IStreamClientEndpoint = endpoint_class(
-        reactor, hint.hostname, hint.port, timeout=timeout
-    )
-    return endpoint
-
-
-def _hint_type(hint: RelayEndpoint, via_relay: bool) -> str:
-    """The telemetry hint type of an outbound attempt (never its address)."""
-    if via_relay:
-        return "relay-v1"
-    return "tor-tcp-v1" if isinstance(hint, TorTCPV1Hint) else "direct-tcp-v1"
-
-
-class _OutboundFactory(ClientFactory):
-    noisy = False  # one factory per try: no "Starting/Stopping factory" log lines
-
-    def __init__(self, build: BuildProtocol, dial: Dial) -> None:
-        self.build = build
-        self.dial = dial
-
-    def buildProtocol(self, addr: object) -> DilatedConnectionProtocol:
-        p = self.build(self.dial)
-        p.factory = self
-        return p

@@ -29,7 +29,8 @@ from txdilation.link.connection import DilatedConnectionProtocol
 from txdilation.selection.advertise import Advertiser
 from txdilation.selection.attempts import Attempt, AttemptLog
 from txdilation.selection.connector_settings import ConnectorSettings, IConnectorOwner, Purpose
-from txdilation.selection.dialing import Dial, Dialer
+from txdilation.selection.dial_endpoint import Dial
+from txdilation.selection.dialing import Dialer
 from txdilation.selection.hints import Hint, RelayEndpoint, encode_hint, hint_url
 from txdilation.selection.probe import ReachabilityProber
 from txdilation.selection.rekindle import Rekindler

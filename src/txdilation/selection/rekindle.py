@@ -21,7 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IReactorTime
+
+from txdilation.wire.timer import RestartableTimer
 
 __all__ = ["REKINDLE_FIRST", "REKINDLE_MAX", "Rekindler"]
 
@@ -45,29 +47,25 @@ class Rekindler:
         in_handshake: Callable[[], bool],
         rekindle: Callable[[], None],
     ) -> None:
-        self._clock = clock
         self._in_handshake = in_handshake
         self._rekindle = rekindle
         self._delay = REKINDLE_FIRST
-        self._timer: IDelayedCall | None = None
+        self._timer = RestartableTimer(clock, self._check)
         self._stopped = False
         self.rekindled = 0
         """How many times the hints went out again."""
 
     def start(self) -> None:
         """The generation started: the first check comes in :data:`REKINDLE_FIRST` seconds."""
-        if not self._stopped and self._timer is None:
-            self._timer = self._clock.callLater(self._delay, self._check)
+        if not self._stopped and not self._timer.pending:
+            self._timer.start(self._delay)
 
     def stop(self) -> None:
         """The race ended: no more checks (idempotent)."""
         self._stopped = True
-        if self._timer is not None and self._timer.active():
-            self._timer.cancel()
-        self._timer = None
+        self._timer.cancel()
 
     def _check(self) -> None:
-        self._timer = None
         if self._stopped:
             return
         if self._in_handshake():
@@ -77,4 +75,4 @@ class Rekindler:
             self._rekindle()
             self._delay = min(2 * self._delay, REKINDLE_MAX)
         if not self._stopped:
-            self._timer = self._clock.callLater(self._delay, self._check)
+            self._timer.start(self._delay)

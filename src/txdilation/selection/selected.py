@@ -89,7 +89,7 @@ Handler = Callable[[Any], object]
 
 
 class LinkOwner(Protocol):
-    """What a selected link reports to (the Manager)."""
+    """What a selected link reports to (``mailbox.selection_reports.LinkReports``)."""
 
     def link_lost(self, link: SelectedLink, reason: LinkLoss) -> None:
         """The connection is gone, because of ``reason``. Called once."""

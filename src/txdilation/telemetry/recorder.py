@@ -1,22 +1,22 @@
 """The telemetry of one dilated wormhole: :class:`Telemetry`, one method per event, each building
 one record (``txdilation.telemetry`` states the schema's rules) and handing it to the log, the
-file and the sink; and :class:`TrafficStats`, the counters its traffic records sample.
+file and the sink (its traffic records' counters and schedule are ``telemetry.traffic``'s).
 
-Time comes from the ``IReactorTime`` passed in (``ts`` is ``clock.seconds()``).
+Each record's envelope, the context it carries and its destinations are
+``telemetry.stream.RecordStream``'s; time comes from the ``IReactorTime`` passed in.
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
 from txdilation._version import IMPLEMENTATION, __version__
 from txdilation.settings import TelemetrySettings
-from txdilation.telemetry.sinks import LogFields, writer_for
+from txdilation.telemetry.stream import RecordStream
+from txdilation.telemetry.traffic import PeriodicTraffic, TrafficStats, traffic_fields
 from txdilation.telemetry.vocabulary import (
     ATTEMPT_OUTCOMES,
     DIRECTIONS,
@@ -25,38 +25,20 @@ from txdilation.telemetry.vocabulary import (
     LOST_REASONS,
     MAPPING_CHANGES,
     MAPPING_PROTOCOLS,
-    NAMESPACE,
     NOTICED_BY,
     PATH_CHANGE_REASONS,
     PATHS,
     RELAY_TRANSPORTS,
-    SCHEMA,
-    SESSION_ID,
     Record,
     Sink,
     as_count,
     as_duration,
     as_hint_counts,
-    pair_id,
     vocabulary,
 )
-from txdilation.wire.roles import Role
 
 
-@dataclass(frozen=True, slots=True)
-class TrafficStats:
-    """Cumulative counters of one session's durable record stream (all generations)."""
-
-    records_sent: int = 0
-    bytes_sent: int = 0
-    records_acked: int = 0
-    bytes_retransmitted: int = 0
-    records_received: int = 0
-    bytes_received: int = 0
-    queue_bytes: int = 0
-
-
-class Telemetry:
+class Telemetry(RecordStream):
     """The telemetry of one dilated wormhole, as seen by one peer.
 
     Construct one per ``dilate()`` call; call :meth:`set_role`, :meth:`set_pair` and
@@ -74,35 +56,18 @@ class Telemetry:
         log: Logger | None = None,
         log_records: bool = True,
     ) -> None:
-        """
-        :param clock: where ``ts`` and computed durations come from.
-        :param session_id: 16-64 lowercase hex digits; random when None.
-        :param sink: extra callable receiving every record (after the log and the file).
-        :param events_path: a file to append every record to as a JSON line (shared per path).
-        :param log: the ``twisted.logger.Logger`` to emit on (namespace ``txdilation.telemetry``
-            by default).
-        :param log_records: emit each record on ``log`` (at debug); False: only the file and
-            the sink get them.
-        :raises ValueError: ``session_id`` is not 16-64 lowercase hex digits.
-        :raises OSError: ``events_path`` cannot be opened.
-        """
-        if session_id is None:
-            session_id = secrets.token_hex(8)
-        if not SESSION_ID.fullmatch(session_id):
-            raise ValueError("session_id must be 16-64 lowercase hex digits")
-        self.session_id = session_id
-        self._clock = clock
-        self._log = log if log is not None else Logger(namespace=NAMESPACE)
-        self._log_records = log_records
-        file_sink = writer_for(events_path) if events_path else None
-        self._sinks = [s for s in (file_sink, sink) if s is not None]
-        self._seq = 0
-        self._role: str | None = None
-        self._generation: int | None = None
-        self._pair: str | None = None
+        """See :class:`~txdilation.telemetry.stream.RecordStream` for the parameters."""
+        super().__init__(
+            clock,
+            session_id=session_id,
+            sink=sink,
+            events_path=events_path,
+            log=log,
+            log_records=log_records,
+        )
         self._requested_at: float | None = None
         self._selected_at: float | None = None
-        self._periodic: IDelayedCall | None = None
+        self._periodic = PeriodicTraffic(clock, lambda stats: self._emit_traffic(stats, False))
         self._traffic_source: Callable[[], TrafficStats] | None = None
         self._next_attempt = 1
         self._subchannels_opened_at: dict[int, float] = {}
@@ -111,37 +76,6 @@ class Telemetry:
     def from_settings(cls, clock: IReactorTime, settings: TelemetrySettings) -> Telemetry:
         """A Telemetry writing where ``settings`` say (its file; the log only if asked)."""
         return cls(clock, events_path=settings.events_path, log_records=settings.log_records)
-
-    # --- context -----------------------------------------------------------------------
-
-    def set_role(self, role: Role | str) -> None:
-        """Record our role on later records.
-
-        :param role: ``Role.LEADER``/``Role.FOLLOWER`` or their names in any case.
-        :raises ValueError: ``role`` is neither (a programming error).
-        """
-        name = (role.value if isinstance(role, Role) else str(role)).lower()
-        if name not in ("leader", "follower"):
-            raise ValueError(f"unknown role {role!r}")
-        self._role = name
-
-    def set_generation(self, generation: int) -> None:
-        """Record the current connection generation on later records."""
-        self._generation = as_count(generation)
-
-    def set_pair(self, my_side: str, their_side: str) -> None:
-        """Derive and record the pair id from both mailbox sides (the sides are not kept)."""
-        self._pair = pair_id(my_side, their_side)
-
-    @property
-    def pair(self) -> str | None:
-        """The pair id, once :meth:`set_pair` was called."""
-        return self._pair
-
-    @property
-    def generation(self) -> int | None:
-        """The generation later records carry, once :meth:`set_generation` was called."""
-        return self._generation
 
     def new_attempt_id(self) -> int:
         """Return the next connection attempt id: 1, 2, 3, ... over the whole session (every
@@ -408,7 +342,7 @@ class Telemetry:
     @property
     def periodic_traffic(self) -> bool:
         """True while periodic ``traffic`` records are scheduled."""
-        return self._periodic is not None
+        return self._periodic.active
 
     def start_periodic_traffic(
         self, interval_s: float, sample: Callable[[], TrafficStats] | None = None
@@ -426,21 +360,11 @@ class Telemetry:
             sample = self._traffic_source
             if sample is None:
                 raise ValueError("no sample given and no traffic source set")
-        self.stop_periodic_traffic()
-        sampler = sample
-
-        def tick() -> None:
-            self._periodic = self._clock.callLater(interval_s, tick)
-            self._emit_traffic(sampler(), False)
-
-        self._periodic = self._clock.callLater(interval_s, tick)
+        self._periodic.start(interval_s, sample)
 
     def stop_periodic_traffic(self) -> None:
         """Cancel the periodic ``traffic`` records, if any."""
-        if self._periodic is not None:
-            if self._periodic.active():
-                self._periodic.cancel()
-            self._periodic = None
+        self._periodic.stop()
 
     # --- internals ---------------------------------------------------------------------
 
@@ -454,43 +378,7 @@ class Telemetry:
         }
 
     def _emit_traffic(self, stats: TrafficStats, final: bool) -> None:
-        fields: Record = {
-            "records_sent": as_count(stats.records_sent),
-            "bytes_sent": as_count(stats.bytes_sent),
-            "records_acked": as_count(stats.records_acked),
-            "bytes_retransmitted": as_count(stats.bytes_retransmitted),
-            "records_received": as_count(stats.records_received),
-            "bytes_received": as_count(stats.bytes_received),
-            "queue_bytes": as_count(stats.queue_bytes),
-            "final": bool(final),
-        }
-        self._emit("traffic", fields)
-
-    def _emit(self, event: str, fields: Record, generation: int | None = None) -> None:
-        if generation is None:
-            generation = self._generation
-        record: Record = {
-            "schema": SCHEMA,
-            "ts": self._clock.seconds(),
-            "seq": self._seq,
-            "event": event,
-            "session": self.session_id,
-            "role": self._role,
-        }
-        if generation is not None:
-            record["generation"] = generation
-        if self._pair is not None:
-            record["pair"] = self._pair
-        record.update({k: v for k, v in fields.items() if v is not None})
-        self._seq += 1
-        if self._log_records:
-            self._log.debug(
-                "telemetry {telemetry[event]}{telemetry_fields}",
-                telemetry=record,
-                telemetry_fields=LogFields(record),
-            )
-        for sink in self._sinks:
-            sink(record)
+        self._emit("traffic", traffic_fields(stats, final))
 
 
 __all__ = ["Telemetry", "TrafficStats"]
