@@ -74,7 +74,7 @@ from txdilation.mailbox.manager import Manager
 from txdilation.selection.hints import DirectTCPV1Hint, RelayV1Hint
 from txdilation.selection.selected import SelectedLink
 from txdilation.settings import NetworkSettings, Settings
-from txdilation.testing.fakes import FakeDilatedConnection, FakePushProducer, dispatch_by_type
+from txdilation.testing.fakes import FakeDilatedConnection, FakePushProducer, record_sink
 from txdilation.wire.errors import (
     AlreadyClosedError,
     FramingError,
@@ -883,7 +883,7 @@ def subchannels(t: SynchronousTestCase, src: Source) -> None:
             elif op == 8:
                 if hostile:
                     mux = pair.leader if src.flag() else pair.follower
-                    dispatch_by_type(mux.record_handlers())(hostile_record(src))
+                    record_sink(mux)(hostile_record(src))
                 else:
                     pair.clock.advance(0)
             elif op == 9 and src.below(6) == 0:

@@ -8,14 +8,15 @@ from typing import Any
 from twisted.internet.address import IPv4Address
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
+from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from txdilation.selection.liveness import PingTracker
 from txdilation.selection.selected import MOVED, STANDBY_PING_INTERVAL, SelectedLink
 from txdilation.testing.fakes import FakeDilatedConnection
-from txdilation.wire.contracts import IDilatedConnection, IRecordSink
+from txdilation.wire.contracts import IDilatedConnection, IRecordReceiver, IRecordSink
 from txdilation.wire.reasons import Cause, LinkLoss
-from txdilation.wire.records import Ack, Close, Data, Open, Ping, Pong
+from txdilation.wire.records import KCM, Ack, Close, Data, Open, Ping, Pong
 
 INTERVAL = 4.0
 
@@ -38,6 +39,26 @@ class Owner:
         self.moved.append(link)
 
 
+@implementer(IRecordReceiver)
+class Receiver:
+    """An L4 that keeps every record it is given, in order."""
+
+    def __init__(self, handled: list[Any]) -> None:
+        self.handled = handled
+
+    def got_open(self, record: Open) -> None:
+        self.handled.append(record)
+
+    def got_data(self, record: Data) -> None:
+        self.handled.append(record)
+
+    def got_close(self, record: Close) -> None:
+        self.handled.append(record)
+
+    def got_ack(self, record: Ack) -> None:
+        self.handled.append(record)
+
+
 class Harness:
     def __init__(
         self,
@@ -53,11 +74,11 @@ class Harness:
         self.alive: list[float | None] = []
         self.pings = PingTracker(self.clock)
         self.pong_allowed = pong_allowed
-        handlers = {kind: self.handled.append for kind in (Data, Open, Close, Ack)}
+        self.receiver = Receiver(self.handled)
         self.link = SelectedLink(
             self.connection,
             owner=self.owner,
-            handlers=handlers,
+            receiver=self.receiver,
             pings=self.pings,
             may_send_pong=lambda: self.pong_allowed,
             clock=self.clock,
@@ -78,10 +99,11 @@ class DispatchTests(SynchronousTestCase):
         link = Harness().link
         self.assertTrue(verifyObject(IRecordSink, link))
         self.assertTrue(verifyObject(IDilatedConnection, link))
+        self.assertTrue(verifyObject(IRecordReceiver, Harness().receiver))
 
     def test_each_record_to_its_handler_once(self) -> None:
-        """DATA, OPEN, CLOSE and ACK go to their handlers, in order, once; a record type
-        without a handler is dropped; any record is a sign of life, with its time kept."""
+        """DATA, OPEN, CLOSE and ACK go to L4, in order, once; a record type nobody takes
+        after selection (KCM) is dropped; any record is a sign of life, with its time kept."""
         h = Harness()
         records = [Open(0, 1, b"x"), Data(1, 1, b"d"), Ack(1), Close(2, 1)]
         h.clock.advance(2.5)
@@ -89,10 +111,10 @@ class DispatchTests(SynchronousTestCase):
             h.link.got_record(record)
         self.assertEqual(h.handled, records)
         self.assertEqual(h.link.last_received_at, 2.5)
-        bare = Harness()
-        bare.link._dispatch.pop(Data)  # as if L4 gave no DATA handler
-        bare.link.got_record(Data(0, 1, b"d"))
-        self.assertEqual(bare.handled, [])
+        sent = list(h.connection.sent)
+        h.link.got_record(KCM())
+        self.assertEqual(h.handled, records)
+        self.assertEqual(h.connection.sent, sent)
 
     def test_ping_answered_and_pong_measured(self) -> None:
         """A PING is answered with a PONG (only while one may be written) and reported alive

@@ -30,7 +30,7 @@ from txdilation.semantics import STOCK, TWISTED, Semantics
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.subchannels.subchannel import SubchannelAddress
 from txdilation.telemetry import Telemetry, TrafficStats
-from txdilation.testing.fakes import FakePushProducer, RecordLink, dispatch_by_type
+from txdilation.testing.fakes import FakePushProducer, RecordLink, record_sink
 from txdilation.wire.contracts import IMultiplexer
 from txdilation.wire.errors import AlreadyClosedError, OldPeerCannotDilateError, WormholeClosedError
 from txdilation.wire.limits import RECORD_OVERHEAD
@@ -118,8 +118,8 @@ class Pair:
 
     def reconnect(self) -> None:
         link = RecordLink(
-            dispatch_by_type(self.leader.record_handlers()),
-            dispatch_by_type(self.follower.record_handlers()),
+            record_sink(self.leader),
+            record_sink(self.follower),
             self.clock,
         )
         self.links.append(link)
@@ -497,7 +497,7 @@ class LifecycleTests(SynchronousTestCase):
         self.assertEqual(server.stopped, 1)
         self.failureResultOf(pair.leader.connector_for("x").connect(Factory()), WormholeClosedError)
         self.failureResultOf(pair.leader.listener_for("y").listen(Factory()), WormholeClosedError)
-        dispatch_by_type(pair.leader.record_handlers())(Data(99, 2, b"late"))
+        record_sink(pair.leader)(Data(99, 2, b"late"))
         pair.leader.connection_made(pair.link.a)
         self.assertEqual(self.clock.getDelayedCalls(), [])
 
@@ -525,7 +525,7 @@ class LifecycleTests(SynchronousTestCase):
             self.failureResultOf(d, CancelledError)
         self.assertEqual((server.started, server.stopped), (0, 0))
         self.failureResultOf(pair.leader.connector_for("x").connect(Factory()), WormholeClosedError)
-        dispatch_by_type(pair.leader.record_handlers())(Data(99, 2, b"late"))
+        record_sink(pair.leader)(Data(99, 2, b"late"))
         self.assertEqual(client.events, ["made"])
         self.assertEqual(self.clock.getDelayedCalls(), [])
 

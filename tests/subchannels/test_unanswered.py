@@ -40,7 +40,6 @@ class Sender:
         self.connection = FakeDilatedConnection()
         self.mux.connection_made(self.connection)
         self.mux.dilated()
-        self.handlers = self.mux.record_handlers()
         self.protocol = opened(test, self.mux, "bulk", protocol)
         self.protocol.transport.write(b"last")
         if isinstance(self.protocol, HalfProtocol):
@@ -50,7 +49,7 @@ class Sender:
         self.scid = self.protocol.transport._scid
 
     def ack(self, seqnum: int) -> None:
-        self.handlers[Ack](Ack(seqnum))
+        self.mux.got_ack(Ack(seqnum))
 
     def reconnect(self) -> FakeDilatedConnection:
         self.connection = FakeDilatedConnection()
@@ -85,7 +84,7 @@ class UnansweredCloseTests(SynchronousTestCase):
         s.mux.connection_lost()
         s.clock.advance(ANSWER_TIMEOUT)
         connection = s.reconnect()
-        s.handlers[Close](Close(0, s.scid))
+        s.mux.got_close(Close(0, s.scid))
         s.clock.advance(1)
         self.assertEqual(s.protocol.events, ["made", "lost"])
         self.assertEqual([r.resp_seqnum for r in connection.of_type(Ack)], [0])
@@ -111,7 +110,7 @@ class UnansweredCloseTests(SynchronousTestCase):
         connection = s.reconnect()
         self.assertEqual([r.scid for r in connection.of_type(Close)], [s.scid])  # replayed
         s.ack(2)
-        s.handlers[Close](Close(0, s.scid))
+        s.mux.got_close(Close(0, s.scid))
         s.clock.advance(ANSWER_TIMEOUT * 2)
         self.assertEqual(s.protocol.events, ["made", "lost"])
         self.assertEqual([r.resp_seqnum for r in connection.of_type(Ack)], [0])
@@ -152,8 +151,8 @@ class UnansweredCloseTests(SynchronousTestCase):
         s.reconnect()
         s.clock.advance(ANSWER_TIMEOUT)
         self.assertEqual(s.protocol.events, ["made"])
-        s.handlers[Data](Data(0, s.scid, b"tail"))
-        s.handlers[Close](Close(1, s.scid))
+        s.mux.got_data(Data(0, s.scid, b"tail"))
+        s.mux.got_close(Close(1, s.scid))
         self.assertEqual(s.protocol.events, ["made", b"tail", "lost"])
         s.mux.connection_lost()
         s.clock.advance(PEER_TIMEOUT)

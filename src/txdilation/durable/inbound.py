@@ -43,7 +43,6 @@ transitions set.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from twisted.internet.interfaces import IProtocolFactory, IReactorTime
 from twisted.logger import Logger
@@ -63,7 +62,7 @@ from txdilation.wire.limits import (
     DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
     DEFAULT_MAX_PENDING_OPEN_BYTES,
 )
-from txdilation.wire.records import Ack, Close, Data, Open, Record, SequencedRecord
+from txdilation.wire.records import Ack, Close, Data, Open, SequencedRecord
 from txdilation.wire.roles import LEADER, Role
 
 #: seconds an ACK waits for more records to cover (one ACK per batch, not per TCP read)
@@ -163,14 +162,14 @@ class Inbound:
 
     # --- the record path (plain code) ---
 
-    def record_handlers(self) -> dict[type[Record], Callable[[Any], None]]:
-        """The handler of each record type this half takes (the selected link's table)."""
-        return {Data: self.got_data, Open: self.got_open, Close: self.got_close}
-
     def receive(self, record: SequencedRecord) -> None:
-        """One OPEN, DATA or CLOSE whose type the caller did not look at (tests, tools): the
-        same as calling its handler."""
-        self.record_handlers()[type(record)](record)
+        """An OPEN, DATA or CLOSE of a type the caller did not look at (tests): its handler."""
+        if isinstance(record, Data):
+            self.got_data(record)
+        elif isinstance(record, Open):
+            self.got_open(record)
+        else:
+            self.got_close(record)
 
     def got_data(self, record: Data) -> None:
         """One DATA record: acknowledge it, deliver it if new (the byte path)."""
@@ -216,8 +215,9 @@ class Inbound:
                 self._warn(DataForMissingSubchannelError(f"DATA for unknown subchannel {scid}"))
             return
         state = route.state
-        if state is ATTACHED and not route.held:
-            route.delivery.remote_data(data)  # type: ignore[union-attr]  # (attached)
+        delivery = route.delivery
+        if state is ATTACHED and not route.held and delivery is not None:
+            delivery.remote_data(data)
         elif state is DISCARDING:
             pass
         elif state is PENDING:
@@ -238,7 +238,7 @@ class Inbound:
         elif route.holds_all or route.holding:
             route.hold(None)
         else:
-            route.delivery.remote_close()  # type: ignore[union-attr]  # (attached)
+            route.attached().remote_close()
 
     def _on_open(self, scid: int, subprotocol: str) -> None:
         if scid in self._routes or scid in self._answered:

@@ -43,7 +43,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
 from typing import Protocol as TypingProtocol
 
 from automat import TypeMachine, TypeMachineBuilder
@@ -59,7 +58,7 @@ from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR, InFlightLimit
 from txdilation.wire.contracts import IDilatedConnection
 from txdilation.wire.limits import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
 from txdilation.wire.machines import complete
-from txdilation.wire.records import Ack, Close, Data, Open, Record, SequencedRecord
+from txdilation.wire.records import Ack, Close, Data, Open, SequencedRecord
 from txdilation.wire.waiting import Waiters
 
 #: Bytes of queued records written per ``send_records`` call while the transport takes them.
@@ -300,10 +299,6 @@ class Outbound:
             self._window_full = in_flight > limit - limit // 4
         else:
             self._window_full = in_flight >= limit
-
-    def record_handlers(self) -> dict[type[Record], Callable[[Any], None]]:
-        """The handler of each record type this half takes (the selected link's table)."""
-        return {Ack: self.got_ack}
 
     def got_ack(self, record: Ack) -> None:
         """An ACK record arrived (see :meth:`handle_ack`)."""

@@ -164,6 +164,12 @@ class Route:
         self.delivery = delivery
         self.state = ATTACHED
 
+    def attached(self) -> Delivery:
+        """The subchannel it delivers to (attached: ATTACHED, PAUSED or DISCARDING)."""
+        delivery = self.delivery
+        assert delivery is not None, f"route {self.scid} is not attached"
+        return delivery
+
     def pause(self) -> None:
         """Hold everything from now on (not once it discards)."""
         if self.state is ATTACHED:

@@ -28,6 +28,7 @@ from txdilation.mailbox.messages import PATH_UPGRADE, hint_type_counts
 from txdilation.selection.liveness import SILENCE, PingTracker
 from txdilation.selection.relays import RelayUsed
 from txdilation.selection.selected import SelectedLink
+from txdilation.wire.contracts import IDilatedConnection
 from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.roles import LEADER
 
@@ -91,12 +92,12 @@ class ConnectorReports:
         """(Follower, a stock Leader) the connector tries again: the status says when."""
         self._core.status.attempted()
 
-    def link_for(self, connection: Any, standby: bool = False) -> SelectedLink:
+    def link_for(self, connection: IDilatedConnection, standby: bool = False) -> SelectedLink:
         """The sink for the connection the Connector is selecting (no I/O yet)."""
         return SelectedLink(
             connection,
             owner=self._links,
-            handlers=self._core.mux.record_handlers(),
+            receiver=self._core.mux,
             pings=self._pings,
             may_send_pong=self._core.mux.may_send_pong,
             clock=self._clock,
@@ -106,7 +107,7 @@ class ConnectorReports:
             leads=self._core.role is LEADER,
         )
 
-    def standby_link_for(self, connection: Any) -> SelectedLink:
+    def standby_link_for(self, connection: IDilatedConnection) -> SelectedLink:
         """The sink for a standby connection (``mailbox.standby``)."""
         return self.link_for(connection, standby=True)
 

@@ -6,8 +6,8 @@ roles ping), and the answers to the peer's PINGs.
 
 Invariants:
 
-- every record is dispatched once, through one table from record type to handler: OPEN, DATA,
-  CLOSE and ACK to the handlers L4 gave (``handlers``), PING answered here with a PONG (when
+- every record is dispatched once, by its type: OPEN, DATA, CLOSE and ACK to L4 (the
+  ``receiver``, an ``IRecordReceiver``), PING answered here with a PONG (when
   ``may_send_pong`` allows: a peer that pings and never reads cannot grow our buffer), PONG to
   the wormhole's :class:`~txdilation.selection.liveness.PingTracker`; a record type without a
   handler is logged and dropped (the L2 layer already refuses a KCM after selection);
@@ -39,10 +39,10 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from twisted.internet.interfaces import IDelayedCall, IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
 from twisted.logger import Logger
 from zope.interface import implementer
 
@@ -50,7 +50,7 @@ from txdilation.selection.dead_path import DeadPathDetector
 from txdilation.selection.liveness import Liveness, PingTracker
 from txdilation.selection.netwatch import address_is_local
 from txdilation.selection.tcp_info import peer_tcp_alive
-from txdilation.wire.contracts import IDilatedConnection, IRecordSink
+from txdilation.wire.contracts import IDilatedConnection, IRecordReceiver, IRecordSink
 from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import Ack, Close, Data, Open, Ping, Pong, Record
 
@@ -67,7 +67,7 @@ STANDBY_PING_INTERVAL = 15.0
 MOVED = b"\xffmov"
 
 
-def _transport(connection: Any) -> Any:
+def _transport(connection: IDilatedConnection) -> Any:
     return getattr(connection, "transport", None)
 
 
@@ -83,9 +83,6 @@ def _local_host(transport: Any) -> str | None:
 __all__ = ["MOVED", "RETIRE_GRACE", "STANDBY_PING_INTERVAL", "LinkOwner", "SelectedLink"]
 
 _log = Logger(namespace="txdilation.selection.selected")
-
-#: What a handler of one record type is called with: the record itself.
-Handler = Callable[[Any], object]
 
 
 class LinkOwner(Protocol):
@@ -105,10 +102,9 @@ class LinkOwner(Protocol):
 class SelectedLink:
     """One selected connection while it carries records (see the module docstring).
 
-    :param connection: the selected L2 connection (``IDilatedConnection`` with
-        ``reading_paused`` and ``fail(reason)``).
+    :param connection: the selected L2 connection.
     :param owner: told when the link is lost or silent.
-    :param handlers: record type -> handler, for the records L4 handles.
+    :param receiver: L4, which takes the OPEN, DATA, CLOSE and ACK records.
     :param pings: the wormhole's ping tracker (shared with the links before and after).
     :param may_send_pong: whether a PONG may be written now.
     :param clock: the reactor's time.
@@ -120,10 +116,10 @@ class SelectedLink:
 
     def __init__(
         self,
-        connection: Any,
+        connection: IDilatedConnection,
         *,
         owner: LinkOwner,
-        handlers: Mapping[type[Record], Handler],
+        receiver: IRecordReceiver,
         pings: PingTracker,
         may_send_pong: Callable[[], bool],
         clock: IReactorTime,
@@ -144,13 +140,8 @@ class SelectedLink:
         self.retired = False
         """True once the wormhole moved to another link (see :meth:`retire`)."""
         self._retire_call: IDelayedCall | None = None
-        self._dispatch: dict[type[Record], Handler] = dict(handlers)
-        self._dispatch[Ping] = self._got_ping
-        self._dispatch[Pong] = self._got_pong
-        ack_handler = self._dispatch.get(Ack)
-        if ack_handler is not None:
-            self._dispatch[Ack] = lambda record: self._got_ack(record, ack_handler)
-        reading_paused = lambda: bool(getattr(connection, "reading_paused", False))  # noqa: E731
+        self._receiver = receiver
+        reading_paused = lambda: bool(connection.reading_paused)  # noqa: E731
         self.dead_path = DeadPathDetector(
             clock,
             send_probe=self._send_probe,
@@ -216,11 +207,21 @@ class SelectedLink:
                 return
             if not isinstance(record, Ping | Pong):
                 self._owner.standby_used(self)
-        handler = self._dispatch.get(type(record))
-        if handler is None:
+        if isinstance(record, Data):
+            self._receiver.got_data(record)
+        elif isinstance(record, Ack):
+            self.dead_path.acked(record.resp_seqnum)
+            self._receiver.got_ack(record)
+        elif isinstance(record, Ping):
+            self._got_ping(record)
+        elif isinstance(record, Pong):
+            self._got_pong(record)
+        elif isinstance(record, Open):
+            self._receiver.got_open(record)
+        elif isinstance(record, Close):
+            self._receiver.got_close(record)
+        else:
             _log.warn("unexpected record {record!r} on {link!r}", record=record, link=self)
-            return
-        handler(record)
 
     def connection_lost(self, connection: IDilatedConnection, reason: LinkLoss) -> None:
         if self._lost:
@@ -232,26 +233,22 @@ class SelectedLink:
         self._retire_call = None
         self._owner.link_lost(self, reason)
 
-    def _got_ack(self, record: Ack, handler: Handler) -> None:
-        self.dead_path.acked(record.resp_seqnum)
-        handler(record)
-
     # --- IDilatedConnection (what L4 writes through) ---
 
-    def send_record(self, record: Any) -> None:
-        if type(record) in _SEQUENCED:
+    def send_record(self, record: Record) -> None:
+        if isinstance(record, _SEQUENCED):
             self.dead_path.sent(record.seqnum)
         self.connection.send_record(record)
 
-    def send_records(self, records: Any) -> None:
-        records = list(records)
-        for record in reversed(records):
-            if type(record) in _SEQUENCED:
+    def send_records(self, records: Iterable[Record]) -> None:
+        batch = list(records)
+        for record in reversed(batch):
+            if isinstance(record, _SEQUENCED):
                 self.dead_path.sent(record.seqnum)
                 break
-        self.connection.send_records(records)
+        self.connection.send_records(batch)
 
-    def registerProducer(self, producer: Any, streaming: bool) -> None:
+    def registerProducer(self, producer: IPushProducer, streaming: bool) -> None:
         self.connection.registerProducer(producer, streaming)
 
     def unregisterProducer(self) -> None:
@@ -265,7 +262,7 @@ class SelectedLink:
 
     @property
     def reading_paused(self) -> bool:
-        return bool(getattr(self.connection, "reading_paused", False))
+        return bool(self.connection.reading_paused)
 
     # --- PING / PONG ---
 

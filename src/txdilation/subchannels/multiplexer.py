@@ -2,10 +2,9 @@
 
 :class:`Multiplexer` wires :class:`~txdilation.durable.outbound.Outbound` (seqnums, durable queue,
 producers), :class:`~txdilation.durable.inbound.Inbound` (ACKs, dedup, demultiplexing, read pausing)
-and the :class:`~txdilation.subchannels.subchannel.SubChannel` objects, gives the selected link
-its record handlers (:meth:`Multiplexer.record_handlers`), and hands out the application's
-endpoints (``txdilation.subchannels.endpoints``): ``listener_for(name)`` and
-``connector_for(name)``.
+and the :class:`~txdilation.subchannels.subchannel.SubChannel` objects, takes the selected
+link's records (``IRecordReceiver``), and hands out the application's endpoints
+(``txdilation.subchannels.endpoints``): ``listener_for(name)`` and ``connector_for(name)``.
 
 Invariants:
 
@@ -38,7 +37,7 @@ waiters) gives the ones still waiting ``WormholeClosedError``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from twisted.internet.defer import Deferred, fail
 from twisted.internet.error import ConnectionDone, NoProtocol
@@ -72,7 +71,7 @@ from txdilation.wire.limits import (
     DEFAULT_MAX_UNACKED_BYTES,
     RECORD_OVERHEAD,
 )
-from txdilation.wire.records import Record
+from txdilation.wire.records import Ack, Close, Data, Open
 from txdilation.wire.roles import LEADER, Role
 from txdilation.wire.waiting import OneShot
 
@@ -200,10 +199,19 @@ class Multiplexer:
         self._inbound.connection_lost()
         self._closes.link_down()
 
-    def record_handlers(self) -> dict[type[Record], Callable[[Any], None]]:
-        """Record type -> handler for every record L4 takes: OPEN, DATA and CLOSE to Inbound,
-        ACK to Outbound (the selected link dispatches each received record once through it)."""
-        return {**self._inbound.record_handlers(), **self._outbound.record_handlers()}
+    # --- IRecordReceiver (the selected link's records): OPEN, DATA, CLOSE to Inbound ---
+
+    def got_open(self, record: Open) -> None:
+        self._inbound.got_open(record)
+
+    def got_data(self, record: Data) -> None:
+        self._inbound.got_data(record)
+
+    def got_close(self, record: Close) -> None:
+        self._inbound.got_close(record)
+
+    def got_ack(self, record: Ack) -> None:
+        self._outbound.got_ack(record)
 
     def peer_is_stock(self) -> None:
         """The peer runs stock's Dilation: a subchannel that closes first sends its CLOSE once

@@ -5,6 +5,7 @@
   Like the real one, it sends nothing after ``disconnect()``/``abort()``.
 - :class:`FakePushProducer` / :class:`FakePullProducer` record what a consumer asks of them;
   each may run an ``on_resume`` callable (e.g. write to its consumer) when resumed.
+- :func:`record_sink` delivers records to a Multiplexer as the selected link does.
 - :class:`RecordLink` puts two of them back to back: records sent on ``link.a`` reach side B's
   ``deliver`` callable and vice versa, but only when :meth:`RecordLink.pump` runs, and never
   while the receiving side has paused reading. :meth:`RecordLink.drop` loses everything in
@@ -21,9 +22,9 @@ from twisted.internet.interfaces import IPullProducer, IPushProducer
 from twisted.internet.task import Clock
 from zope.interface import implementer
 
-from txdilation.wire.contracts import IDilatedConnection
+from txdilation.wire.contracts import IDilatedConnection, IRecordReceiver
 from txdilation.wire.reasons import LinkLoss
-from txdilation.wire.records import Record
+from txdilation.wire.records import Ack, Close, Data, Open, Record
 
 __all__ = [
     "FakeDilatedConnection",
@@ -31,6 +32,7 @@ __all__ = [
     "FakePushProducer",
     "RecordLink",
     "dispatch_by_type",
+    "record_sink",
 ]
 
 
@@ -116,11 +118,29 @@ class FakeDilatedConnection:
         return [r for r in self.sent if isinstance(r, kind)]
 
 
+def record_sink(receiver: IRecordReceiver) -> Callable[[Record], None]:
+    """A record sink handing each OPEN, DATA, CLOSE and ACK to ``receiver`` (a Multiplexer),
+    as the selected link does; records of any other type are dropped."""
+
+    def deliver(record: Record) -> None:
+        if isinstance(record, Data):
+            receiver.got_data(record)
+        elif isinstance(record, Ack):
+            receiver.got_ack(record)
+        elif isinstance(record, Open):
+            receiver.got_open(record)
+        elif isinstance(record, Close):
+            receiver.got_close(record)
+
+    return deliver
+
+
 def dispatch_by_type(
     handlers: Mapping[type[Any], Callable[[Any], object]],
 ) -> Callable[[Record], None]:
-    """A record sink calling the handler of each record's type (as the selected link does
-    with a Multiplexer's ``record_handlers()``); records of any other type are dropped."""
+    """A record sink calling the handler of each record's type (for tests that watch some
+    types only; :func:`record_sink` feeds a Multiplexer); records of any other type are
+    dropped."""
 
     def deliver(record: Record) -> None:
         handler = handlers.get(type(record))

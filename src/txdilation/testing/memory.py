@@ -46,6 +46,7 @@ from txdilation.durable.inbound import ACK_DELAY
 from txdilation.semantics import Semantics
 from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
+from txdilation.testing.fakes import record_sink
 from txdilation.wire.contracts import IDilatedConnection
 from txdilation.wire.reasons import LinkLoss
 from txdilation.wire.records import Record
@@ -129,10 +130,9 @@ class _MemoryLink:
         self._call = None
         for side in (0, 1):
             queue, connection = self._queues[side], self.connections[side]
-            handlers = self.pair._handlers[side]
+            deliver = self.pair._sinks[side]
             while queue and self.alive and not connection.reading_paused:
-                record = queue.popleft()
-                handlers[type(record)](record)
+                deliver(queue.popleft())
         self.schedule()
 
     def kill(self) -> None:
@@ -223,7 +223,7 @@ class MemoryDilationPair:
             )
             for name, end in (("a", self.a), ("b", self.b))
         )
-        self._handlers = tuple(mux.record_handlers() for mux in self._muxes)
+        self._sinks = tuple(record_sink(mux) for mux in self._muxes)
         self._muxes[0].set_role(LEADER)
         self._muxes[1].set_role(FOLLOWER)
         self._link: _MemoryLink | None = None

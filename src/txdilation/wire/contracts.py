@@ -15,12 +15,20 @@ Only the interfaces below cross those boundaries.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from twisted.internet.interfaces import IReactorFDSet, IReactorTCP, IReactorThreads, IReactorTime
+from twisted.internet.interfaces import (
+    IPushProducer,
+    IReactorFDSet,
+    IReactorTCP,
+    IReactorThreads,
+    IReactorTime,
+)
 from zope.interface import Attribute, Interface
 
 from txdilation.wire.reasons import LinkLoss
+from txdilation.wire.records import Ack, Close, Data, Open, Record
 
 
 class IDilationReactor(IReactorTime, IReactorTCP, IReactorFDSet, IReactorThreads):
@@ -43,14 +51,15 @@ class IDilatedConnection(Interface):
 
     description = Attribute("str: how this connection was made, e.g. '->tcp:127.0.0.1:4001'")
     is_direct = Attribute("bool: False when it goes through a transit relay")
+    reading_paused = Attribute("bool: True between pause_reading() and resume_reading()")
 
-    def send_record(record: Any) -> None:
+    def send_record(record: Record) -> None:
         """Encode, encrypt, frame and write one record."""
 
-    def send_records(records: Any) -> None:
+    def send_records(records: Iterable[Record]) -> None:
         """Like send_record for each of an iterable of records, with one transport write."""
 
-    def registerProducer(producer: Any, streaming: bool) -> None:
+    def registerProducer(producer: IPushProducer, streaming: bool) -> None:
         """Register a producer with the underlying TCP transport (it pauses/resumes it)."""
 
     def unregisterProducer() -> None:
@@ -76,11 +85,28 @@ class IDilatedConnection(Interface):
 class IRecordSink(Interface):
     """Where a selected L2 connection delivers what it receives (the selected link)."""
 
-    def got_record(record: Any) -> None:
+    def got_record(record: Record) -> None:
         """One parsed record (never KCM before selection; a later KCM is a violation)."""
 
     def connection_lost(connection: IDilatedConnection, reason: LinkLoss) -> None:
         """The selected connection is gone, because of ``reason``. Called exactly once."""
+
+
+class IRecordReceiver(Interface):
+    """What takes the OPEN, DATA, CLOSE and ACK records a selected link receives (L4: the
+    multiplexer). Each is called once per record, in the order the records arrived."""
+
+    def got_open(record: Open) -> None:
+        """The peer opened a subchannel (or replayed its OPEN)."""
+
+    def got_data(record: Data) -> None:
+        """One DATA record (the byte path: new or replayed)."""
+
+    def got_close(record: Close) -> None:
+        """The peer closed a subchannel (or replayed its CLOSE)."""
+
+    def got_ack(record: Ack) -> None:
+        """The peer acknowledged every record up to ``record.resp_seqnum``."""
 
 
 class ICandidateOwner(Interface):
@@ -97,8 +123,9 @@ class ICandidateOwner(Interface):
         """The connection closed or failed before it was selected, because of ``reason``."""
 
 
-class IMultiplexer(Interface):
-    """L4/L5 as the manager drives it (implemented by multiplexer.Multiplexer)."""
+class IMultiplexer(IRecordReceiver):
+    """L4/L5 as the manager drives it (implemented by multiplexer.Multiplexer); the selected
+    link delivers its records to it (``IRecordReceiver``)."""
 
     def set_role(role: Any) -> None:
         """Our role is known (decides scid parity). Called once, before connection_made."""
@@ -108,10 +135,6 @@ class IMultiplexer(Interface):
 
     def connection_lost() -> None:
         """The selected connection is gone; queue from now on."""
-
-    def record_handlers() -> Any:
-        """Record type -> handler, for the OPEN, DATA, CLOSE and ACK records of the selected
-        connection (the selected link dispatches each record once through it)."""
 
     def when_acknowledged() -> Any:
         """A Deferred firing once the peer acknowledged every record sent so far."""
