@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from twisted.internet.interfaces import IPullProducer, IPushProducer
@@ -72,11 +72,11 @@ class FakeDilatedConnection:
         """True after ``disconnect()`` or ``abort()``."""
         return self.disconnected or self.aborted
 
-    def send_record(self, record: object) -> None:
+    def send_record(self, record: Record) -> None:
         self.send_records([record])
 
-    def send_records(self, records: object) -> None:
-        batch: list[Record] = list(records)  # type: ignore[call-overload]
+    def send_records(self, records: Iterable[Record]) -> None:
+        batch = list(records)
         if self.closed or not batch:
             return
         self.send_calls.append(batch)
@@ -85,10 +85,10 @@ class FakeDilatedConnection:
             if self._on_send is not None:
                 self._on_send(record)
 
-    def registerProducer(self, producer: object, streaming: bool) -> None:
+    def registerProducer(self, producer: IPushProducer, streaming: bool) -> None:
         if self.producer is not None:
             raise RuntimeError(f"producer {self.producer!r} was never unregistered")
-        self.producer = producer  # type: ignore[assignment]
+        self.producer = producer
         self.streaming = streaming
 
     def unregisterProducer(self) -> None:

@@ -36,6 +36,7 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.interfaces import (
     IDelayedCall,
+    IPushProducer,
     IReactorTime,
     IStreamClientEndpoint,
     IStreamServerEndpoint,
@@ -69,15 +70,15 @@ class _MemoryConnection:
         self.description = description
         self.is_direct = True
         self.reading_paused = False
-        self.producer: Any = None
+        self.producer: IPushProducer | None = None
 
-    def send_record(self, record: Any) -> None:
+    def send_record(self, record: Record) -> None:
         self._link.send(self._side, (record,))
 
-    def send_records(self, records: Any) -> None:
+    def send_records(self, records: Iterable[Record]) -> None:
         self._link.send(self._side, tuple(records))
 
-    def registerProducer(self, producer: Any, streaming: bool) -> None:
+    def registerProducer(self, producer: IPushProducer, streaming: bool) -> None:
         self.producer = producer  # an in-memory link never pushes back
 
     def unregisterProducer(self) -> None:
