@@ -30,9 +30,14 @@ class Sent:
 
 
 class FakeLink(FakeDilatedConnection):
-    """A selected link L4 writes through, that can be retired."""
+    """A selected link that can be retired: its own connection, without a log of writes."""
 
     retired = False
+    sent_log = None
+
+    @property
+    def connection(self) -> FakeLink:
+        return self
 
     def retire(self) -> None:
         self.retired = True

@@ -61,9 +61,9 @@ class Harness:
     def stream(self, until: float, *, acked_after: float | None, step: float = 0.01) -> None:
         """Write one record every ``step`` until ``until``, each ACKed ``acked_after`` later
         (never, when None)."""
-        seqnum = self.d._sent[-1][0] + 1 if self.d._sent else 0
+        seqnum = self.d.sent_log.writes[-1][0] + 1 if self.d.sent_log.writes else 0
         while self.clock.seconds() < until - 1e-9:
-            self.d.sent(seqnum)
+            self.d.sent_log.sent(seqnum)
             if acked_after is not None:
                 self.clock.callLater(acked_after, self.d.acked, seqnum)
             seqnum += 1
@@ -107,7 +107,7 @@ class DeadPathTests(unittest.SynchronousTestCase):
 
     def test_pong_answers_a_probe(self) -> None:
         h = Harness()
-        h.d.sent(0)
+        h.d.sent_log.sent(0)
         h.run(1.2)
         self.assertEqual(len(h.probes), 1)
         h.d.pong(0.3)
@@ -147,7 +147,7 @@ class DeadPathTests(unittest.SynchronousTestCase):
     def test_paused_reading_is_not_death(self) -> None:
         h = Harness()
         h.paused = True
-        h.d.sent(0)
+        h.d.sent_log.sent(0)
         h.run(20.0)
         self.assertEqual(h.dead, [])
         h.paused = False
@@ -156,15 +156,15 @@ class DeadPathTests(unittest.SynchronousTestCase):
 
     def test_stop_and_at_most_once(self) -> None:
         h = Harness()
-        h.d.sent(0)
+        h.d.sent_log.sent(0)
         h.run(10.0)
         self.assertEqual(len(h.dead), 1)
-        h.d.sent(1)
+        h.d.sent_log.sent(1)
         h.d.pinged()
         h.run(10.0)
         self.assertEqual(len(h.dead), 1)
         h2 = Harness()
-        h2.d.sent(0)
+        h2.d.sent_log.sent(0)
         h2.d.stop()
         h2.run(10.0)
         self.assertEqual((h2.probes, h2.dead, h2.clock.getDelayedCalls()), ([], [], []))
@@ -252,7 +252,7 @@ class StandbyTimeoutTests(unittest.SynchronousTestCase):
         h = Harness()
         h.d.standby_ready = True
         for i in range(300):
-            h.d.sent(i)
+            h.d.sent_log.sent(i)
             h.clock.callLater(0.3 + (i % 7) * 0.02, h.d.acked, i)
             h.clock.advance(0.01)
         h.run(2.0)
@@ -282,7 +282,7 @@ class LateCheckTests(unittest.SynchronousTestCase):
         h = Harness()
         h.d.standby_ready = True
         h.stream(2.0, acked_after=0.002)
-        h.d.sent(10_000)
+        h.d.sent_log.sent(10_000)
         h.clock.advance(STANDBY_MIN_RTO + 0.01)  # the data probe
         self.assertEqual(len(h.probes), 1)
         h.clock.advance(1.0)  # far past its deadline: a late check
@@ -295,7 +295,7 @@ class LateCheckTests(unittest.SynchronousTestCase):
         h = Harness()
         h.d.standby_ready = True
         h.stream(2.0, acked_after=0.002)
-        h.d.sent(10_000)
+        h.d.sent_log.sent(10_000)
         h.clock.advance(STANDBY_MIN_RTO + 0.01)
         h.clock.advance(1.0)
         h.d.acked(10_000)

@@ -6,15 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.address import IPv4Address
-from twisted.internet.task import Clock
+from twisted.internet.task import Clock, Cooperator
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
+from txdilation.durable.outbound import Outbound
 from txdilation.selection.liveness import PingTracker
 from txdilation.selection.selected import MOVED, STANDBY_PING_INTERVAL, SelectedLink
 from txdilation.testing.fakes import FakeDilatedConnection
-from txdilation.wire.contracts import IDilatedConnection, IRecordReceiver, IRecordSink
+from txdilation.wire.contracts import IRecordReceiver, IRecordSink, ISentLog
 from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import KCM, Ack, Close, Data, Open, Ping, Pong
 
@@ -93,13 +94,13 @@ class Harness:
 
 
 class DispatchTests(SynchronousTestCase):
-    def test_provides_both_interfaces(self) -> None:
-        """The link is the record sink of its connection and the connection L4 writes
-        through."""
-        link = Harness().link
-        self.assertTrue(verifyObject(IRecordSink, link))
-        self.assertTrue(verifyObject(IDilatedConnection, link))
-        self.assertTrue(verifyObject(IRecordReceiver, Harness().receiver))
+    def test_provides_the_sink_and_a_log(self) -> None:
+        """The link is the record sink of its connection, and L4 notes its writes in the
+        link's log (the link is not on the write path)."""
+        h = Harness()
+        self.assertTrue(verifyObject(IRecordSink, h.link))
+        self.assertTrue(verifyObject(ISentLog, h.link.sent_log))
+        self.assertTrue(verifyObject(IRecordReceiver, h.receiver))
 
     def test_each_record_to_its_handler_once(self) -> None:
         """DATA, OPEN, CLOSE and ACK go to L4, in order, once; a record type nobody takes
@@ -133,12 +134,16 @@ class DispatchTests(SynchronousTestCase):
         self.assertEqual(h.pings.last_rtt, 0.5)
 
     def test_sequenced_writes_are_noted_for_the_dead_path(self) -> None:
-        """L4 writes through the link: the records reach the connection as they were sent
-        (one call each, a batch in one), and unacknowledged ones are probed after an RTO."""
+        """L4 writes to the connection itself and notes each write (a record, a replayed
+        batch) in the link's log: unacknowledged ones are probed after an RTO."""
         h = Harness()
-        h.link.send_record(Data(0, 1, b"a"))
-        h.link.send_records([Data(1, 1, b"b"), Ack(0), Data(2, 1, b"c")])
-        self.assertEqual(len(h.connection.send_calls), 2)
+        outbound = Outbound(cooperator=Cooperator(scheduler=h.clock.callLater), clock=h.clock)
+        outbound.send_data(1, b"a")  # queued: no connection yet
+        outbound.connection_made(h.connection, h.link.sent_log)  # a batch (the replay)
+        outbound.send_data(1, b"b")
+        outbound.send_data(1, b"c")
+        self.assertEqual([len(call) for call in h.connection.send_calls], [1, 1, 1])
+        self.assertEqual([seqnum for seqnum, _ in h.link.sent_log.writes], [0, 1, 2])
         self.assertEqual(h.link.dead_path.probes, 0)
         h.clock.advance(1.0)  # INITIAL_RTO: nothing acknowledged
         self.assertEqual(h.link.dead_path.probes, 1)
@@ -175,7 +180,7 @@ class EndTests(SynchronousTestCase):
         """Records written and never acknowledged, then the probe unanswered: the connection
         is failed with a PROBE_UNANSWERED reason (the connection logs and reports it)."""
         h = Harness()
-        h.link.send_record(Data(0, 1, b"a"))
+        h.link.sent_log.sent(0)  # as L4 does when it writes
         h.clock.pump([0.5] * 10)
         reason = h.connection.failed_reason
         assert reason is not None

@@ -55,7 +55,7 @@ from zope.interface import implementer
 from txdilation.durable.producers import ProducerSet
 from txdilation.durable.queue import SendQueue
 from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR, InFlightLimit
-from txdilation.wire.contracts import IDilatedConnection
+from txdilation.wire.contracts import IDilatedConnection, ISentLog
 from txdilation.wire.limits import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
 from txdilation.wire.machines import complete
 from txdilation.wire.records import Ack, Close, Data, Open, SequencedRecord
@@ -71,8 +71,8 @@ _log = Logger(namespace="txdilation.durable.outbound")
 class _OutboundEvents(TypingProtocol):
     """Lifecycle inputs of :class:`Outbound`."""
 
-    def connection_made(self, connection: IDilatedConnection) -> None:
-        "A connection was selected: replay, then send as records come."
+    def connection_made(self, connection: IDilatedConnection, log: ISentLog | None) -> None:
+        "A connection was selected: replay, then send as records come (noted in ``log``)."
 
     def connection_lost(self) -> None:
         "The connection is gone: queue from now on."
@@ -96,6 +96,8 @@ class _OutboundCore:
     connection: IDilatedConnection | None = None
     #: where new records may be written at once: the connection while ``producing``, else None
     sink: IDilatedConnection | None = None
+    #: the connection's link's log of writes (its dead-path detector reads it), if any
+    sent_log: ISentLog | None = None
     stopped: bool = False
 
     def flush(self) -> None:
@@ -105,12 +107,14 @@ class _OutboundCore:
         while self.sink is not None and queue.has_unsent:
             batch = queue.take_unsent(WRITE_BATCH_BYTES)
             self.on_sent(batch[0], queue.largest_taken)
+            if self.sent_log is not None:
+                self.sent_log.sent(batch[-1].seqnum)
             self.sink.send_records(batch)
 
     def release(self) -> None:
         if self.connection is not None:
             self.connection.unregisterProducer()
-        self.connection = self.sink = None
+        self.connection = self.sink = self.sent_log = None
 
 
 def _build_outbound_machine() -> TypeMachine[_OutboundEvents, _OutboundCore]:
@@ -126,11 +130,12 @@ def _build_outbound_machine() -> TypeMachine[_OutboundEvents, _OutboundCore]:
     @producing.upon(I.connection_made).to(producing)
     @paused.upon(I.connection_made).to(producing)
     def use_connection(
-        m: _OutboundEvents, c: _OutboundCore, connection: IDilatedConnection
+        m: _OutboundEvents, c: _OutboundCore, connection: IDilatedConnection, log: ISentLog | None
     ) -> None:
         c.release()  # a second connection_made without connection_lost replaces the first
         c.queue.rewind()
         c.connection = c.sink = connection
+        c.sent_log = log
         connection.registerProducer(c.push_producer, True)
         c.flush()
 
@@ -266,6 +271,8 @@ class Outbound:
             if not window.sampling:
                 window.sent(record.seqnum, self.bytes_acked, self._clock.seconds())
             queue.add(record, size, sent=True)
+            if core.sent_log is not None:
+                core.sent_log.sent(record.seqnum)
             sink.send_record(record)
         else:
             queue.add(record, size, sent=False)
@@ -363,12 +370,13 @@ class Outbound:
 
     # --- lifecycle ---
 
-    def connection_made(self, connection: IDilatedConnection) -> None:
-        """Use ``connection``: register as its producer, replay everything queued, go on."""
+    def connection_made(self, connection: IDilatedConnection, log: ISentLog | None = None) -> None:
+        """Use ``connection``: register as its producer, replay everything queued, go on;
+        note each write in ``log`` (its link's, read by the dead-path detector)."""
         self._pong_sent_while_paused = False
         self.window.reset()
         self._last_write = 0
-        self._machine.connection_made(connection)
+        self._machine.connection_made(connection, log)
         self._check_window()
         self._run_producers()
 

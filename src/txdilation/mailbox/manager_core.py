@@ -246,7 +246,7 @@ class ManagerCore:
         self.link, self.selected_at = standby, now
         standby.promote(self.ping_interval)
         self.mux.connection_lost()
-        self.mux.connection_made(standby)
+        self.mux.connection_made(standby.connection, standby.sent_log)
         standby.announce_move()
         if old is not None:
             old.abort()
@@ -274,7 +274,7 @@ class ManagerCore:
         now = self.reactor.seconds()
         since = self.selected_at
         self.link, self.selected_at = link, now
-        self.mux.connection_made(link)
+        self.mux.connection_made(link.connection, link.sent_log)
         if old is not None:
             old.retire()
             self.retired.add(old)

@@ -139,7 +139,7 @@ def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:
         g.connector = None
         c.link, c.selected_at = link, c.reactor.seconds()
         c.status.connected(g.number, link.description)
-        c.mux.connection_made(link)  # L4 writes through the link (dead-path detection)
+        c.mux.connection_made(link.connection, link.sent_log)  # L4 notes writes in its log
         c.mux.dilated()  # (once: later generations change nothing there)
         c.absence.waiting_for_peer(False)
         c.cancel_stall_timer()

@@ -41,18 +41,18 @@ waits :data:`STANDBY_PROBE_WAIT` at least: a black hole is then noticed in about
 kernel's word still keeps a lossy or jittery path (its TCP ACKs keep coming) from being left.
 
 Invariants: ``on_dead`` is called at most once, and never after :meth:`stop`; one timer at
-most is pending; every method is O(1) amortised (the sent-record log holds one entry per
-write, retired by ACKs) and no timer is rescheduled per ACK.
+most is pending; every method is O(1) amortised (the link's ``SentLog``, which L4 feeds,
+holds one entry per write, retired by ACKs) and no timer is rescheduled per ACK.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 
 from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 
+from txdilation.durable.sent_log import SentLog
 from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.timer import RestartableTimer
 
@@ -150,8 +150,9 @@ class DeadPathDetector:
         self._kernel_alive = kernel_alive
         self._reading_paused = reading_paused
         self.rtt = RttEstimator()
-        #: (highest seqnum written, when) per write on this link, oldest first
-        self._sent: deque[tuple[int, float]] = deque()
+        self.sent_log = SentLog(clock, on_write=self._wrote)
+        """This link's writes (noted by L4's Outbound as it writes), retired by its ACKs."""
+        self._writes = self.sent_log.writes
         self._probe_deadline: float | None = None  # a probe waits for its answer until then
         self._probe_timeout = 0.0
         self._cause = Cause.PROBE_UNANSWERED  # the verdict's cause (or a network change)
@@ -166,15 +167,12 @@ class DeadPathDetector:
 
     # --- what the link reports ---
 
-    def sent(self, seqnum: int) -> None:
-        """Sequenced records up to ``seqnum`` were written to this link now."""
-        if self._stopped:
-            return
-        self._sent.append((seqnum, self._clock.seconds()))
+    def _wrote(self) -> None:
+        """A write was noted in ``sent_log`` (never after stop: the log is closed then)."""
         pending = self._timer.due
         if pending is None:
             self._arm()
-        elif self._probe_deadline is None and len(self._sent) == 1:
+        elif self._probe_deadline is None and len(self._writes) == 1:
             # the timer may wait for an answered probe's old deadline: not past this one's
             due = self._next_deadline()
             if due is not None and pending > due:
@@ -182,10 +180,7 @@ class DeadPathDetector:
 
     def acked(self, resp_seqnum: int) -> None:
         """An ACK for everything up to ``resp_seqnum`` arrived."""
-        sent = self._sent
-        newest: float | None = None
-        while sent and sent[0][0] <= resp_seqnum:
-            newest = sent.popleft()[1]
+        newest = self.sent_log.retire(resp_seqnum)
         if newest is not None:
             self.rtt.sample(self._clock.seconds() - newest)
             self._answered()
@@ -216,7 +211,7 @@ class DeadPathDetector:
         """No more probes or verdicts (idempotent)."""
         self._stopped = True
         self._timer.cancel()
-        self._sent.clear()
+        self.sent_log.close()
 
     # --- internals ---
 
@@ -247,8 +242,8 @@ class DeadPathDetector:
     def _next_deadline(self) -> float | None:
         if self._probe_deadline is not None:
             return self._probe_deadline
-        if self._sent:
-            return max(self._sent[0][1] + self._rto(), self._quiet_until)
+        if self._writes:
+            return max(self._writes[0][1] + self._rto(), self._quiet_until)
         return None
 
     def _arm(self) -> None:
@@ -272,7 +267,7 @@ class DeadPathDetector:
                 return
             if not self._reading_paused() and self._kernel_alive(self._probe_timeout) is not True:
                 self._stopped = True
-                self._sent.clear()
+                self.sent_log.close()
                 self._on_dead(unanswered(self._cause, self._probe_timeout))
                 return
             self.kernel_saves += 1
@@ -282,7 +277,7 @@ class DeadPathDetector:
             self._quiet_until = now + self._probe_timeout
             self._arm()
             return
-        if self._sent and now >= self._sent[0][1] + self._rto() and now >= self._quiet_until:
+        if self._writes and now >= self._writes[0][1] + self._rto() and now >= self._quiet_until:
             self._start_probe(self._data_probe_wait())
             return
         self._arm()

@@ -17,9 +17,9 @@ Invariants:
   :class:`~txdilation.wire.reasons.LinkLoss`), after
   which nothing more is dispatched: the owner hears only those two, and ``on_alive(rtt)`` after
   each PING or PONG (status freshness);
-- L4 writes through the selected link (it is the ``IDilatedConnection`` L4 sees), so the
-  :class:`~txdilation.selection.dead_path.DeadPathDetector` sees every sequenced record written
-  and every ACK: a path whose records and then whose probe go unanswered is aborted at once
+- L4 writes to the connection itself and notes each write in the link's ``sent_log``, which
+  the :class:`~txdilation.selection.dead_path.DeadPathDetector` reads and the ACKs arriving
+  here retire: a path whose records and then whose probe go unanswered is aborted at once
   (cause ``PROBE_UNANSWERED``), never left through a drain (``abortConnection``); after a
   local network change, a connection bound to an address we lost is dropped at once and any
   other is probed (cause ``NETWORK_CHANGE`` either way);
@@ -39,13 +39,14 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, Protocol
 
-from twisted.internet.interfaces import IDelayedCall, IPushProducer, IReactorTime
+from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from txdilation.durable.sent_log import SentLog
 from txdilation.selection.dead_path import DeadPathDetector
 from txdilation.selection.liveness import Liveness, PingTracker
 from txdilation.selection.netwatch import address_is_local
@@ -53,8 +54,6 @@ from txdilation.selection.tcp_info import peer_tcp_alive
 from txdilation.wire.contracts import IDilatedConnection, IRecordReceiver, IRecordSink
 from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import Ack, Close, Data, Open, Ping, Pong, Record
-
-_SEQUENCED = (Data, Open, Close)
 
 #: Seconds a retired link stays open for what is still in flight on it: the peer moves to the
 #: new link within about one round trip of the old path, and anything still unacknowledged
@@ -98,7 +97,7 @@ class LinkOwner(Protocol):
         """(a standby link) the peer moved the wormhole to it."""
 
 
-@implementer(IRecordSink, IDilatedConnection)
+@implementer(IRecordSink)
 class SelectedLink:
     """One selected connection while it carries records (see the module docstring).
 
@@ -233,36 +232,10 @@ class SelectedLink:
         self._retire_call = None
         self._owner.link_lost(self, reason)
 
-    # --- IDilatedConnection (what L4 writes through) ---
-
-    def send_record(self, record: Record) -> None:
-        if isinstance(record, _SEQUENCED):
-            self.dead_path.sent(record.seqnum)
-        self.connection.send_record(record)
-
-    def send_records(self, records: Iterable[Record]) -> None:
-        batch = list(records)
-        for record in reversed(batch):
-            if isinstance(record, _SEQUENCED):
-                self.dead_path.sent(record.seqnum)
-                break
-        self.connection.send_records(batch)
-
-    def registerProducer(self, producer: IPushProducer, streaming: bool) -> None:
-        self.connection.registerProducer(producer, streaming)
-
-    def unregisterProducer(self) -> None:
-        self.connection.unregisterProducer()
-
-    def pause_reading(self) -> None:
-        self.connection.pause_reading()
-
-    def resume_reading(self) -> None:
-        self.connection.resume_reading()
-
     @property
-    def reading_paused(self) -> bool:
-        return bool(self.connection.reading_paused)
+    def sent_log(self) -> SentLog:
+        """Where L4 notes its writes to this link (``Multiplexer.connection_made``)."""
+        return self.dead_path.sent_log
 
     # --- PING / PONG ---
 

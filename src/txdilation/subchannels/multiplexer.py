@@ -62,7 +62,7 @@ from txdilation.subchannels.endpoints import (
 from txdilation.subchannels.subchannel import SubChannel, SubchannelAddress, _WormholeAddress
 from txdilation.subchannels.unanswered import Closes
 from txdilation.telemetry import Telemetry, TrafficStats
-from txdilation.wire.contracts import IDilatedConnection, IMultiplexer
+from txdilation.wire.contracts import IDilatedConnection, IMultiplexer, ISentLog
 from txdilation.wire.errors import WormholeClosedError
 from txdilation.wire.limits import (
     DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
@@ -181,11 +181,11 @@ class Multiplexer:
         elif role is not self._role:
             raise ValueError(f"role already set to {self._role!r}")
 
-    def connection_made(self, connection: IDilatedConnection) -> None:
-        """Use ``connection``: replay everything unacked (one send_records), then go on."""
+    def connection_made(self, connection: IDilatedConnection, log: ISentLog | None = None) -> None:
+        """Use ``connection`` (its writes noted in ``log``): replay everything unacked, go on."""
         if self._stopped:
             return
-        self._outbound.connection_made(connection)
+        self._outbound.connection_made(connection, log)
         self._inbound.connection_made(connection)
         self._closes.link_up()
 

@@ -109,6 +109,14 @@ class IRecordReceiver(Interface):
         """The peer acknowledged every record up to ``record.resp_seqnum``."""
 
 
+class ISentLog(Interface):
+    """Where L4 notes its writes to one link, as it writes them to the link's connection
+    (``durable.sent_log.SentLog``, which the link's dead-path detector reads)."""
+
+    def sent(seqnum: int) -> None:
+        """Sequenced records up to ``seqnum`` were written to the link now."""
+
+
 class ICandidateOwner(Interface):
     """What an L2 connection reports to before it is selected (the Connector)."""
 
@@ -130,8 +138,9 @@ class IMultiplexer(IRecordReceiver):
     def set_role(role: Any) -> None:
         """Our role is known (decides scid parity). Called once, before connection_made."""
 
-    def connection_made(connection: IDilatedConnection) -> None:
-        """A connection was selected: replay unacked records in order first, then go on."""
+    def connection_made(connection: IDilatedConnection, log: ISentLog | None = None) -> None:
+        """A connection was selected: replay unacked records in order first, then go on;
+        each write is noted in ``log`` (the selected link's), when given."""
 
     def connection_lost() -> None:
         """The selected connection is gone; queue from now on."""
