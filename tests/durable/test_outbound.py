@@ -16,7 +16,7 @@ from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR, GAIN
 from txdilation.testing import missing_transitions
 from txdilation.testing.fakes import FakeDilatedConnection, FakePullProducer, FakePushProducer
 from txdilation.wire.contracts import IDilatedConnection
-from txdilation.wire.records import Close, Data, Open
+from txdilation.wire.records import Close, Data, Open, Ping, Pong
 
 
 def seqnums(records: list) -> list[int]:
@@ -175,17 +175,26 @@ class SendingTests(OutboundTestsMixin, SynchronousTestCase):
         """PONGs may go out freely while the transport takes more, but only once per pause
         while it has paused us; a resume or a new connection allows one again."""
         out = self.make()
-        out.connection_made(FakeDilatedConnection())
-        self.assertEqual([out.may_send_pong() for _ in range(3)], [True] * 3)
+        conn = FakeDilatedConnection()
+        out.connection_made(conn)
+
+        def pongs(pings: int) -> int:
+            before = len(conn.of_type(Pong))
+            for i in range(pings):
+                out.answer_ping(conn, Ping(i.to_bytes(4, "big")))
+            return len(conn.of_type(Pong)) - before
+
+        self.assertEqual(pongs(3), 3)
+        self.assertEqual(conn.of_type(Pong)[-1], Pong(b"\x00\x00\x00\x02"))
         out.pauseProducing()
-        self.assertEqual([out.may_send_pong() for _ in range(1000)], [True] + [False] * 999)
+        self.assertEqual(pongs(1000), 1)
         out.resumeProducing()
-        self.assertTrue(out.may_send_pong())
+        self.assertEqual(pongs(1), 1)
         out.pauseProducing()
-        self.assertTrue(out.may_send_pong())
-        self.assertFalse(out.may_send_pong())
-        out.connection_made(FakeDilatedConnection())
-        self.assertTrue(out.may_send_pong())
+        self.assertEqual(pongs(2), 1)
+        conn = FakeDilatedConnection()
+        out.connection_made(conn)
+        self.assertEqual(pongs(1), 1)
 
     def test_second_connection_replaces_first(self) -> None:
         """connection_made without connection_lost lets go of the old connection and replays."""

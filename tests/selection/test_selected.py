@@ -15,7 +15,7 @@ from txdilation.durable.outbound import Outbound
 from txdilation.selection.liveness import PingTracker
 from txdilation.selection.selected import MOVED, STANDBY_PING_INTERVAL, SelectedLink
 from txdilation.testing.fakes import FakeDilatedConnection
-from txdilation.wire.contracts import IRecordReceiver, IRecordSink, ISentLog
+from txdilation.wire.contracts import IDilatedConnection, IRecordReceiver, IRecordSink, ISentLog
 from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import KCM, Ack, Close, Data, Open, Ping, Pong
 
@@ -46,6 +46,7 @@ class Receiver:
 
     def __init__(self, handled: list[Any]) -> None:
         self.handled = handled
+        self.pong_allowed = True
 
     def got_open(self, record: Open) -> None:
         self.handled.append(record)
@@ -58,6 +59,10 @@ class Receiver:
 
     def got_ack(self, record: Ack) -> None:
         self.handled.append(record)
+
+    def answer_ping(self, connection: IDilatedConnection, record: Ping) -> None:
+        if self.pong_allowed:
+            connection.send_record(Pong(record.ping_id))
 
 
 class Harness:
@@ -74,14 +79,13 @@ class Harness:
         self.handled: list[Any] = []
         self.alive: list[float | None] = []
         self.pings = PingTracker(self.clock)
-        self.pong_allowed = pong_allowed
         self.receiver = Receiver(self.handled)
+        self.receiver.pong_allowed = pong_allowed
         self.link = SelectedLink(
             self.connection,
             owner=self.owner,
             receiver=self.receiver,
             pings=self.pings,
-            may_send_pong=lambda: self.pong_allowed,
             clock=self.clock,
             ping_interval=interval,
             on_alive=self.alive.append,
@@ -123,7 +127,7 @@ class DispatchTests(SynchronousTestCase):
         h = Harness()
         h.link.got_record(Ping(b"abcd"))
         self.assertEqual(h.connection.of_type(Pong), [Pong(b"abcd")])
-        h.pong_allowed = False
+        h.receiver.pong_allowed = False
         h.link.got_record(Ping(b"efgh"))
         self.assertEqual(h.connection.of_type(Pong), [Pong(b"abcd")])
         h.clock.advance(INTERVAL / 4)  # our first PING goes out

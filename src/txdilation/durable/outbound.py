@@ -1,7 +1,7 @@
 """L4 outbound: sequence numbers, the durable queue of unacked records, replay, producers.
 
-Everything a subchannel sends (OPEN, DATA, CLOSE) passes through :class:`Outbound`; ACK, PING
-and PONG never do (the manager sends those straight to the connection, only when connected).
+Everything a subchannel sends (OPEN, DATA, CLOSE) passes through :class:`Outbound`, and so do
+the PONGs it gates (:meth:`Outbound.answer_ping`); ACK and PING never do.
 
 Invariants:
 
@@ -58,7 +58,7 @@ from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR, InFlightLimit
 from txdilation.wire.contracts import IDilatedConnection, ISentLog
 from txdilation.wire.limits import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
 from txdilation.wire.machines import complete
-from txdilation.wire.records import Ack, Close, Data, Open, SequencedRecord
+from txdilation.wire.records import Ack, Close, Data, Open, Ping, Pong, SequencedRecord
 from txdilation.wire.waiting import Waiters
 
 #: Bytes of queued records written per ``send_records`` call while the transport takes them.
@@ -380,17 +380,16 @@ class Outbound:
         self._check_window()
         self._run_producers()
 
-    def may_send_pong(self) -> bool:
-        """Whether a PONG may be written now: always while the transport takes more, but only
-        once per pause while it has paused us, so a peer that sends PINGs and never reads
-        cannot make our PONGs pile up in its connection's buffer (a peer that reads gets one
-        PONG per pause, enough for stock's Leader, which needs a PONG every two intervals)."""
-        if self._core.sink is not None:
-            return True
-        if self._pong_sent_while_paused:
-            return False
-        self._pong_sent_while_paused = True
-        return True
+    def answer_ping(self, connection: IDilatedConnection, ping: Ping) -> None:
+        """Answer ``ping`` with a PONG on ``connection`` (the link it came on): always while the
+        transport takes more, but once per pause while it has paused us, so a peer that sends
+        PINGs and never reads cannot make our PONGs pile up in its connection's buffer (a peer
+        that reads gets one PONG per pause, enough for stock's Leader: one per two intervals)."""
+        if self._core.sink is None:
+            if self._pong_sent_while_paused:
+                return
+            self._pong_sent_while_paused = True
+        connection.send_record(Pong(ping.ping_id))
 
     def connection_lost(self) -> None:
         """The connection is gone: pause producers, queue records until the next one."""

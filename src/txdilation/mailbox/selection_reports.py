@@ -99,7 +99,6 @@ class ConnectorReports:
             owner=self._links,
             receiver=self._core.mux,
             pings=self._pings,
-            may_send_pong=self._core.mux.may_send_pong,
             clock=self._clock,
             ping_interval=self._ping_interval,
             on_alive=self._alive,

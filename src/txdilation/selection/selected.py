@@ -2,13 +2,13 @@
 
 A :class:`SelectedLink` is the record sink of its L2 connection (``IRecordSink``). It owns what
 lives exactly as long as the link: the dispatch of received records, the liveness check (both
-roles ping), and the answers to the peer's PINGs.
+roles ping), and what the peer's PINGs tell.
 
 Invariants:
 
 - every record is dispatched once, by its type: OPEN, DATA, CLOSE and ACK to L4 (the
-  ``receiver``, an ``IRecordReceiver``), PING answered here with a PONG (when
-  ``may_send_pong`` allows: a peer that pings and never reads cannot grow our buffer), PONG to
+  ``receiver``, an ``IRecordReceiver``), PING too (L4 answers it on this link's connection,
+  gated by back-pressure: a peer that pings and never reads cannot grow our buffer), PONG to
   the wormhole's :class:`~txdilation.selection.liveness.PingTracker`; a record type without a
   handler is logged and dropped (the L2 layer already refuses a KCM after selection);
 - any record is a sign of life (its arrival time is kept: ``last_received_at``); a link
@@ -105,7 +105,6 @@ class SelectedLink:
     :param owner: told when the link is lost or silent.
     :param receiver: L4, which takes the OPEN, DATA, CLOSE and ACK records.
     :param pings: the wormhole's ping tracker (shared with the links before and after).
-    :param may_send_pong: whether a PONG may be written now.
     :param clock: the reactor's time.
     :param ping_interval: seconds between our PINGs.
     :param on_alive: called with the RTT (or None) after each PING or PONG received.
@@ -120,7 +119,6 @@ class SelectedLink:
         owner: LinkOwner,
         receiver: IRecordReceiver,
         pings: PingTracker,
-        may_send_pong: Callable[[], bool],
         clock: IReactorTime,
         ping_interval: float,
         on_alive: Callable[[float | None], object],
@@ -130,7 +128,6 @@ class SelectedLink:
         self.connection: IDilatedConnection = connection
         self._owner = owner
         self._pings = pings
-        self._may_send_pong = may_send_pong
         self._on_alive = on_alive
         self._clock = clock
         self.last_received_at: float | None = None
@@ -270,8 +267,7 @@ class SelectedLink:
         self.connection.send_record(Ping(ping_id))
 
     def _got_ping(self, record: Ping) -> None:
-        if self._may_send_pong():
-            self.connection.send_record(Pong(record.ping_id))
+        self._receiver.answer_ping(self.connection, record)
         self._on_alive(None)
 
     def _got_pong(self, record: Pong) -> None:

@@ -71,7 +71,7 @@ from txdilation.wire.limits import (
     DEFAULT_MAX_UNACKED_BYTES,
     RECORD_OVERHEAD,
 )
-from txdilation.wire.records import Ack, Close, Data, Open
+from txdilation.wire.records import Ack, Close, Data, Open, Ping
 from txdilation.wire.roles import LEADER, Role
 from txdilation.wire.waiting import OneShot
 
@@ -189,9 +189,9 @@ class Multiplexer:
         self._inbound.connection_made(connection)
         self._closes.link_up()
 
-    def may_send_pong(self) -> bool:
-        """Whether the Manager may answer a PING now (see ``Outbound.may_send_pong``)."""
-        return self._outbound.may_send_pong()
+    def answer_ping(self, connection: IDilatedConnection, record: Ping) -> None:
+        """The PONG, gated by back-pressure (see ``Outbound.answer_ping``)."""
+        self._outbound.answer_ping(connection, record)
 
     def connection_lost(self) -> None:
         """The connection is gone: queue from now on."""

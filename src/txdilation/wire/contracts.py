@@ -28,7 +28,7 @@ from twisted.internet.interfaces import (
 from zope.interface import Attribute, Interface
 
 from txdilation.wire.reasons import LinkLoss
-from txdilation.wire.records import Ack, Close, Data, Open, Record
+from txdilation.wire.records import Ack, Close, Data, Open, Ping, Record
 
 
 class IDilationReactor(IReactorTime, IReactorTCP, IReactorFDSet, IReactorThreads):
@@ -93,8 +93,8 @@ class IRecordSink(Interface):
 
 
 class IRecordReceiver(Interface):
-    """What takes the OPEN, DATA, CLOSE and ACK records a selected link receives (L4: the
-    multiplexer). Each is called once per record, in the order the records arrived."""
+    """What takes the OPEN, DATA, CLOSE, ACK and PING records a selected link receives (L4:
+    the multiplexer). Each is called once per record, in the order the records arrived."""
 
     def got_open(record: Open) -> None:
         """The peer opened a subchannel (or replayed its OPEN)."""
@@ -107,6 +107,10 @@ class IRecordReceiver(Interface):
 
     def got_ack(record: Ack) -> None:
         """The peer acknowledged every record up to ``record.resp_seqnum``."""
+
+    def answer_ping(connection: IDilatedConnection, record: Ping) -> None:
+        """The peer's PING arrived on ``connection``: answer it there (a PONG), unless
+        back-pressure says not now (the one owner of that decision)."""
 
 
 class ISentLog(Interface):
