@@ -41,7 +41,7 @@ Automat machine ``outbound_machine``; the per-record path is plain code.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Protocol as TypingProtocol
 
@@ -71,8 +71,8 @@ _log = Logger(namespace="txdilation.durable.outbound")
 class _OutboundEvents(TypingProtocol):
     """Lifecycle inputs of :class:`Outbound`."""
 
-    def connection_made(self, connection: IDilatedConnection, log: ISentLog | None) -> None:
-        "A connection was selected: replay, then send as records come (noted in ``log``)."
+    def connection_made(self, connection: IDilatedConnection, log: ISentLog | None) -> bool:
+        "A connection was selected (writes noted in ``log``): True, the facade replays."
 
     def connection_lost(self) -> None:
         "The connection is gone: queue from now on."
@@ -80,8 +80,8 @@ class _OutboundEvents(TypingProtocol):
     def pause(self) -> None:
         "The connection's transport asks us to stop writing."
 
-    def resume(self) -> None:
-        "The connection's transport can take more."
+    def resume(self) -> bool:
+        "The connection's transport can take more: True when the facade may flush now."
 
     def stop(self) -> None:
         "The wormhole is closing."
@@ -90,8 +90,6 @@ class _OutboundEvents(TypingProtocol):
 @dataclass
 class _OutboundCore:
     push_producer: IPushProducer
-    #: told of each batch written: its first record and its largest record's size in bytes
-    on_sent: Callable[[SequencedRecord, int], None]
     queue: SendQueue = field(default_factory=SendQueue)
     connection: IDilatedConnection | None = None
     #: where new records may be written at once: the connection while ``producing``, else None
@@ -100,21 +98,14 @@ class _OutboundCore:
     sent_log: ISentLog | None = None
     stopped: bool = False
 
-    def flush(self) -> None:
-        # Batch by batch while the transport takes them: its pauseProducing() clears ``sink``
-        # at once (Outbound.pauseProducing), even from inside this machine's own input.
-        queue = self.queue
-        while self.sink is not None and queue.has_unsent:
-            batch = queue.take_unsent(WRITE_BATCH_BYTES)
-            self.on_sent(batch[0], queue.largest_taken)
-            if self.sent_log is not None:
-                self.sent_log.sent(batch[-1].seqnum)
-            self.sink.send_records(batch)
-
     def release(self) -> None:
         if self.connection is not None:
             self.connection.unregisterProducer()
         self.connection = self.sink = self.sent_log = None
+
+
+def no_write(m: _OutboundEvents, c: _OutboundCore, *args: object) -> bool:
+    return False
 
 
 def _build_outbound_machine() -> TypeMachine[_OutboundEvents, _OutboundCore]:
@@ -124,6 +115,7 @@ def _build_outbound_machine() -> TypeMachine[_OutboundEvents, _OutboundCore]:
     paused = b.state("paused")
     stopped = b.state("stopped")
     alive = (disconnected, producing, paused)
+    everywhere = (*alive, stopped)
     I = _OutboundEvents  # noqa: E741 (a short alias keeps the transition table readable)
 
     @disconnected.upon(I.connection_made).to(producing)
@@ -131,13 +123,13 @@ def _build_outbound_machine() -> TypeMachine[_OutboundEvents, _OutboundCore]:
     @paused.upon(I.connection_made).to(producing)
     def use_connection(
         m: _OutboundEvents, c: _OutboundCore, connection: IDilatedConnection, log: ISentLog | None
-    ) -> None:
+    ) -> bool:
         c.release()  # a second connection_made without connection_lost replaces the first
         c.queue.rewind()
         c.connection = c.sink = connection
         c.sent_log = log
         connection.registerProducer(c.push_producer, True)
-        c.flush()
+        return True  # the replay: the facade writes it, this machine at rest
 
     @producing.upon(I.connection_lost).to(disconnected)
     @paused.upon(I.connection_lost).to(disconnected)
@@ -149,9 +141,9 @@ def _build_outbound_machine() -> TypeMachine[_OutboundEvents, _OutboundCore]:
         c.sink = None
 
     @paused.upon(I.resume).to(producing)
-    def go_on(m: _OutboundEvents, c: _OutboundCore) -> None:
+    def go_on(m: _OutboundEvents, c: _OutboundCore) -> bool:
         c.sink = c.connection
-        c.flush()
+        return True
 
     for state in alive:
 
@@ -163,7 +155,8 @@ def _build_outbound_machine() -> TypeMachine[_OutboundEvents, _OutboundCore]:
 
     # Harmless repeats: a transport that pauses/resumes twice or after we let it go, a
     # connection_lost without a connection, anything after stop (documented as ignored).
-    complete(b, (disconnected, producing, paused, stopped))
+    complete(b, everywhere, (I.connection_made, I.resume), otherwise=lambda _input: no_write)
+    complete(b, everywhere)
     return b.build()
 
 
@@ -212,7 +205,7 @@ class Outbound:
         self._retired: dict[int, Waiters[None]] = {}
         self._retired_seqnums: list[int] = []
         self._producers = ProducerSet(cooperator, self._log)
-        self._core = _OutboundCore(push_producer=self, on_sent=self._sent)
+        self._core = _OutboundCore(push_producer=self)
         self._machine = outbound_machine(self._core)
 
     # --- introspection (tests, status) ---
@@ -286,12 +279,22 @@ class Outbound:
             self._producers.pause_all()
 
     def _sent(self, record: SequencedRecord, size: int) -> None:
-        """``record`` (or a batch starting with it, whose largest record has ``size`` bytes)
-        goes to the connection now: a sample's marker when none is outstanding."""
+        """``record`` (a batch's first; its largest has ``size`` bytes) is written now."""
         self._last_write = size
         window = self.window
         if not window.sampling:
             window.sent(record.seqnum, self.bytes_acked, self._clock.seconds())
+
+    def _flush(self) -> None:
+        """Write what is queued and unsent, batch by batch, while the transport takes it: its
+        pauseProducing closes the gate between two batches (the machine is at rest here)."""
+        core, queue = self._core, self._core.queue
+        while core.sink is not None and queue.has_unsent:
+            batch = queue.take_unsent(WRITE_BATCH_BYTES)
+            self._sent(batch[0], queue.largest_taken)
+            if core.sent_log is not None:
+                core.sent_log.sent(batch[-1].seqnum)
+            core.sink.send_records(batch)
 
     def _in_flight_limit(self) -> int:
         """The window's limit, or room for two of the latest writes when they are larger
@@ -376,7 +379,8 @@ class Outbound:
         self._pong_sent_while_paused = False
         self.window.reset()
         self._last_write = 0
-        self._machine.connection_made(connection, log)
+        if self._machine.connection_made(connection, log):
+            self._flush()
         self._check_window()
         self._run_producers()
 
@@ -431,15 +435,13 @@ class Outbound:
     # --- IPushProducer, called by the connection's transport ---
 
     def pauseProducing(self) -> None:
-        # Close the gate at once: when the transport pauses us from inside one of our own
-        # inputs (a replay filling its buffer), Automat runs this input only afterwards.
-        self._core.sink = None
-        self._machine.pause()
+        self._machine.pause()  # at once, between two batches of a flush too (never inside one)
         self._run_producers()
 
     def resumeProducing(self) -> None:
         self._pong_sent_while_paused = False
-        self._machine.resume()
+        if self._machine.resume():
+            self._flush()
         self._check_window()
         self._run_producers()
 
