@@ -9,8 +9,8 @@ Invariants:
 - every record is dispatched once, by its type: OPEN, DATA, CLOSE and ACK to L4 (the
   ``receiver``, an ``IRecordReceiver``), PING too (L4 answers it on this link's connection,
   gated by back-pressure: a peer that pings and never reads cannot grow our buffer), PONG to
-  the wormhole's :class:`~txdilation.selection.liveness.PingTracker`; a record type without a
-  handler is logged and dropped (the L2 layer already refuses a KCM after selection);
+  the wormhole's :class:`~txdilation.selection.liveness.PingTracker`; any other type is
+  logged and dropped (the L2 layer already refuses a KCM after selection);
 - any record is a sign of life (its arrival time is kept: ``last_received_at``); a link
   silent for 1.5 ping intervals is reported once to the
   owner (``link_silent``), and the connection's end once (``link_lost``, with its typed
@@ -103,7 +103,7 @@ class SelectedLink:
 
     :param connection: the selected L2 connection.
     :param owner: told when the link is lost or silent.
-    :param receiver: L4, which takes the OPEN, DATA, CLOSE and ACK records.
+    :param receiver: L4, which takes the OPEN, DATA, CLOSE and ACK records and answers PINGs.
     :param pings: the wormhole's ping tracker (shared with the links before and after).
     :param clock: the reactor's time.
     :param ping_interval: seconds between our PINGs.
