@@ -119,6 +119,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.durable.test_outbound": kinds("hypothesis unit"),
     "tests.durable.test_replay_batches": kinds("unit"),
     "tests.durable.test_routes": kinds("hypothesis unit"),
+    "tests.durable.test_sent_log": kinds("unit"),
     "tests.durable.test_window": kinds("unit"),
     "tests.link.test_connection": kinds("reactor servers unit"),
     "tests.link.test_connection_lifecycle": kinds("unit"),
