@@ -9,6 +9,7 @@ when its tool is not installed; any finding fails it with the tool's output in t
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 import subprocess
@@ -128,3 +129,25 @@ class ModuleSizeTests(unittest.SynchronousTestCase):
         self.assertEqual(too_long, {}, f"over {MAX_MODULE_LINES} lines: split by concern")
         back_under = sorted(n for n in OVER_THE_LIMIT if sizes.get(n, 0) <= MAX_MODULE_LINES)
         self.assertEqual(back_under, [], "under the limit now: remove from OVER_THE_LIMIT")
+
+
+#: the most lines a module docstring of ``txdilation`` may have, quotes included (docs/architecture.md):
+#: the layer and its invariants; essays and history belong in docs/
+MAX_MODULE_DOCSTRING_LINES = 15
+
+
+class ModuleDocstringTests(unittest.SynchronousTestCase):
+    """Every module docstring of ``src/txdilation`` is short."""
+
+    def test_module_docstrings_are_short(self) -> None:
+        """No module docstring spans more than MAX_MODULE_DOCSTRING_LINES source lines."""
+        package = REPO_ROOT / "src" / "txdilation"
+        too_long = {}
+        for path in sorted(package.rglob("*.py")):
+            body = ast.parse(path.read_text()).body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                first = body[0]
+                lines = (first.end_lineno or first.lineno) - first.lineno + 1
+                if lines > MAX_MODULE_DOCSTRING_LINES:
+                    too_long[path.relative_to(package).as_posix()] = lines
+        self.assertEqual(too_long, {}, "module docstrings: layer and invariants; essays to docs/")

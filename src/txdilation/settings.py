@@ -1,62 +1,16 @@
 """Operator settings: typed, validated, read once at the edge and passed down.
 
-:class:`Settings` gathers the five groups below; :meth:`Settings.from_environ` reads every
-``TXDILATION_*`` variable from the mapping it is given (:meth:`Settings.from_process`: this
-process's), each value parsed by ``txdilation.values``. Only the edges call it (the stock-facing
-Dilator in ``txdilation._stock`` when an application calls ``w.dilate()``, ``txdilation.dilate``
-when given no settings, and the session's process entry point): the layers below take the
-typed objects as parameters and never read the environment or open files named there.
+:class:`Settings` gathers :class:`NetworkSettings`, :class:`Limits`, :class:`ReconnectPolicy`,
+:class:`TelemetrySettings` and the :class:`~txdilation.semantics.Semantics`;
+:meth:`Settings.from_environ` reads every ``TXDILATION_*`` variable from the mapping it is given
+(:meth:`Settings.from_process`: this process's), each value parsed by ``txdilation.values``.
+The variables and their defaults: docs/reference/settings.md.
 
-Where to listen and what to advertise (:class:`NetworkSettings`):
-
-- ``TXDILATION_LISTEN_INTERFACE``: the interface the direct-hint listener binds (default: all).
-- ``TXDILATION_HINT_ADDRESSES``: comma-separated addresses to advertise in direct hints instead of
-  the discovered ones.
-- ``TXDILATION_LISTEN_PORT``: the TCP port the direct-hint listener binds in every generation
-  (default 0: a new random port each generation). For a port forward or a firewall rule.
-- ``TXDILATION_HINT_PORT``: the port to advertise in direct hints instead of the listener's own
-  (default: the listener's), for a port forward (or a test's fault-injection proxy) in front of
-  the listener. Both ports are numbers from 1 to 65535 (0 also allowed for the listen port).
-
-- ``TXDILATION_PUNCH``: ``off`` (or ``0``, ``no``, ``false``) turns TCP hole punching off
-  (``txdilation.selection.punch``): no punched hint, the listener without ``SO_REUSEPORT``,
-  direct dials from ephemeral ports. Default ``on``.
-- ``TXDILATION_PORT_MAPPING``: ``off`` (or ``0``, ``no``, ``false``) stops asking the home router
-  for a port forward of the listener (PCP, NAT-PMP, UPnP IGD: ``txdilation.portmap``). Default
-  ``on``.
-
-Resource limits (:class:`Limits`; each variable unset or empty means the default):
-
-- ``TXDILATION_HANDSHAKE_TIMEOUT``: seconds a connection may take from TCP connect to selection
-  (prologue, Noise handshake, KCM) before it is aborted; also the TCP connect timeout of our
-  outbound attempts. Default 30.
-- ``TXDILATION_MAX_UNACKED_BYTES``: outbound bytes (queued or sent, not yet acknowledged) above
-  which every registered subchannel producer is paused. Default 64 MiB.
-- ``TXDILATION_MAX_BUFFERED_INBOUND_BYTES``: bytes paused subchannels may hold before the whole
-  connection stops reading. Default 4 MiB.
-- ``TXDILATION_MAX_PENDING_OPEN_BYTES``: bytes held for subchannels nobody listens on yet.
-  Default 4 MiB.
-- ``TXDILATION_MAX_RECORD_SIZE``: largest record plaintext accepted from the peer. Default 64 MiB.
-- ``TXDILATION_MAX_UNAUTHENTICATED``: connections the direct-hint listener holds before their
-  handshake is done; one more closes the oldest (``selection.listener``). Default 256.
-
-Waiting for the peer (:class:`ReconnectPolicy`):
-
-- ``TXDILATION_PEER_TIMEOUT``: seconds without any sign of the peer (no connection, no mailbox
-  message) while our own mailbox connection is up, after which the peer is presumed gone and
-  the dilation status becomes ``StoppedPeer``. Default 600; 0 means never. A txdilation peer
-  says when it closes its wormhole, so this only matters for stock peers and crashed ones.
-
-Telemetry (:class:`TelemetrySettings`, see ``txdilation.telemetry``):
-
-- ``TXDILATION_EVENTS``: a file to append the telemetry records to, one JSON object per line.
-- ``TXDILATION_TRAFFIC_INTERVAL``: seconds between periodic ``traffic`` records once dilated.
-  Default 60; 0 means none (the final record at the end of the session is always written).
-
-What applications observe (:class:`txdilation.semantics.Semantics`): ``TXDILATION_SEMANTICS``
-(``stock``, the default, or ``twisted``; see ``txdilation.semantics``).
-
-These are read once per dilated wormhole, when ``dilate()`` builds its Manager.
+Invariants: only the edges read the environment (the stock-facing Dilator in
+``txdilation._stock`` when an application calls ``w.dilate()``, ``txdilation.dilate`` when given
+no settings, and the session's process entry point), once per dilated wormhole; the layers
+below take the typed objects as parameters and never read the environment or open files named
+there.
 """
 
 from __future__ import annotations

@@ -1,43 +1,17 @@
 """L4 inbound: the ACK watermark, duplicate suppression, demultiplexing and read pausing.
 
 :class:`Inbound` receives every OPEN/DATA/CLOSE from the selected connection and routes it to
-a subchannel (anything with ``remote_data``/``remote_close``, see :class:`Delivery`).
+a subchannel's :class:`~txdilation.durable.routes.Route` (see :class:`Delivery`). Read pausing
+is the machine of :mod:`txdilation.durable.inbound_lifecycle`
+(state-diagrams/inbound_lifecycle.svg); the per-record path is plain code behind its gates.
 
-Invariants:
-
-- every OPEN/DATA/CLOSE is acknowledged, duplicates too; ACKs are cumulative and delayed: one
-  ``Ack(highest processed seqnum)`` goes out ``ack_delay`` (:data:`ACK_DELAY`, 5 ms) after the
-  first record it covers, or at the end of the reactor turn in which an OPEN or CLOSE arrived,
-  the DATA bytes it covers reached ``ack_threshold_bytes`` (:data:`ACK_THRESHOLD_BYTES`, 1 MiB),
-  or a record arrived after ``ack_delay`` without an ACK going out (the link was quiet: a lone
-  record's ACK is not delayed, so a sender timing its round trips by our ACKs, see
-  ``durable.window``, measures the path, not our delay; a reply written in that turn leaves in
-  the same send), whichever comes first. So a sender never waits more than ``ack_delay`` for
-  an ACK, and never at all while it has ``ack_threshold_bytes`` in flight (under any sender's
-  window: ours is at least ``DEFAULT_IN_FLIGHT_FLOOR``, 2 MiB, see ``durable.window``; stock
-  has none). ACKs are sent only while connected: a connection lost with an ACK pending drops it
-  (the peer replays what we did not acknowledge on the next connection, and that replay is
-  acknowledged);
-- a record is processed only if its seqnum is above the highest processed one (start -1);
-- an OPEN with scid 0, the wrong parity for the peer's role, or a name outside
-  ``expected_subprotocols`` is answered with CLOSE; a duplicate OPEN is logged and ignored;
-  DATA/CLOSE for an unknown scid are logged and ignored (quietly for a scid we answered with
-  CLOSE: the peer's own CLOSE is expected there);
-- an OPEN for a name nobody listens on yet is held with its DATA/CLOSE until someone listens;
-  all held OPENs together stay under ``max_pending_open_bytes`` (the newest are answered with
-  CLOSE);
-- a paused subchannel gets nothing delivered; its records wait, in order, in its own buffer.
-  Only when paused subchannels together hold more than ``max_buffered_inbound_bytes`` is the
-  whole connection's reading paused, until they are back under half of it. ACK processing is
-  never affected by a paused subchannel.
-
-Each subchannel's route is one :class:`~txdilation.durable.routes.Route` (its life: pending,
-attached, paused, discarding, forgotten; what it holds), and what they hold together is their
-:class:`~txdilation.durable.routes.Holdings`. The read-pausing lifecycle is
-the machine of ``txdilation.durable.inbound_lifecycle``: it alone knows whether reading is
-paused (told when what paused subchannels hold crosses the bound, or half of it, on the way
-down); the per-record path is plain code, gated by the connection and the stop the machine's
-transitions set.
+Invariants: every OPEN/DATA/CLOSE is acknowledged, duplicates too, by cumulative ACKs delayed
+at most ``ack_delay`` (sooner on OPEN/CLOSE, ``ack_threshold_bytes`` or a quiet link), only
+while connected; a record is processed only if its seqnum is above the highest processed; a
+bad OPEN is answered with CLOSE, unknown scids ignored; OPENs nobody listens on yet are held
+within ``max_pending_open_bytes``; a paused subchannel's records wait in its own buffer, and
+the connection's reading pauses only above ``max_buffered_inbound_bytes`` (resumes at half);
+ACKs never wait on a paused subchannel. In full: docs/module-notes.md.
 """
 
 from __future__ import annotations

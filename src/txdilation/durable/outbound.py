@@ -1,41 +1,16 @@
 """L4 outbound: sequence numbers, the durable queue of unacked records, replay, producers.
 
-Everything a subchannel sends (OPEN, DATA, CLOSE) passes through :class:`Outbound`, and so do
-the PONGs it gates (:meth:`Outbound.answer_ping`); ACK and PING never do.
+Every OPEN, DATA and CLOSE a subchannel sends passes through :class:`Outbound`, which writes it
+to the connection and notes the write in the link's ``SentLog`` (:mod:`txdilation.durable.sent_log`);
+so do the PONGs it gates (:meth:`Outbound.answer_ping`); ACK and PING never do. Lifecycle:
+``outbound_machine`` (state-diagrams/outbound.svg); the per-record path is plain code.
 
-Invariants:
-
-- one seqnum counter per wormhole, from 0, +1 per OPEN/DATA/CLOSE, never reset across
-  connections;
-- a record stays queued until a cumulative ACK with ``resp_seqnum >= seqnum`` retires it;
-- on each new connection every queued record is sent again, in seqnum order, before anything
-  newer; on one connection records go out in seqnum order. Queued records are written in
-  ``send_records`` batches of about ``WRITE_BATCH_BYTES`` for as long as the transport takes
-  them (it pauses us once its buffer is full, and resumes us once it drained), never all at
-  once: the ACKs, PINGs and PONGs written meanwhile wait behind one batch, not behind a whole
-  replay (with both sides replaying megabytes, ACKs stuck behind them made a link cut every
-  few hundred milliseconds livelock: nothing was ever acknowledged before the next cut);
-- nothing is sent without a connection, while the connection's transport has paused us, or
-  after :meth:`Outbound.stop`;
-- :meth:`Outbound.when_acknowledged` fires once the queue is empty (at once if it is): what
-  a closing wormhole waits for before dropping its link; :meth:`Outbound.when_retired` once
-  one record (a subchannel's CLOSE) was acknowledged;
-- the traffic counters (``bytes_sent``, ``records_acked``, ``bytes_retransmitted``, and
-  ``next_seqnum`` as the number of records sent) only grow, over all connections; they cost one
-  int add per record or ACK (``bytes_retransmitted`` is summed once per new connection);
-- registered subchannel producers run only while a connection exists, its transport has not
-  paused us, the queue holds at most ``max_unacked_bytes`` (once over it they stay paused
-  until it falls to half) and the bytes in flight (written to this connection, not yet
-  acknowledged) are within the connection's limit (:class:`~txdilation.durable.window.
-  InFlightLimit`, at least twice the latest write; once over it they stay paused until a
-  quarter of it drained). So what an interactive write waits behind, in our buffers, the
-  kernels' and the peer's, is about one limit's worth, not what the socket buffers hold.
-  Records keep their seqnum order on the wire, across subchannels too, as stock's; writers
-  that registered no producer are never blocked (Twisted gives us no way to stop them); their
-  bytes are counted and do pause everybody else.
-
-The lifecycle (``disconnected``, ``producing``, ``paused``, ``stopped``) is the module-level
-Automat machine ``outbound_machine``; the per-record path is plain code.
+Invariants: one seqnum counter per wormhole, from 0, never reset; a record stays queued until
+a cumulative ACK covers it; each new connection gets every queued record again, in seqnum
+order, before anything newer, in batches of about :data:`WRITE_BATCH_BYTES` while the
+transport takes them; nothing is sent without a connection, while paused, or after
+:meth:`Outbound.stop`; producers run only within ``max_unacked_bytes`` and the in-flight limit
+(:mod:`txdilation.durable.window`); counters only grow. In full: docs/module-notes.md.
 """
 
 from __future__ import annotations

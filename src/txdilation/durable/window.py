@@ -1,31 +1,13 @@
 """L4: how many bytes may be in flight: written to the link, not yet acknowledged (I/O-free).
 
-An interactive record written next to a bulk stream waits behind every byte written before it
-that the peer has not processed yet: our transport's buffer, both kernels' socket buffers (a
-receiver's buffer autotunes up to ``net.ipv4.tcp_rmem``'s maximum, 6 to 32 MiB) and the peer's
-own backlog. :class:`InFlightLimit` sizes a bound on those bytes to the path, from the peer's
-ACKs alone (stock's wire carries nothing else; stock acknowledges each record at once,
-txdilation's Inbound each ``ACK_THRESHOLD_BYTES`` or ``ACK_DELAY``)::
+An interactive record waits behind every byte written before it that the peer has not
+processed; :class:`InFlightLimit` bounds those bytes from the peer's ACKs alone (stock's wire
+carries nothing else): ``limit = clamp(GAIN x delivery rate x round trip, floor, ceiling)``.
 
-    limit = clamp(GAIN x delivery rate x round trip, floor, ceiling)
-
-Invariants:
-
-- one sample at a time: the first record written while no sample is outstanding is its
-  marker; the first ACK covering the marker ends it with a round trip (now - written) and a
-  delivery rate: the bytes acknowledged since the marker was written, over the time since the
-  last ACK before it (BBR's rule: a burst of ACKs cannot make the rate look faster than the
-  path);
-- the delivery rate is the largest of the last :data:`RATE_SAMPLES` samples (ACKs come in
-  bursts; one slow round does not shrink the limit);
-- the round trip is the smallest sample on the connection. It only ever falls, so a queue of
-  our own making cannot feed the limit; the first sample (an OPEN, acknowledged at once, or
-  the first replayed batch) usually sets it. A new connection (:meth:`reset`) forgets every
-  sample and starts again from ``floor``;
-- ``floor`` <= limit <= ``ceiling``: the floor keeps a receiver that is its own bottleneck
-  (loopback, a fast LAN: the path's own delay is next to nothing) busy between ACKs; the
-  ceiling is the durable queue's bound (``max_unacked_bytes``). A path whose
-  bandwidth-delay product is larger than the floor (a long or fast WAN path) gets twice it.
+Invariants: one sample at a time (a marker record, ended by the first ACK covering it; BBR's
+rate rule); the rate is the largest of the last :data:`RATE_SAMPLES`; the round trip the
+smallest on the connection, only ever falling; :meth:`reset` on a new connection starts again
+from ``floor``; ``floor`` <= limit <= ``ceiling`` (``max_unacked_bytes``). Why: docs/module-notes.md.
 """
 
 from __future__ import annotations

@@ -1,52 +1,17 @@
 """L2: one candidate connection, pumped from ``dataReceived`` through the I/O-free cores.
 
-Byte flow in: :class:`~txdilation.link.framer.Framer` (relay ``ok``, prologue, frames) ->
-:class:`~txdilation.link.noise.NoiseSession` (handshake, then decrypt) ->
-:func:`~txdilation.wire.records.parse_record`. Out: record -> encode -> encrypt -> one
-``writeSequence([length, payload])``.
+In: :class:`~txdilation.link.framer.Framer` -> :class:`~txdilation.link.noise.NoiseSession` ->
+:func:`~txdilation.wire.records.parse_record`; out: record -> encode -> encrypt -> one
+``writeSequence``. Lifecycle: ``l2_machine`` (:mod:`txdilation.link.connection_lifecycle`;
+state-diagrams/connection_lifecycle.svg).
 
-Lifecycle: the module-level Automat machine ``l2_machine`` over an ``L2Core``
-(:mod:`txdilation.link.connection_lifecycle`), which drives this connection through a few
-methods (relay line, prologue, handshake, awaiting the KCM, delivering to the sink)::
-
-    idle -> relaying -> prologuing -> handshaking -> confirming -> nominated -> selected
-                                        (any) --lost--> closed
-
-Invariants:
-- nothing but handshake messages and KCM is sent before selection;
-- the Follower sends its KCM right after handshake message 2; the Leader sends its KCM only
-  in ``select()``;
-- a record other than KCM before selection, or a KCM after it, is a protocol violation: the
-  connection is aborted with a logged reason;
-- the owner may select on a later reactor turn than ``candidate_ready`` (as stock's does, through
-  its eventual queue); meanwhile the connection holds the records that follow the peer's KCM
-  (at most what one read brings) and :meth:`DilatedConnectionProtocol.deliver_held` hands them
-  to the sink, in order, once the owner has taken the connection (stock's rule, for either
-  role: records arriving with the KCM are kept and delivered after selection);
-- any :class:`~txdilation.wire.errors.DilationProtocolError` drops this connection only;
-- a connection ends with one typed reason (:class:`~txdilation.wire.reasons.LinkLoss`): the
-  first one given to ``fail``, else what its transport's end says (:func:`transport_loss`);
-  the owner (before selection) or the sink (after) hears it once;
-- once aborted (by us, or by ``fail``) no record is delivered any more, not even the rest of
-  the read being processed: an abandoned connection feeds the sink nothing;
-- an unselected connection that does not get selected within ``handshake_timeout`` seconds is
-  aborted (idle or slow-loris connections cannot pile up);
-- the byte path is plain code: after the prologue, ``dataReceived`` pulls frames as zero-copy
-  views (:meth:`~txdilation.link.framer.Framer.next_frame`), decrypts each into the Noise session's
-  reused buffer (:meth:`~txdilation.link.noise.NoiseSession.decrypt_view`) and parses each
-  record once, copying a DATA payload out of that buffer once; a DATA record goes out as
-  ``writeSequence([length, *ciphertext pieces])`` without joining its pieces (Twisted's
-  transports accept only ``bytes``, so the pieces are ``bytes`` from ``encrypt``); nothing is
-  logged per record;
-- once lost, a connection holds no reference cycle, transport or sink (its ``events``
-  becomes a no-op object like the ``closed`` state, and its machine core lets go of it): it
-  is freed by reference counting;
-- the TCP transport reads and buffers up to :data:`TCP_BUFFER_SIZE` bytes at a time (Twisted's
-  default, 64 KiB, is less than one 64 KiB record with its header and tags, which would cost a
-  reactor turn, a pause and a resume per record);
-- every connection (dialed, accepted, relayed, under a WebSocket) asks for ``TCP_NODELAY``
-  (:func:`tune_transport`): a small record never waits for the peer's delayed ACK, and the
-  records of one reactor turn still leave in one ``send``.
+Invariants: only handshake messages and KCM before selection (the Leader's KCM in ``select()``),
+any other order a protocol violation that drops this connection only; records that follow the
+peer's KCM are held until the owner selects (:meth:`DilatedConnectionProtocol.deliver_held`);
+one typed :class:`~txdilation.wire.reasons.LinkLoss` per connection, heard once; nothing
+delivered once aborted; unselected after ``handshake_timeout``: aborted; no per-record logging
+or copies beyond one; ``TCP_NODELAY`` and :data:`TCP_BUFFER_SIZE` reads; once lost, no cycle,
+transport or sink held. In full: docs/module-notes.md.
 """
 
 from __future__ import annotations

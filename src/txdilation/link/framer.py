@@ -1,32 +1,17 @@
 """L2: the inbound framing of one connection (I/O-free, an h11-style pull parser).
 
-Bytes arrive through :meth:`Framer.receive_data`; :meth:`Framer.next_event` parses lazily, one
-event per call, in this order:
+Bytes arrive through :meth:`Framer.receive_data`; :meth:`Framer.next_event` yields, one per
+call: :class:`RelayAccepted` (the relay's ``b"ok\n"``, with ``expect_relay``),
+:class:`PrologueReceived`, then :class:`Frame` after :class:`Frame` (4-byte big-endian length
+and payload). Outbound framing is the stateless :meth:`Framer.frame` /
+:meth:`Framer.frame_pieces`, for ``writeSequence``.
 
-1. :class:`RelayAccepted`: the transit relay answered exactly ``b"ok\\n"`` (only when the
-   connection goes through a relay, ``expect_relay=True``);
-2. :class:`PrologueReceived`: the peer's prologue arrived intact (the Leader expects the
-   Follower's prologue and vice versa);
-3. :class:`Frame`, repeatedly: one 4-byte big-endian length prefix and its payload.
-
-Invariants:
-
-- a wrong byte in the relay answer or the prologue is refused as soon as it arrives, with a
-  bounded excerpt (at most 64 bytes) of what was received in the error message;
-- a frame whose announced length exceeds the current limit is refused as soon as its 4-byte
-  header is parsed, before anything is buffered or allocated for its payload; the limit is read
-  when a frame is parsed, so raising it with :meth:`Framer.set_max_frame_size` after the Noise
-  handshake applies to every frame not yet returned, even if its bytes are already buffered;
-- buffering is linear and copies as little as possible: each received chunk (``bytes``) is kept
-  as it is and read through a moving offset; :meth:`Framer.next_frame` returns a payload that
-  lies inside one chunk as a zero-copy ``memoryview`` of it, and only a frame that spans reads
-  is assembled, once, in a private ``bytearray`` that is never resized after its payload was
-  returned (so every returned view stays valid); :meth:`Framer.next_event` returns ``bytes``;
-- after a :class:`~txdilation.wire.errors.FramingError` the framer is dead: every later call raises
-  :class:`~txdilation.wire.errors.FramingError` again.
-
-Outbound framing is the stateless :meth:`Framer.frame` (or :meth:`Framer.frame_pieces` for a
-payload already in pieces), whose result suits ``writeSequence``.
+Invariants: a wrong relay answer or prologue byte is refused at once (a bounded excerpt in the
+error); a frame over the limit read at parse time (:meth:`Framer.set_max_frame_size`) is
+refused from its header, before anything is buffered; chunks are kept as received and a frame
+inside one is a zero-copy view (only frames spanning reads are assembled, never resized after);
+after a :class:`~txdilation.wire.errors.FramingError` every call raises again. In full:
+docs/module-notes.md.
 """
 
 from __future__ import annotations

@@ -1,32 +1,16 @@
 """L2: the Noise session of one connection (I/O-free).
 
-Dilation runs ``Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s`` with the dilation key as the PSK, no
-Noise prologue and empty handshake payloads. The Leader is the initiator: it sends handshake
-message 1 (48 bytes), the Follower answers with message 2 (48 bytes), and both sides then hold
-transport keys.
+``Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s`` with the dilation key as the PSK, no prologue, empty
+payloads; the Leader initiates (two 48-byte messages). A record plaintext over 65519 bytes is
+cut into 65519-byte pieces, each its own transport message, concatenated into one frame
+payload. noiseprotocol runs the handshake only; the transport is ``cryptography``'s
+ChaCha20-Poly1305 with Noise's nonces, byte for byte what noiseprotocol would send.
 
-A record plaintext of at most 65519 bytes is one Noise transport message; a longer one is cut
-into consecutive 65519-byte pieces, each encrypted with its own nonce (65535 bytes of ciphertext,
-the last piece shorter), and the ciphertexts are concatenated into ONE frame payload. The
-receiver decrypts a payload of at most 65535 bytes at once, a longer one in 65535-byte slices.
-
-Invariants:
-
-- every failure (wrong key, garbage, wrong length, out-of-order call, failed authentication)
-  raises :class:`~txdilation.wire.errors.NoiseError`, never the library's own exceptions;
-- after a :class:`~txdilation.wire.errors.NoiseError` the session is dead (its nonces may be out of
-  step): every later call raises :class:`~txdilation.wire.errors.NoiseError` again;
-- the ``noise`` package (noiseprotocol) runs the handshake only; the transport messages are
-  ChaCha20-Poly1305 from ``cryptography`` driven with the two transport keys the handshake
-  produced and Noise's nonces (64-bit counters from 0, little-endian after 4 zero bytes, empty
-  associated data; the last nonce, 2**64-1, is never used): byte for byte what noiseprotocol
-  would produce, without its per-message Python layers. One AEAD object per direction is made
-  once, when the handshake completes;
-- :meth:`NoiseSession.decrypt_view` decrypts a frame payload of more than
-  :data:`VIEW_THRESHOLD` bytes into one buffer the session keeps (``decrypt_into``: no output
-  object allocated and zero-filled per piece) and returns a view of it that is valid only until
-  its next call; plaintexts of more than :data:`SCRATCH_LIMIT` bytes get a buffer of their own,
-  so the kept one stays small.
+Invariants: every failure raises :class:`~txdilation.wire.errors.NoiseError` (never the
+library's exceptions), and the session is dead after one; the last nonce is never used; one AEAD
+object per direction; :meth:`NoiseSession.decrypt_view` decrypts large payloads into one kept
+buffer (valid until its next call; above :data:`SCRATCH_LIMIT` a buffer of their own). In full:
+docs/module-notes.md.
 """
 
 from __future__ import annotations

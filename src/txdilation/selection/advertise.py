@@ -1,33 +1,17 @@
 """L3: one generation's listener and the direct hints that advertise it.
 
-An :class:`Advertiser` is owned by the :class:`~txdilation.selection.connector.Connector`
-(which starts it unless told not to listen, or over Tor). It listens (retrying shortly while a
-fixed port is still held by the previous generation's listener), discovers this host's
-addresses off the reactor thread (``hint_addresses`` replace them; a ``listen_interface`` that
-is one address is the only one advertised: the listener takes no other), and hands each direct
-hint it has not published yet this generation to ``publish`` (the Connector's
-``listener_ready`` input): at once when listening starts, and again whenever
-:meth:`Advertiser.network_changed` finds new addresses.
-
-On a real reactor the listener is dual-stack and, with ``punch`` on, bound with
-``SO_REUSEPORT``; our public address from the mailbox's welcome is then advertised with the
-listening port as a punched hint (:mod:`txdilation.selection.punch`), and ``punched`` is told
-when such hints are published (the peer's SYN to them follows). Given the wormhole's
-:class:`~txdilation.portmap.mapper.PortMapper` (when the listener takes every address and no
-hint port is set), it listens on the port the mapper keeps mapped (unless a listen port is
-set; any port if that one cannot be had), asks for that port to be mapped, and publishes the
-mapped external address and port as one more direct hint once the gateway grants it (at once
-when the mapping is held already: a later generation, or one that started after the mapping).
-
-Connections the listener accepts are built by the Connector (``accept``) and admitted here: at
-most ``max_unauthenticated`` are held before their handshake, the oldest closed beyond that
-(:mod:`txdilation.selection.listener`).
+An :class:`Advertiser`, owned by the :class:`~txdilation.selection.connector.Connector`,
+listens (dual-stack; ``SO_REUSEPORT`` with ``punch`` on), discovers this host's addresses off
+the reactor thread, and hands each new direct hint to ``publish``: at once, and again when
+:meth:`Advertiser.network_changed` finds new addresses; it also publishes the punched hint
+(:mod:`txdilation.selection.punch`) and, with a
+:class:`~txdilation.portmap.mapper.PortMapper`, the mapped address. Accepted connections are
+admitted within ``max_unauthenticated`` (:mod:`txdilation.selection.listener`).
 
 Invariants: address discovery never blocks the reactor; nothing is published once
 :meth:`Advertiser.close` ran or for a listener that is not ours any more; a direct hint is
-published at most once per generation (all of them may be sent again, :attr:`Advertiser.published`:
-:mod:`txdilation.selection.rekindle`); a listener that comes up after the race ended is handed
-to ``late`` (the Connector closes it with everything else).
+published at most once per generation (:attr:`Advertiser.published` for a rekindle); a listener
+that comes up after the race ended is handed to ``late``. In full: docs/module-notes.md.
 """
 
 from __future__ import annotations

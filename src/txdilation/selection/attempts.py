@@ -1,34 +1,14 @@
 """L3 observability: the connection attempts of one generation's race, for telemetry.
 
-The :class:`~txdilation.selection.connector.Connector` tells an :class:`AttemptLog` what it sees of
-each candidate connection (started, TCP connected, ready to be selected, selected, failed, closed)
-and when its race is over; the log turns that into ``attempt_started`` / ``attempt_ended``
-telemetry records with an outcome and the connect and handshake durations. No protocol decision
-depends on it; it does no I/O and reads time from the clock it is given.
+The :class:`~txdilation.selection.connector.Connector` tells an :class:`AttemptLog` what it
+sees of each candidate (started, connected, ready, selected, failed, closed) and when its race
+is over; the log writes ``attempt_started`` / ``attempt_ended`` records with an outcome and
+the connect and handshake durations. A candidate the peer closes while our race is on is
+resolved when it ends (within :data:`LOST_RACE_WINDOW`: it lost the race). The outcomes:
+docs/module-notes.md.
 
-Outcomes (``attempt_ended.outcome``):
-
-- ``selected``: it became the generation's connection;
-- ``connect_failed`` / ``timeout`` / ``cancelled``: the outbound TCP connection (to the peer or
-  to the relay) failed, timed out, or was cancelled because the race ended first;
-- ``superseded``: it was ready to be selected (KCM exchange) when the race ended with another
-  connection selected (or the connector stopped); ``cancelled``: it was not ready yet then
-  (every connection still open when the race ends is closed by us and ends at once);
-- ``timeout``: not ready (or not selected) within the handshake timeout;
-- ``handshake_failed``: we dropped it for a protocol error (relay line, prologue, Noise, KCM),
-  its transport failed with an error other than a closed connection, or the peer or the
-  network closed it before it was ready and the race did not end soon after.
-
-Each candidate's end is its L2 connection's typed reason
-(:class:`~txdilation.wire.reasons.LinkLoss`); only its cause decides the outcome.
-A candidate the peer (or the network) closes while our race is still on is, most often, one the
-peer dropped because its own race ended (the Leader closes its losers before our side sees its
-KCM on the winner). Such an attempt is held back and resolved when our race ends: ended within
-:data:`LOST_RACE_WINDOW` seconds of the close, it lost the race (``cancelled``, or
-``superseded`` if it was ready); later, it failed (``handshake_failed``, or ``other`` if it
-had been ready).
-
-Invariants: every started attempt ends at most once; attempt ids come from the session's
+Invariants: no protocol decision depends on it; no I/O, time from the clock given; every
+started attempt ends at most once; attempt ids come from the session's
 :class:`~txdilation.telemetry.Telemetry` (unique over all generations); both records of an
 attempt carry the generation it started in; never an address (only hint types).
 """

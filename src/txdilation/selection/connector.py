@@ -1,48 +1,17 @@
 """L3: one generation's race of connection hints, ending in the selection of one connection.
 
-A :class:`Connector` listens (unless told not to, or over Tor) and publishes direct hints
-(:class:`~txdilation.selection.advertise.Advertiser`), publishes relay hints, dials the peer's
-hints (:class:`~txdilation.selection.dialing.Dialer`: direct, punched, Tor and relay, with the
-relay delay), and collects candidates: L2 connections whose KCM exchange reached the point where
-they may be selected. This module is the facade and the selection policy; the race's inputs,
-records and core are :mod:`txdilation.selection.race`.
+A :class:`Connector` listens and publishes hints, dials the peer's
+(:class:`~txdilation.selection.dialing.Dialer`) and collects candidates; it is the facade and
+the selection policy (``connector_machine`` over a
+:class:`~txdilation.selection.race.ConnectorCore`; state-diagrams/connector.svg): the first
+connection that works is taken, relayed or not, and a better one moved to later
+(docs/connectivity.md; the policy in full: docs/module-notes.md).
 
-Selection policy (module-level Automat machine ``connector_machine`` over a
-:class:`~txdilation.selection.race.ConnectorCore`; the ``holding`` state owns the relay
-candidates it holds and their grace timer, :class:`~txdilation.selection.race.Holding`):
-the first connection that works is taken, relayed or not; a better one is moved to later
-(docs/connectivity.md):
-- the Follower takes the first connection on which the Leader's KCM arrived (the wire rule);
-- the Leader takes a direct candidate at once, and a relay candidate at once too, unless a
-  direct connection is already in its handshake (then the relay is held for at most
-  ``direct_grace`` seconds: direct beats relay when both are about to work) or this generation
-  prefers a direct path that proved to work (``prefer_direct``: held for
-  :data:`~txdilation.selection.race.PROVEN_GRACE` seconds while a direct one may still come);
-- with a peer that speaks ``path-upgrade-v1`` (``path_upgrade``), a relayed selection is only
-  a start: the connector goes on (state ``upgrading``) listening and dialing the peer's direct
-  hints in the background (:meth:`Dialer.go_on_in_background`), and the first direct
-  connection that works becomes the link: the Leader sends its KCM on it (``select``), the
-  Follower takes it when that KCM arrives, and the owner hears ``connector_path_upgraded``;
-- a Follower facing a stock Leader (``rekindle``), which never retries within a generation,
-  publishes its hints again and dials again while nothing is in its handshake
-  (:mod:`txdilation.selection.rekindle`);
-- with a stock peer the Leader of a relayed link probes the peer's direct hints
-  (:class:`~txdilation.selection.probe.ReachabilityProber`), and a direct connection that
-  completes after the relay was selected proves a direct path too: the owner hears
-  ``direct_path_proven`` (it may start a new generation that prefers it).
-
-Invariants: once a connection is selected for good (direct, or relayed with a peer that cannot
-move links) or the connector stops, every other connection, listener and pending attempt is
-closed or cancelled, and any connection that completes later is aborted; while upgrading, only
-relay connections and dials are; the selected connection is the owner's (never closed here); a
-Tor connector never listens nor upgrades; the selected relay endpoint, if any, is reported to
-the owner with the selection, and the selected connection delivers the records it held right
-after the owner's ``connector_connection_made`` (or ``connector_path_upgraded``).
-
-Given the session's :class:`~txdilation.telemetry.Telemetry`, every outbound dial (each direct,
-Tor or relay hint tried) and every connection our listener accepts is one telemetry attempt,
-followed by an :class:`~txdilation.selection.attempts.AttemptLog` (outcomes and durations are
-defined there).
+Invariants: once a connection is selected for good or the connector stops, every other
+connection, listener and pending attempt is closed or cancelled and later ones aborted (while
+upgrading, only relay ones); the selected connection is the owner's, never closed here; a Tor
+connector never listens nor upgrades; the held records are delivered right after the owner's
+``connector_connection_made``; each dial and accepted connection is one telemetry attempt.
 """
 
 from __future__ import annotations

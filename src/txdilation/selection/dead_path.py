@@ -1,44 +1,11 @@
 """L3: noticing a dead path from the traffic itself, in seconds (I/O-free).
 
-The ping interval (30 s by default) is far too slow to notice that the path in use died while
-data flows. :class:`DeadPathDetector` watches the link's own records instead, without changing
-the wire (stock answers every PING with a PONG):
-
-- **RTT**: :class:`RttEstimator` keeps the smoothed RTT and its variation (RFC 6298) from the
-  PONGs of our PINGs and from the ACKs of our sequenced records (the time from writing a record
-  to the ACK that retired it; queueing in our buffers makes that larger, never smaller, so the
-  timeout errs on the patient side). ``rto = srtt + 4 * rttvar`` within
-  [:data:`MIN_RTO`, :data:`MAX_RTO`], :data:`INITIAL_RTO` before any sample, like TCP's.
-- **Trigger**: a sequenced record written on this link and not acknowledged within ``rto``
-  sends a probe (a PING). So does the periodic PING of the liveness check: an idle link is
-  probed once per ping interval.
-- **Answer**: a probe is answered by any PONG or by an ACK that retires something. After an
-  answer the next data probe waits at least ``rto`` again (at most one probe per ``rto``).
-- **Verdict**: a data probe unanswered for ``max(1.5 * rto, 1.5 * MIN_RTO)`` or a periodic one
-  for ``max(3 * rto, 3 * MIN_RTO)`` ends the path (``on_dead``), unless
-
-  - the check comes more than :data:`LATE_SLACK` after the deadline (we were not running, on
-    a busy host: the answer may sit unread): the probe then waits one more timeout, once, or
-  - we paused reading ourselves (an answer may be sitting unread), or
-  - the kernel says the peer's TCP is alive (``kernel_alive``: nothing in flight, or a TCP
-    ACK arrived within the probe's timeout): the peer application is not reading (flow
-    control closed the window) or is starved, which is not a dead path. The probe is then
-    dropped and the next one waits its timeout again.
-
-  Without a kernel answer (``None``), the verdict stands.
-
-So a black hole under traffic is noticed ``rto + 1.5 rto`` after the last record was written
-(2.5 s on a fast path), an idle one within one ping interval plus ``3 rto``; a path whose RTT
-jumps by up to 1.5 ``rto`` at once (a 2 s delay on a fast path: the first ACK after the jump
-comes ~2 s after the first probe-triggering write, inside the 2.5 s) is not called dead, and
-once the samples follow the new RTT the timeouts grow with it.
-
-While a warm standby path is ready (``standby_ready``: leaving this path costs no new
-generation, only a move), the timeouts follow the measured round trip much closer, as QUIC's
-probe timeout does (RFC 9002, 6.2): ``srtt + 4 rttvar`` floored at :data:`STANDBY_MIN_RTO`
-(for jitter and the scheduling delays of a busy host, rather than TCP's 1 s), and a data probe
-waits :data:`STANDBY_PROBE_WAIT` at least: a black hole is then noticed in about 0.5 s. The
-kernel's word still keeps a lossy or jittery path (its TCP ACKs keep coming) from being left.
+:class:`DeadPathDetector` watches the link's own records (no wire change): an RFC 6298 RTT
+estimate (:class:`RttEstimator`) from PONGs and from the ACKs that retire records in the
+link's ``SentLog``; a record unacknowledged within ``rto`` sends a probe (a PING); a probe left
+unanswered too long ends the path, unless the check came late, we paused reading, or the kernel
+says the peer's TCP is alive. With a warm standby ready the timeouts follow the round trip more
+closely (:data:`STANDBY_MIN_RTO`). Why and the figures: docs/reliability.md, docs/module-notes.md.
 
 Invariants: ``on_dead`` is called at most once, and never after :meth:`stop`; one timer at
 most is pending; every method is O(1) amortised (the link's ``SentLog``, which L4 feeds,

@@ -1,28 +1,12 @@
 """L3: TCP hole punching and dual-stack sockets for direct hints.
 
-Hole punching (a TCP simultaneous open through two address-and-port-preserving NATs):
-
-- the mailbox server (0.8+) tells each client the address it sees, ``welcome["your-address"]``
-  (``{"ipv4": ..., "port": ...}`` or ``{"ipv6": ..., "port": ...}``);
-  :func:`public_addresses` reads it (I/O-free);
-- we advertise that address with our *listening* port as an ordinary ``direct-tcp-v1`` hint at
-  :data:`PUNCH_PRIORITY` (:func:`punched_hints`): a port-preserving NAT maps our listening port
-  to the same public port for every connection that starts from it;
-- the listener is bound with ``SO_REUSEADDR`` + ``SO_REUSEPORT`` and every direct dial starts
-  from that same local port (:func:`dial_binding`), so our outgoing SYN opens our NAT for the
-  peer's SYN to that port while the peer's outgoing SYN opens its NAT for ours. Whichever SYN
-  is dropped first, the retransmission of it gets through; both sockets then see a *connected*
-  socket (an outbound connection on both sides, never an accept), and the connection's Noise
-  role comes from Dilation's Leader/Follower, never from who dialled. A NAT that refuses an
-  unsolicited SYN with a RST instead of dropping it needs more: the first SYN of a punched
-  dial with a low TTL, and retries that line up (:mod:`txdilation.selection.punch_schedule`,
-  the sockets in :mod:`txdilation.selection.punch_dial`).
-
-Nothing here changes the wire: a peer that does not punch just sees one more direct hint,
-which it may dial (it fails or hangs like any unreachable hint) or ignore.
-
-Dual stack: the listener binds ``::`` (IPv4 connections arrive as IPv4-mapped addresses), or
-``0.0.0.0`` where the host has no IPv6; a configured listen interface is bound as given.
+We advertise the address the mailbox saw (``welcome["your-address"]``, :func:`public_addresses`)
+with our *listening* port as a ``direct-tcp-v1`` hint at :data:`PUNCH_PRIORITY`
+(:func:`punched_hints`), and dial from that port (:func:`dial_binding`, ``SO_REUSEPORT``), so
+the two SYNs open both NATs (a TCP simultaneous open; the Noise role still comes from
+Leader/Follower). NATs that refuse with a RST: :mod:`txdilation.selection.punch_schedule`. The
+listener binds ``::`` (or ``0.0.0.0`` without IPv6). The wire is unchanged. How and why:
+docs/connectivity.md, "Hole punching".
 
 Invariants: the functions that build hints are pure; socket options are only asked of a real
 POSIX reactor (:func:`sockets_reusable`: elsewhere, e.g. a ``MemoryReactor``, the connector

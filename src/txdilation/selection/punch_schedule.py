@@ -1,64 +1,13 @@
 """L3: when, and with which TTL, to dial a peer's punched hint (I/O-free).
 
-Hole punching (:mod:`txdilation.selection.punch`) is a TCP simultaneous open between two
-peers behind NATs. A NAT whose firewall *drops* an unsolicited SYN (many consumer routers) is
-easy: each peer's SYN opens its own NAT, the peer's SYN that was dropped is retransmitted and
-gets through. A NAT whose firewall answers it with a *RST* (OpenWrt's default ``REJECT``, many
-Linux routers; RFC 5382 REQ-4 asks NATs not to) is not: the first SYN to arrive at the other
-NAT is refused, the RST fails that dial and, passing back through the dialler's own NAT, closes
-the mapping its SYN had opened, so the other peer's SYN is refused in turn.
-
-What this module decides, for each punched hint (a :class:`PunchPlan`):
-
-- **The first dial is a normal one.** Against a NAT that drops, nothing more is needed, and a
-  dial that is not refused keeps its socket and its mapping, waiting for the peer's SYN.
-- **After a refusal, a first SYN that dies between the two NATs** (STUNT; Guha and Francis,
-  IMC 2005; Eppinger 2005): the dial's first SYN carries a small TTL (:data:`LOW_TTLS`),
-  enough to pass our own NAT and open its mapping again, too small to reach the peer's NAT,
-  which therefore does not refuse it. The TTL is restored as soon as that SYN has left, so the
-  kernel's SYN retransmission (one second later) and the SYN-ACK of a simultaneous open
-  travel normally: the peer's SYN, whenever it comes, finds our NAT open and a connecting
-  socket behind it, and if both peers were refused, whichever retransmission arrives first
-  does. How many hops our outermost NAT is away is unknown (1 behind a home router, more
-  behind a carrier-grade NAT), so successive low-TTL dials cycle through :data:`LOW_TTLS`,
-  smallest first; a TTL too small opens nothing (the peer's SYN is refused at our NAT, and the
-  peer tries again: one side's working TTL is enough), one too large reaches the peer's NAT or
-  a router that reports its expiry: a refusal that comes before the SYN's retransmission, or
-  an expiry reported for it, keeps later low TTLs below it. A low-TTL try is left connecting
-  for :data:`LOW_TTL_HOLD` before another replaces it: its retransmission is what crosses.
-- **Only where the connecting socket survives the expiry.** The router where that SYN dies
-  usually answers with an ICMP time exceeded. BSD, macOS and Windows keep a connecting socket
-  on such an error; Linux aborts it (``EHOSTUNREACH``), and a mapping left open with no socket
-  behind it is worse than none: our listener then answers the peer's SYN with a SYN-ACK of
-  another sequence number, which our NAT's connection tracking refuses, and the pair is stuck.
-  So alongside the first punched dial a probe (:data:`PROBE_WAIT`) sends such a SYN from
-  another port: a connect that fails at once (:attr:`Verdict.ABORTED`) or that reaches
-  something (:attr:`Verdict.REACHED`: the NATs are too close) means normal TTLs only; silence
-  (:attr:`Verdict.SURVIVES`) allows low TTLs. A dial with the smallest low TTL aborted all the
-  same (:attr:`Outcome.EXPIRED`) gives them up for its hint and dials again at once.
-  A low-TTL SYN that Linux aborts cannot be saved by a later dial from the same port either:
-  its mapping stays open, and the peer's next SYN passes it to our listener, but the
-  listener's SYN-ACK and data carry a sequence number the NAT's connection tracking never saw
-  leave (the entry stays in its simultaneous-open state, and what the listener sends is
-  dropped as invalid), and the half-open connection it keeps blocks our own dials between
-  those two ports (``EADDRNOTAVAIL``) for as long as it retransmits.
-- **Retries that line up.** A refused dial (the peer's NAT was still closed) is dialled again
-  soon: after :data:`REFUSED_SPACING` or a little more when the next dial has a low TTL; else
-  after a random delay of up to about one round trip to the peer's NAT (:func:`refused_delay`),
-  so that the two peers' dials, each retried as soon as it is refused, do not keep the same
-  phase: a SYN gets through when it crosses the peer's (the libp2p DCUtR idea of SYNs that
-  cross, without its synchronisation message, which needs a channel between the peers that
-  Dilation does not have before the link is up). Where low TTLs are excluded after a
-  refusal, crossing SYNs are the only way through, and two SYNs cross only if they leave
-  within one one-way trip between the NATs of each other: such a plan spaces its refused
-  tries by :data:`CROSSING_SPACING` instead (plus the random part), so that a round trip as
-  short as a LAN's still gives many chances a second (the chance of a crossing grows with the
-  square of the rate); a longer round trip spaces them by itself. While the link is relayed,
-  a refused try of such a plan is made again the same way for :data:`REFUSED_BURST` after
-  each of the upgrade schedule's quick first tries. Other failures within the window are
-  retried every :data:`PUNCH_RETRY_DELAY` as before; nothing is dialled after
-  :data:`PUNCH_WINDOW` (but for those bursts), or :data:`CROSSING_WINDOW` for a plan that relies
-  on crossing SYNs (whose refused background tries are also made again throughout it).
+For each punched hint (a :class:`PunchPlan`): the first dial is a normal one; after a refusal
+(a NAT that answers an unsolicited SYN with a RST), dials whose first SYN carries a low TTL
+(:data:`LOW_TTLS`, cycled smallest first) where the probe (:class:`Verdict`) found that a
+connecting socket survives the SYN's expiry; refused dials retried after a random delay so
+that the peers' SYNs cross (:func:`refused_delay`, :data:`CROSSING_SPACING` where only
+crossing works), within :data:`PUNCH_WINDOW` or :data:`CROSSING_WINDOW` and the upgrade's
+:data:`REFUSED_BURST`. The why (STUNT, Linux's abort on ICMP, measurements): docs/connectivity.md,
+"NATs that refuse with a RST".
 
 Invariants: nothing here does I/O or reads a clock (times are passed in; the randomness is the
 ``rng`` given); a plan never asks for a low TTL after its hint's dial was aborted by an expiry,

@@ -1,40 +1,16 @@
 """L3: the selected link, the one connection a generation selected, while it carries records.
 
-A :class:`SelectedLink` is the record sink of its L2 connection (``IRecordSink``). It owns what
-lives exactly as long as the link: the dispatch of received records, the liveness check (both
-roles ping), and what the peer's PINGs tell.
+A :class:`SelectedLink` is its L2 connection's record sink (``IRecordSink``); it owns what lives
+as long as the link: the dispatch of received records, the liveness check and the dead-path
+detector, which reads the ``sent_log`` L4 notes its writes in (SelectedLink is not on the
+write path).
 
-Invariants:
-
-- every record is dispatched once, by its type: OPEN, DATA, CLOSE and ACK to L4 (the
-  ``receiver``, an ``IRecordReceiver``), PING too (L4 answers it on this link's connection,
-  gated by back-pressure: a peer that pings and never reads cannot grow our buffer), PONG to
-  the wormhole's :class:`~txdilation.selection.liveness.PingTracker`; any other type is
-  logged and dropped (the L2 layer already refuses a KCM after selection);
-- any record is a sign of life (its arrival time is kept: ``last_received_at``); a link
-  silent for 1.5 ping intervals is reported once to the
-  owner (``link_silent``), and the connection's end once (``link_lost``, with its typed
-  :class:`~txdilation.wire.reasons.LinkLoss`), after
-  which nothing more is dispatched: the owner hears only those two, and ``on_alive(rtt)`` after
-  each PING or PONG (status freshness);
-- L4 writes to the connection itself and notes each write in the link's ``sent_log``, which
-  the :class:`~txdilation.selection.dead_path.DeadPathDetector` reads and the ACKs arriving
-  here retire: a path whose records and then whose probe go unanswered is aborted at once
-  (cause ``PROBE_UNANSWERED``), never left through a drain (``abortConnection``); after a
-  local network change, a connection bound to an address we lost is dropped at once and any
-  other is probed (cause ``NETWORK_CHANGE`` either way);
-- nothing here blocks or queues: records go straight through;
-- a link the wormhole moved away from (a path upgrade, ``retire``) is written to no more and
-  checked no more, but still dispatches what arrives on it (records already in flight, in
-  their order; L4 drops what the new link replays again) until it is aborted
-  :data:`RETIRE_GRACE` seconds later, or closed earlier by the peer. Its end is reported as any
-  link's; the owner knows it is no longer the current one;
-- a *standby* link (``standby=True``: a second path kept warm, between two txdilation peers)
-  carries nothing but keepalives until the wormhole moves to it: the Leader pings every
-  :data:`STANDBY_PING_INTERVAL` seconds, the Follower answers (one record each way per
-  interval), and silence ends it as any link's. The peer's first record on it that is not a
-  keepalive (a sequenced record, an ACK, or the PING :data:`MOVED` the mover sends first) tells
-  the owner the peer moved there (``standby_used``); :meth:`promote` makes it an ordinary link.
+Invariants: every record is dispatched once, by type (OPEN, DATA, CLOSE, ACK and PING to L4,
+PONG to the :class:`~txdilation.selection.liveness.PingTracker`, others dropped); nothing
+blocks or queues; the owner hears ``link_silent`` and ``link_lost`` once each, then nothing;
+a dead path or a lost address aborts the connection at once; a retired link dispatches what
+still arrives until :data:`RETIRE_GRACE`; a standby link carries only keepalives until the peer
+moves there (``standby_used``) or :meth:`promote`. In full: docs/module-notes.md.
 """
 
 from __future__ import annotations

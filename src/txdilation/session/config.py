@@ -1,33 +1,16 @@
 """Session settings: the one frozen :class:`SessionConfig`, built from a TOML file and options.
 
-Layer: configuration (pure: no I/O except reading the TOML file in :func:`load_toml`).
+Layer: configuration (pure: no I/O except reading the TOML file in :func:`load_toml`). The
+keys are the long option names; :func:`merge` lays the command line over the file; the Dilation
+settings (:data:`DILATION_SETTINGS`) are typed values named as ``txdilation.settings``'s fields,
+laid over the environment's at the session's edge. The keys and the merge rules:
+docs/reference/settings.md.
 
-The same settings come from the command line (``twistd dilation``, ``txdilation run``) and from
-a TOML file (``--config FILE``). Keys are the long option names: ``mailbox``, ``appid``,
-``code``, ``allocate-code``, ``pairing``, ``relay``, ``no-listen``, ``ping-interval``, ``status``,
-``events``, ``drain-timeout``, ``close-timeout``, ``log-level``, the Dilation settings of
-:data:`DILATION_SETTINGS` (``listen-interface``, ``max-unacked-bytes``, ...), and the tables
-``[listen]`` / ``[connect]`` mapping a subprotocol name to a Twisted endpoint string.
-
-The Dilation settings are kept as typed values named as ``txdilation.settings``'s fields
-(:attr:`SessionConfig.dilation`); the session lays them over the settings read from the process
-environment at its edge (``txdilation.session.library.library_settings``): a setting given as
-an option or in the file replaces the variable; one given nowhere leaves the variable (if set)
-in force. :func:`merge` lays command-line values over the file's: scalars given on the command
-line win; ``listen``/``connect`` entries are merged by name (the command line's endpoint wins
-for a name present in both); a ``--code`` or ``--allocate-code`` on the command line replaces
-both code settings of the file.
-
-Invariants of a :class:`SessionConfig` (checked by :func:`build_config`): exactly one of
-``code``/``allocate_code``, or at most one with ``pairing`` (a pairing file that exists needs
-no code: whether it exists is checked where files are read, ``txdilation.session.options``);
-subprotocol names non-empty, printable, without ``=``, unique per table; every endpoint
-string parses; each relay is a relay location (``tcp:HOST:PORT``, ``ws[s]://HOST[:PORT]/``,
-endpoints of one relay comma-separated; the TOML ``relay`` may be one string or a list, one
-per relay); the ping interval and the close timeout are positive, the drain timeout is not
-negative; the mailbox is a ``ws://`` or ``wss://`` URL with a host; the log level is a known
-one; the Dilation settings are parsed by ``txdilation.values`` and accepted by the library's
-``Settings``.
+Invariants (checked by :func:`build_config`): exactly one of ``code``/``allocate_code``, or at
+most one with ``pairing``; subprotocol names non-empty, printable, without ``=``, unique per
+table; endpoint strings and relay locations parse; timeouts and the ping interval in range; the
+mailbox a ``ws://`` or ``wss://`` URL with a host; the log level known; the Dilation settings
+parsed by ``txdilation.values`` and accepted by the library's ``Settings``.
 """
 
 from __future__ import annotations

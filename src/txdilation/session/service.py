@@ -1,50 +1,15 @@
-"""One long-running dilated session, as a Twisted ``Service``.
+"""Session: one long-running dilated session, as a Twisted ``Service``.
 
-Layer: session (the application on top of Dilation; txdilation must be installed with
-``txdilation.install()`` before ``wormhole`` is imported, which ``txdilation.session.process``
-does for the ``twistd`` plugin and the ``txdilation`` command).
+A :class:`Session` creates one wormhole with ``dilation=True``, dilates it at once, starts the
+:class:`Forwarder`, sets or allocates the code and reports what happens as status events;
+:class:`SessionService` wraps it for ``twistd``. Lifecycle: ``session_machine`` over a
+:class:`.core.SessionCore` (state-diagrams/service.svg).
 
-A :class:`Session` creates one wormhole with ``dilation=True``, dilates it at once (refusing
-every subprotocol name not given with ``--connect``), starts the :class:`Forwarder`, sets or
-allocates the code, and reports what happens as status events. :class:`SessionService` wraps it
-for ``twistd``: ``stopService`` returns the Deferred of a clean stop.
-
-Lifecycle (module-level Automat machine ``session_machine``)::
-
-    idle -start-> running -stop-> draining -drained-> closing -closed-> stopped
-    running|draining -stop_now-> closing    (a stop that cannot wait: cut what is open)
-    running -failed-> closing            (a fatal error: the session ends as "failed")
-    running -peer_left-> closing         (the peer closed its wormhole: ends as "peer-closed")
-
-Invariants:
-
-- a stop stops accepting at once (local ports closed, the peer's new subchannels refused),
-  gives forwarded connections ``drain_timeout`` seconds (the grace period, counted down in
-  ``draining`` events) to end by themselves, cuts the rest, then closes the wormhole, waiting
-  at most ``close_timeout``: a stop always finishes within ``drain_timeout + close_timeout``
-  (plus the reactor's own work); ``stop_now`` (a second signal) cuts at once;
-- nothing is cut silently: a cut forwarded connection is reset locally and left to end with the
-  wormhole, so the peer's side cuts its end too (:mod:`.splice`); each is reported as a
-  ``subchannel-closed`` with ``reason`` ``cut`` and a ``detail`` (the grace period ended, the
-  stop was forced, the peer stopped, the session failed), and ``closed`` counts them (``cut``);
-- the last status event is exactly one ``closed`` (``reason`` ``stopped`` or ``failed``);
-- ``stop()`` and ``stop_now()`` may be called any number of times, in any state, from any
-  callback (every input returns None, so Automat queues one made from inside a behaviour);
-  every returned Deferred fires (with None) once the session is stopped; errors after a stop
-  began are logged;
-- a fatal error (bad code, a peer that cannot dilate, a port that cannot listen, the wormhole
-  failing by itself) is reported once as an ``error`` event with ``fatal: true``, in words with
-  advice (:mod:`.advice`; a subchannel listener failing because the wormhole closed is not the
-  cause: the wormhole's own close reports the cause); the peer
-  closing its wormhole (Dilation reports the peer gone) ends the session cleanly; either way
-  ``on_ended(outcome)`` is called (``failed``, ``peer-closed``; ``stopped`` after a stop)
-  just before the ``closed`` event, so a process can exit with the right status;
-- every status event is also logged as one readable line (:class:`.statuslog.StatusLog`);
-- the session chooses its application semantics explicitly (:data:`.library.SEMANTICS`), and
-  its library settings (:func:`.library.library_settings`) are read when the session dilates
-  unless the process entry point passed them in.
-
-The machine's behaviours work on a :class:`.core.SessionCore` (the start, the stop, the end).
+Invariants: a stop stops accepting at once, drains for ``drain_timeout``, cuts the rest
+(reported, never silently) and closes the wormhole within ``close_timeout``; ``stop()`` and
+``stop_now()`` are safe any number of times from anywhere; a fatal error is reported once, with
+advice; ``on_ended(outcome)`` comes just before the one last ``closed`` event; every status
+event is also logged as a line. In full: docs/module-notes.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,15 @@
 """A splice: one local stream connection and one subchannel joined both ways.
 
-Layer: session forwarding (Twisted glue, no protocol logic). A :class:`Splice` owns two
-protocols, :class:`LocalEnd` on the local connection (e.g. TCP) and :class:`ChannelEnd` on the
-subchannel; both provide ``IHalfCloseableProtocol``. Whichever end exists first waits (its
-transport paused) until the other is connected, then :meth:`Splice.join` resumes it.
+Layer: session forwarding (Twisted glue, no protocol logic). A :class:`Splice` owns
+:class:`LocalEnd` (the local connection) and :class:`ChannelEnd` (the subchannel), both
+``IHalfCloseableProtocol``; the end that exists first waits, paused, for :meth:`Splice.join`.
 
-Invariants:
-
-- flow control both ways: each transport is registered as the other's streaming producer, so
-  a full local socket buffer pauses delivery from the subchannel, and a full outbound queue of
-  the wormhole pauses reading the local socket;
-- half-close passes through: end of input on one side (``readConnectionLost``) closes the write
-  side of the other (``loseWriteConnection``), after everything received before it was written;
-  producers are unregistered before a write side is closed;
-- the local connection is closed once both of its directions are; the subchannel's write side
-  is closed when the local connection is gone; bytes arriving for a side that is gone are
-  counted as dropped, never raised;
-- a cut is never passed on as a normal end: :meth:`Splice.cut` (a stop that cannot wait) resets
-  the local connection (its application reads an error, not an end of input) and sends no
-  CLOSE on the subchannel, which then ends with the wormhole (the peer's splice sees that);
-  a subchannel that ends without the peer's CLOSE (the wormhole closed under it) cuts the
-  splice the same way, and so does one gone because the paired peer restarted (``reason``
-  ``peer-restarted``), so neither side's application takes a truncated stream for a whole one;
-- :attr:`Splice.ended` fires exactly once, when both ends are gone (or one end never came), or
-  at a cut, with the splice itself; byte counts are final then (``reason`` ``cut`` or
-  ``peer-restarted``, and :attr:`Splice.detail` say why); an end that connects later is
-  closed.
+Invariants: flow control both ways (each transport the other's producer); half-close passes
+through, after everything before it was written; the local connection closes once both its
+directions are; bytes for a gone side are counted as dropped; a cut (:meth:`Splice.cut`, the
+wormhole closing under it, ``peer-restarted``) is never passed on as a normal end: the local
+connection is reset and no CLOSE sent; :attr:`Splice.ended` fires once, with final byte counts
+and why. In full: docs/module-notes.md.
 """
 
 from __future__ import annotations

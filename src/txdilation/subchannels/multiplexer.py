@@ -1,37 +1,16 @@
 """L5: the one object the Manager drives for L4 and L5 (``IMultiplexer``).
 
-:class:`Multiplexer` wires :class:`~txdilation.durable.outbound.Outbound` (seqnums, durable queue,
-producers), :class:`~txdilation.durable.inbound.Inbound` (ACKs, dedup, demultiplexing, read pausing)
-and the :class:`~txdilation.subchannels.subchannel.SubChannel` objects, takes the selected
-link's records (``IRecordReceiver``), and hands out the application's endpoints
-(``txdilation.subchannels.endpoints``): ``listener_for(name)`` and ``connector_for(name)``.
+:class:`Multiplexer` wires :class:`~txdilation.durable.outbound.Outbound`,
+:class:`~txdilation.durable.inbound.Inbound` and the subchannels, takes the selected link's
+records (``IRecordReceiver``) and hands out the application's endpoints
+(``txdilation.subchannels.endpoints``).
 
-Invariants:
-
-- scids: Leader 1, 3, 5, ...; Follower 2, 4, 6, ...; never 0, never reused;
-- ``connect()`` and ``listen()`` wait for ``dilated()`` (as stock does); they errback with
-  the dilation failure (e.g. ``OldPeerCannotDilateError``) or ``WormholeClosedError`` when the
-  wormhole fails or closes first, and can be cancelled while they wait;
-- like stock's (which go through its eventual queue), ``when_dilated()``, ``connect()`` and
-  ``listen()`` fire on a later reactor turn than the event that decides them, even when
-  dilation happened long before: an application's callbacks never run inside ours, and what
-  it does right after asking runs before the answer (fowl's tests rely on that order);
-- ``stop()`` closes every open subchannel and stops every listening port; per the
-  :class:`~txdilation.semantics.Semantics` it also delivers ``connectionLost`` to the open
-  subchannels' protocols and errbacks every pending ``when_dilated``/``connect``/``listen``
-  (stock does neither; those Deferreds then never fire). It is idempotent and every later
-  input is ignored (``connect``/``listen`` called afterwards fail with ``WormholeClosedError``);
-- no application callback runs inside an Automat input (Deferreds fire after the machines
-  below moved), so an application may call back into us from any callback;
-- given the session's :class:`~txdilation.telemetry.Telemetry`, every subchannel (ours and the
-  peer's) is reported opened when its protocol is built and closed (payload bytes in/out) once
-  its ``connectionLost`` ran; :meth:`Multiplexer.traffic_stats` samples the L4 counters (OPEN,
-  DATA and CLOSE records, DATA payload bytes; received ones counted once, duplicates of a
-  replay not at all), at the cost of an int add or two per record.
-
-Dilation happens once (or fails, or never does): a :class:`~txdilation.wire.waiting.OneShot`
-tells everyone who asked, the first outcome standing; ``stop()`` (with the semantics that fail
-waiters) gives the ones still waiting ``WormholeClosedError``.
+Invariants: scids are Leader odd, Follower even, never 0 or reused; ``connect()``,
+``listen()`` and ``when_dilated()`` wait for dilation (a
+:class:`~txdilation.wire.waiting.OneShot`) and fire on a later reactor turn, as stock's do;
+no application callback runs inside an Automat input; ``stop()`` is idempotent, closes every
+subchannel and port and, per the :class:`~txdilation.semantics.Semantics`, fails the waiters;
+each subchannel is reported opened and closed to telemetry. In full: docs/module-notes.md.
 """
 
 from __future__ import annotations

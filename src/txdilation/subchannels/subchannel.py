@@ -1,45 +1,17 @@
 """L5: one subchannel, the ITransport an application protocol sees.
 
-A :class:`SubChannel` is created with its protocol already built; :meth:`SubChannel.start`
-connects them (``makeConnection``). It writes through the outbound half of L4 and receives
-through the inbound half (which may hold its records while it is paused).
+A :class:`SubChannel` is created with its protocol already built (:meth:`SubChannel.start`
+connects them); it writes through L4's outbound half and receives through its inbound half.
+Lifecycle: :data:`~txdilation.subchannels.subchannel_lifecycle.subchannel_machine`
+(state-diagrams/subchannel_lifecycle.svg), whose inputs return the steps this facade performs
+with the machine at rest; writes and deliveries are plain code behind its two gates.
 
-Invariants:
-
-- one ``write()`` is one DATA record is one ``dataReceived()`` at the peer (an empty write is
-  an empty record, as in stock, unless the semantics say otherwise); ``write()`` after our side
-  closed raises :class:`AlreadyClosedError`; a write whose record the peer would refuse (over
-  its ``max_record_size``, by default 64 MiB) raises ``ValueError`` at once, instead of being
-  queued and then dropping every connection it is replayed on;
-- what the application sees where stock's behaviour is a defect whose fix could break it
-  follows :class:`~txdilation.semantics.Semantics` (stock's by default): the type of the
-  ``connectionLost`` reason (a bare ``ConnectionDone()`` as in stock, or a Failure), whether a
-  repeated close raises :class:`AlreadyClosedError` (stock) or is a no-op, whether a
-  half-closeable protocol ends with ``connectionLost``, what ``stopProducing()`` does, whether
-  the registered producer is stopped on close, whether the wormhole's close delivers
-  ``connectionLost``;
-- full-close protocols: the peer's CLOSE is answered with CLOSE, then ``connectionLost``;
-  after our own CLOSE (state ``closing``) DATA is still delivered until the peer's CLOSE;
-- protocols providing ``IHalfCloseableProtocol``: the peer's CLOSE delivers
-  ``readConnectionLost()``; ``loseWriteConnection()`` sends CLOSE and delivers
-  ``writeConnectionLost()``. ``loseConnection()`` on them is refused with
-  :class:`NormalCloseUsedOnHalfCloseable` (stock's rule);
-- ``connectionLost`` is delivered at most once; exceptions raised by the protocol are logged
-  and close this subchannel only (we send CLOSE if we had not), never the connection below;
-  calls on the application's producer are guarded the same way (a producer lacking an
-  optional method, or raising, is logged, never fatal);
-- ``bytes_in`` / ``bytes_out`` count the payload bytes delivered to the protocol and accepted
-  from it (one int add per record); ``on_closed(scid, bytes_in, bytes_out)``, when given, is
-  called exactly once, right after ``connectionLost``.
-
-The lifecycle is the module-level Automat machine
-:data:`~txdilation.subchannels.subchannel_lifecycle.subchannel_machine` (states ``open``,
-``closing``, ``open_half``, ``read_closed``, ``write_closed``, ``closed``). Each of its inputs
-returns the steps that follow (CLOSE to send, the protocol's callbacks, the close to finish, a
-refusal to raise), which this facade performs once the machine is in its new state: so an
-application that calls back from a callback finds the machine at rest, and a refusal is the
-machine's answer, raised here. Writes and deliveries are plain code guarded by the two gates
-the machine's transitions set (``readable``, ``writable``).
+Invariants: one ``write()`` is one DATA record is one ``dataReceived()`` at the peer; a write
+after our close or over the peer's record limit raises at once; where stock's behaviour is a
+defect, :class:`~txdilation.semantics.Semantics` decides; full-close and half-close protocols
+close as in stock; ``connectionLost`` at most once; the protocol's and its producer's
+exceptions close this subchannel only; ``on_closed`` exactly once, right after
+``connectionLost``. In full: docs/module-notes.md.
 """
 
 from __future__ import annotations

@@ -1,30 +1,11 @@
 """L5: the CLOSE of a subchannel that closed first, and its answer that may never come.
 
-A full-close subchannel that closed first (``closing``) ends when the peer's CLOSE answers its
-own. A peer that acknowledged our CLOSE has processed it, and a full-close peer (stock's, ours)
-sends its answer at once, right behind the ACK: everything the application wrote, and its
-close, arrived. If the link is then lost before the answer came and the peer does not come
-back, the answer never comes: a stock receiver closes its wormhole as soon as it answered,
-and says nothing when it leaves, so the sender would wait for the peer timeout (600 s) to hear
-``connectionLost`` (issue 33). With a stock peer (:meth:`Closes.peer_is_stock`), :class:`Closes`
-closes such a subchannel as if the answer had come (``connectionLost(ConnectionDone())``, as for
-any close) once there has been no link for :data:`ANSWER_TIMEOUT` seconds since its CLOSE was
-acknowledged; a link that returns first brings the answer (the peer replays it) and stops the
-wait. (A txdilation peer that leaves holds its close until its answer is acknowledged: between
-two of ours nothing changes.)
-
-To a stock peer, too, our CLOSE goes out only once the peer acknowledged the subchannel's DATA
-before it: a stock receiver, which acknowledges each record in a small
-write of its own without ``TCP_NODELAY``, then acknowledges the CLOSE with nothing else in
-flight, at once, instead of behind tens of milliseconds of Nagle's algorithm, the window in
-which a cut takes that acknowledgement with it and leaves us unable to know the CLOSE arrived.
-
-A cut can also take the acknowledgement of the CLOSE itself, while the stock receiver, which
-got it, answers and leaves: our CLOSE is then never acknowledged. Such a CLOSE (to a stock
-peer it goes only after every DATA before it was acknowledged) is given up on after
-:data:`GONE_TIMEOUT` seconds without a link (a stock peer that is still there reconnects
-within a second or two): ``connectionLost`` with a ``ConnectionLost`` that says so, since
-the peer may not have seen the close; what the application wrote was all acknowledged.
+With a stock peer (:meth:`Closes.peer_is_stock`), which leaves silently once it answered a
+CLOSE, :class:`Closes` ends a subchannel whose CLOSE was acknowledged as if the answer had come
+after :data:`ANSWER_TIMEOUT` seconds without a link, and gives up on a CLOSE never acknowledged
+after :data:`GONE_TIMEOUT` (``connectionLost`` saying so); to a stock peer our CLOSE goes out
+only once its DATA was acknowledged. Why (issue 33, Nagle at stock's receiver):
+docs/module-notes.md.
 
 Invariants: only while there is no link (a half-closeable peer may write on for as long as
 it likes on a live one); never a subchannel with unacknowledged DATA; an answer that comes

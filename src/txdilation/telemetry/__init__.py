@@ -1,33 +1,17 @@
 """Session telemetry: schema ``txdilation-telemetry/1`` events about one dilated wormhole.
 
-Layer: observability, beside the protocol (no protocol logic here). The Manager, the Connector
-(through ``attempts.AttemptLog``) and the Multiplexer call one method per event; the traffic
-records sample the Multiplexer's counters (:meth:`Telemetry.set_traffic_source`). Each call
-builds one flat JSON-ready record and hands it to
+Layer: observability, beside the protocol (no protocol logic here); what the rest of
+txdilation imports (``vocabulary``: the schema's values; ``sinks``: where records go;
+``recorder``: the recorder). The Manager, the Connector and the Multiplexer call one method per
+event; each builds one flat record for ``twisted.logger`` (namespace ``txdilation.telemetry``),
+the ``events_path`` JSON-lines file when named, and an optional ``sink``. Time comes from the
+``IReactorTime`` passed in.
 
-- ``twisted.logger`` (namespace ``txdilation.telemetry``, level debug; the record is the event
-  key ``telemetry`` and the text names the event and its fields), always;
-- a JSON-lines file when the caller names one (``events_path``: ``TelemetrySettings.events_path``,
-  which the edges read from ``TXDILATION_EVENTS``; appended, one object per line, flushed after
-  each line; one shared handle per path and process);
-- an optional extra ``sink`` callable given by the caller.
-
-Invariants:
-
-- every record validates against ``telemetry-schema.json`` (shipped beside this module);
-- every string value in a record comes from a fixed vocabulary, a hex identifier made here, or
-  the schema name: codes, keys, sides, hostnames, IP addresses, payload and free-text error
-  messages can never reach a record (unknown values become ``"other"``);
-- the ``pair`` id is the first 16 hex digits of SHA-256 over both mailbox sides, sorted, so both
-  peers compute the same id; the sides themselves are never recorded;
-- telemetry never raises into the protocol for bad numbers: negative durations (clock steps) are
-  clamped to 0 and non-finite ones are dropped.
-
-Time comes from the ``IReactorTime`` passed in (``ts`` is ``clock.seconds()``).
-
-The package is split by concern: the schema's vocabulary and how values are recorded
-(``vocabulary``), where records go (``sinks``), and the recorder itself (``recorder``); this
-module is what the rest of txdilation imports.
+Invariants: every record validates against ``telemetry-schema.json``; every string in a record
+is from a fixed vocabulary, a hex identifier made here, or the schema name (never a code, key,
+side, address, payload or free text); the ``pair`` id is the first 16 hex digits of SHA-256
+over both sides, sorted; bad numbers are clamped or dropped, never raised. In full:
+docs/module-notes.md.
 """
 
 from __future__ import annotations
