@@ -1,26 +1,16 @@
-"""The ``txdilation`` console command.
+"""The ``txdilation`` console command (docs/command.md; ``python -m txdilation`` is the same).
 
-``txdilation run [options]``: one long-running dilated session in the foreground, forwarding
-named services; the same options as ``twistd dilation`` (see docs/command.md), plus a live
-status line. ``txdilation run --help`` lists them.
+``txdilation run``: one long-running dilated session in the foreground, with ``twistd
+dilation``'s options and a live status line; ``txdilation demo``: two wormholes through a local
+mailbox server and transit relay, the link cut a few times, every byte verified, no internet;
+``txdilation pairing show|forget PATH`` (docs/pairing.md, never the secret); ``txdilation
+exec|enable|disable|which``: an application you already run, on txdilation
+(:mod:`txdilation.wrap`, docs/dropin.md).
 
-``txdilation demo``: start a real mailbox server and transit relay on 127.0.0.1, dilate two
-wormholes through them (txdilation on both sides), stream data over a subchannel while cutting
-the L2 link a few times, verify the SHA-256 at the receiver, and print a summary table. No
-internet is used; the command exits 0 only if every byte arrived once, in order.
-
-``txdilation pairing show PATH`` prints a pairing (the peer, the mailbox, the generation and its
-fingerprint: never the secret); ``txdilation pairing forget PATH`` removes it (docs/pairing.md).
-A pairing file that cannot be read is ONE line on stderr and exit status 1.
-
-Conventions (every command): ``-h``/``--help``; ``-V``/``--version`` prints the versions of
-txdilation, magic-wormhole, Twisted and Python; a usage error is ONE line on stderr ending with
-where to look
-(``txdilation demo: error: ...; see 'txdilation demo --help'``) and exit status 2;
-``python -m txdilation`` is the same command.
-
-``txdilation exec``, ``enable``, ``disable`` and ``which`` put an application you already run
-on txdilation (:mod:`txdilation.wrap`, docs/dropin.md).
+Invariants: every command takes ``-h``/``--help`` and ``-V``/``--version`` (txdilation,
+magic-wormhole, Twisted and Python); a usage error is ONE line on stderr saying where to look
+(``... see 'txdilation demo --help'``), exit status 2; an unreadable pairing file is one line,
+exit status 1.
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """Log observers for txdilation processes: filtered by level, quiet, journal- or JSON-ready.
 
 Layer: process edge (``twisted.logger`` observers; library code never imports this module, it
-only logs). Three ``twistd --logger`` factories (no arguments, as twistd wants them):
-
-- :func:`text_logger`: twistd's own text format (``2026-01-01T12:00:00+0000 [namespace#info]
-  text``);
-- :func:`journal_logger`: for systemd: no timestamps (the journal adds its own) and each line
-  prefixed with its syslog priority (``<6>`` info, ``<7>`` debug, ...), which journald reads,
-  so ``journalctl -p info`` hides the debug lines;
-- :func:`json_logger`: one JSON object per line: ``ts``, ``time``, ``level``, ``namespace``,
-  ``text``, and ``status`` (a session's status event), ``telemetry`` (a telemetry record),
-  ``gap_ms``, ``failure`` (a traceback) and ``fields`` (other plain values) when the event has
-  them.
-
-They write to ``TXDILATION_LOG_FILE`` (appended) if set, else to stdout, and let through events
-at the level named by :func:`configure` (a session's ``--log-level``), else by
-``TXDILATION_LOG_LEVEL``, else ``info``. :func:`twistd_observer` builds the observer
-``twistd dilation`` uses by default (twistd's ``--logfile`` rules, with the same filter).
+only logs). Three ``twistd --logger`` factories: :func:`text_logger` (twistd's format),
+:func:`journal_logger` (syslog priority prefixes for journald, no timestamps) and
+:func:`json_logger` (one object per line); they write to ``TXDILATION_LOG_FILE`` or stdout, at
+the level of :func:`configure`, else ``TXDILATION_LOG_LEVEL``, else ``info``.
+:func:`twistd_observer` is ``twistd dilation``'s default. Formats: docs/plugin.md, docs/module-notes.md.
 
 Invariants: an event below the level is dropped before it is formatted; Twisted's chatter
 (``Starting factory``/``Stopping factory``, ``... starting on PORT``, ``(TCP Port N Closed)``)

@@ -1,20 +1,10 @@
 """L4 inbound: one route per subchannel, as aioquic keeps one receiver per stream.
 
-A :class:`Route` is what :class:`~txdilation.durable.inbound.Inbound` knows of one subchannel
-the peer opened (or we did): its life (:class:`RouteState`), what it holds back, and the drain
-call that delivers that later. What all routes hold together is one :class:`Holdings`, which
-only the routes change:
-
-- ``pending``: held for subchannels nobody listens on yet (each such route also counts
-  :attr:`Route.pending_cost` for its OPEN), bounded by ``max_pending_open_bytes``;
-- ``buffered``: held for subchannels that paused, or still delivering what they held; when it
-  passes ``max_buffered_inbound_bytes`` the whole connection's reading pauses.
-
-The life of a route::
-
-    PENDING -attach-> ATTACHED <-pause/resume-> PAUSED
-    ATTACHED|PAUSED -discard-> DISCARDING          (a stopProducing that closes)
-    any -forget-> FORGOTTEN                        (closed, refused, or the wormhole stopped)
+A :class:`Route` is what :class:`~txdilation.durable.inbound.Inbound` knows of one subchannel:
+its life (:class:`RouteState`: PENDING, ATTACHED, PAUSED, DISCARDING, FORGOTTEN), what it holds
+back and the drain call that delivers it. What all routes hold is one :class:`Holdings`, which
+only the routes change: ``pending`` (nobody listens yet; bounded by ``max_pending_open_bytes``)
+and ``buffered`` (paused or draining; past ``max_buffered_inbound_bytes`` reading pauses).
 
 Invariants: a route holds data only while PENDING, PAUSED, or ATTACHED with items still to
 deliver; its held bytes are counted in ``pending`` while PENDING and in ``buffered`` otherwise,

@@ -1,26 +1,16 @@
-"""L2: a stream connection carried in WebSocket binary messages (a transit relay's WebSocket
-port), as a Twisted client endpoint.
+"""L2: a stream connection carried in WebSocket binary messages, as a Twisted client endpoint.
 
-magic-wormhole-transit-relay (0.5.0, ``twistd transitrelay --websocket ENDPOINT``) takes the
-relay handshake line as the first binary message and then relays the payload of every binary
-message, byte for byte, to its partner (a TCP or a WebSocket connection). So a Dilation
-connection over WebSocket is the same bytes as over TCP: the relay line, ``ok\\n``, prologues,
-frames. :class:`WebSocketClientEndpoint` dials ``ws://`` (or ``wss://``) with autobahn and hands
-the wrapped protocol a transport whose ``write``/``writeSequence`` send one binary message each
-(a Dilation frame is written as one message); each message received is one ``dataReceived``.
+A transit relay's WebSocket port (``twistd transitrelay --websocket``) relays each binary
+message's payload byte for byte, so a Dilation connection over WebSocket carries the same bytes
+as over TCP. :class:`WebSocketClientEndpoint` dials ``ws://`` or ``wss://`` with autobahn;
+each ``write``/``writeSequence`` is one binary message, each message received one
+``dataReceived``.
 
-Invariants:
-- ``connect()`` fires only once the WebSocket opening handshake completed, with the wrapped
-  protocol (which has been ``makeConnection``-ed); a refused, failed or timed-out TCP connect or
-  opening handshake errbacks it, so a WebSocket relay fails like a TCP one;
-- cancelling the ``connect()`` Deferred cancels the TCP connect or aborts the half-open
-  WebSocket;
-- writes once the WebSocket is closing or closed are dropped, as a TCP transport drops them;
-- the wrapped protocol's ``connectionLost`` is called exactly once, and only if it was
-  connected; text messages are a protocol violation and drop the connection;
-- flow control passes through: producers register on the TCP transport, and pausing the
-  wrapped protocol's reads pauses the TCP transport's; so does ``setTcpNoDelay`` (the
-  wrapped L2 connection asks for ``TCP_NODELAY`` on whatever carries it).
+Invariants: ``connect()`` fires only after the opening handshake, and fails (or is cancelled)
+as a TCP connect would; writes after closing are dropped; the wrapped protocol's
+``connectionLost`` comes exactly once, only if it was connected; a text message drops the
+connection; flow control and ``setTcpNoDelay`` pass through to the TCP transport. In full:
+docs/module-notes.md.
 """
 
 from __future__ import annotations

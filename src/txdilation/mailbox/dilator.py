@@ -1,29 +1,17 @@
 """L1: the Dilator, built by stock's Boss with every wormhole (``IDilator``).
 
-It holds what arrives before the application calls ``dilate()`` (the dilation key, the peer's
-versions, DILATE-n messages, a stop) and replays it, in order, into the one
-:class:`~txdilation.mailbox.manager.Manager` that ``dilate()`` creates; afterwards it only
-forwards. The settings, the side and the Tor manager are given to ``dilate()`` as typed values:
-the stock-facing subclass (``txdilation._stock.manager.Dilator``) finds them where stock code
-and tests put them.
+It holds what arrives before the application calls ``dilate()`` (key, peer versions, DILATE-n
+messages, a stop) and replays it, in order, into the one
+:class:`~txdilation.mailbox.manager.Manager` that ``dilate()`` creates, then only forwards;
+settings, side and Tor manager come to ``dilate()`` as typed values (the stock-facing subclass:
+``txdilation._stock.manager.Dilator``). :meth:`Dilator.when_flushed` lets the stock-facing edge
+hold the application's close (bounded) until the peer acknowledged what we wrote.
 
 Invariants: at most one Manager per Dilator (a second ``dilate()`` raises
 ``CanOnlyDilateOnceError``); nothing received before ``dilate()`` is lost or reordered;
 ``stop()`` fires the Terminator's ``stoppedD`` exactly once, after the Manager stopped; no
-exception leaves ``got_key``, ``got_wormhole_versions``, ``received_dilate`` or ``stop``.
-
-That last one matters because stock's Boss calls them while it handles a mailbox message, and
-stock turns an exception raised there into the end of the whole wormhole: every pending
-``get_message()`` fails with it and the mailbox closes (fowl reports it as an "error"). A fault
-of ours in handling one message is therefore logged with its traceback and that message
-dropped; the wormhole, and the link if there is one, stay up.
-
-Closing does not lose what we wrote: stock's close takes the mailbox away before it stops the
-Dilation, so a link that is down at that moment could never be made again, and records the
-peer has not acknowledged (a subchannel's last DATA, the CLOSE answering the peer's) would be
-dropped, leaving the peer waiting for them (a stock peer, for ever). :meth:`Dilator.when_flushed`
-lets the stock-facing edge hold the application's close (bounded) until the peer acknowledged
-them, reconnecting if need be; what is still unacknowledged then is logged as lost.
+exception leaves ``got_key``, ``got_wormhole_versions``, ``received_dilate`` or ``stop`` (stock
+would end the whole wormhole: a fault is logged, its message dropped; docs/module-notes.md).
 """
 
 from __future__ import annotations

@@ -2,22 +2,15 @@
 
 Layer: pairing core (pure functions). Each derivation is RFC 5869 HKDF-SHA256 with an ``info``
 naming its purpose (``txdilation-pairing/v2/...``) and, where two sides must agree on an order,
-the two pairing ids lowest first. Nothing here depends on which side calls it.
+the two pairing ids lowest first: the secrets (:func:`initial_secret`, :func:`next_secret`),
+:func:`fingerprint`, the lobby's (:func:`lobby_mailbox`, :func:`lobby_side`,
+:func:`lobby_key`), :func:`psk`, a meeting's (:func:`meeting_mailbox`,
+:func:`meeting_password`) and :func:`file_key`. What each is for: docs/module-notes.md,
+docs/pairing.md.
 
-What the values are for (docs/pairing.md):
-
-- :func:`initial_secret` / :func:`next_secret`: generation 0's secret (from the code wormhole's
-  material) and the ratchet (from a meeting's material: an old secret alone does not give it);
-- :func:`fingerprint`: names a secret in lobby messages and ``pairing show``;
-- :func:`lobby_mailbox`, :func:`lobby_side`: the rendezvous of a generation: ``SLOTS`` mailboxes,
-  each moved to its next ``round`` when it fails (an observer of one cannot tell the next);
-- :func:`lobby_key`, :func:`psk`: the key sealing lobby messages and the Noise pre-shared key;
-- :func:`meeting_mailbox`, :func:`meeting_password`: one meeting's, from its Noise handshake;
-- :func:`file_key`: the key of a pairing file's integrity tag.
-
-Invariants: every function is pure; outputs of different purposes are independent (distinct
-``info``); mailbox ids are 13 lowercase base32 characters and sides 10 hex digits, the forms
-of the stock mailbox server's and client's random ones.
+Invariants: every function is pure and independent of which side calls it; outputs of
+different purposes are independent (distinct ``info``); mailbox ids are 13 lowercase base32
+characters and sides 10 hex digits, the forms of the stock mailbox server's and client's.
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """A rendezvous mailbox where paired processes post lobby messages, on a stock mailbox server.
 
 Layer: pairing I/O (a WebSocket client of the mailbox server protocol, with an I/O-free core).
-A :class:`Lobby` is one rendezvous slot of one generation. On each connection it sends, as the
-mailbox protocol allows without a nameplate::
-
-    bind {appid, side, client_version}   side: derive.lobby_side of the slot's current round
-    open {mailbox}                        mailbox: derive.lobby_mailbox of that round
-    ping                                  its pong marks the end of what the mailbox held
-    add  {phase: "pairing", body}         this process's hello and latest offers or answers,
-                                          each when the mailbox lacks it
-
-and hands every message's body to ``on_body``. Whatever goes wrong with the mailbox itself (the
-server's ``error``, e.g. ``crowded`` because a third side opened it; more than
-:data:`MAX_MESSAGES` messages; one over :data:`MAX_PAYLOAD` bytes) moves the slot to its next
-round: a new mailbox and side that nobody who saw this one can tell (HKDF of the secret), the
-same one the peer moves to when it meets the same trouble. A lost or refused connection is
-retried in the same round. Every attempt waits out a :class:`~.backoff.Backoff`; a healthy
-connection is renewed every :data:`RECHECK` seconds, which finds a mailbox deleted or filled
-behind its back (the server does not tell its listeners).
+A :class:`Lobby` is one rendezvous slot of one generation: on each connection it sends
+``bind``, ``open`` (the round's mailbox, :mod:`.derive`), ``ping`` and ``add`` for what the
+mailbox lacks, and hands every body to ``on_body``. Trouble with the mailbox (an ``error``,
+over :data:`MAX_MESSAGES` or :data:`MAX_PAYLOAD`) moves the slot to its next round, as the peer
+does; a lost connection is retried in the same round, after a :class:`~.backoff.Backoff`; a
+healthy one is renewed every :data:`RECHECK` seconds. The messages: docs/module-notes.md.
 
 Invariants: nothing is sent before the WebSocket is open; ``bind`` precedes ``open`` precedes
 ``add``; a body is never decoded here (``on_body`` gets the text, bounded in size); after

@@ -1,27 +1,17 @@
 """A meeting: one wormhole with the paired peer, dilated; the code meeting or a derived one.
 
-Layer: pairing glue over stock magic-wormhole's public API (``wormhole.create``, ``get_versions``,
-``send_message``/``get_message``, ``derive_key``, ``close``) and ``txdilation.dilate``; plus, for
-a derived meeting, the one place that reaches into stock's client machines (:func:`open_derived`).
-
-A derived meeting opens its mailbox by id, with the derived password, through stock's own
-machines: the mailbox server protocol lets a client ``open`` any mailbox id without claiming a
-nameplate, and stock's Boss wires a Nameplate, a Key and a Mailbox machine that
-:func:`open_derived` drives in stock's own order (the Nameplate is closed unused: no nameplate
-is ever claimed, listed or allocated). Everything after that (PAKE, the version message,
-application messages, Dilation, close) is stock's ordinary wormhole. magic-wormhole is pinned
-to 0.24.x (setup.cfg); :func:`open_derived` checks the machines it drives are there and
-raises :class:`StockMismatch` otherwise, before anything is sent.
-
-A :class:`Meeting` reports to its owner (:class:`MeetingOwner`): the peer announced pairing
-(``met``) or not (``refused``), each pairing message, the first dilation, the peer link lost
-or back, the peer leaving (its application closed its wormhole), and the wormhole ending by
-itself. :meth:`Meeting.close` ends it; a ``lost`` failure first ends its open subchannels with
-that reason.
+Layer: pairing glue over stock magic-wormhole's public API and ``txdilation.dilate``, plus the
+one place that reaches into stock's client machines: :func:`open_derived` opens a derived
+meeting's mailbox by id, with the derived password, without claiming a nameplate (it checks
+the machines of the pinned magic-wormhole 0.24.x are there, else :class:`StockMismatch`,
+before anything is sent). A :class:`Meeting` reports to its :class:`MeetingOwner`: ``met`` or
+``refused``, pairing messages, dilation, the link lost or back, the peer leaving, the end.
+How: docs/module-notes.md.
 
 Invariants: the owner hears ``met`` or ``refused`` at most once, and nothing but ``ended``
 after ``refused``; after :meth:`Meeting.close` the owner hears nothing more; the meeting's
-pairing messages are sent only after the peer announced pairing.
+pairing messages are sent only after the peer announced pairing; a ``lost`` failure first ends
+its open subchannels with that reason.
 """
 
 from __future__ import annotations

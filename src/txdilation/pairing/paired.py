@@ -2,22 +2,9 @@
 
 Layer: pairing facade (application-facing; txdilation must be installed). Made with a pairing
 file's path: the first time (no file) it needs a wormhole code and writes the file once
-dilated; afterwards it meets the peer without a code after any restart of either side, as
-often as needed, and its endpoints serve each meeting (docs/pairing.md)::
-
-    paired = PairedWormhole(reactor, PairingOptions(path="peer.pairing", appid=APPID,
-                                                    mailbox=URL, code=code_or_None))
-    paired.start()
-    port = await paired.listener_for("web").listen(factory)   # every meeting
-    await paired.when_dilated()
-    protocol = await paired.connector_for("web").connect(other_factory)
-
-Lifecycle (module-level Automat machine ``paired_machine``)::
-
-    idle -start_pairing-> pairing -paired-> connected
-    idle -start_paired-> waiting -meeting_dilated-> connected -meeting_lost-> waiting
-    pairing|waiting|connected -failed-> closing    (a fatal error: refused file or peer, ...)
-    pairing|waiting|connected -close-> closing -stopped-> closed
+dilated; afterwards it meets the peer without a code after any restart of either side, and its
+endpoints serve each meeting (an example: docs/pairing.md). Lifecycle: ``paired_machine``
+(state-diagrams/paired.svg).
 
 Invariants: ``when_dilated()`` fires when a meeting is dilated (at once while one is), and
 fails with the fatal error or once closed; a fatal error is reported once (``on_failed``);

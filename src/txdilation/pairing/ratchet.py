@@ -1,21 +1,12 @@
 """The ratchet: how a pairing record changes at each step (pure functions, no I/O).
 
 Layer: pairing core. The secret moves forward at every successful meeting, in steps that never
-leave the two sides without a generation in common, whichever of them crashes when:
-
-1. :func:`met`: a meeting made with generation G succeeded: G becomes current, anything else
-   is dropped, and the meeting's **receipt** (material only that meeting's two processes have)
-   is kept; then this side tells the peer it holds the receipt;
-2. :func:`confirm`: the peer said it holds the receipt too;
-3. once the meeting is dilated and confirmed, :func:`stage`: the next secret (from G and the
-   meeting's material) is kept as ``pending``, next to G, and written; the peer is told;
-4. :func:`commit`: once the peer said it stored G+1 too, G+1 becomes current and G is dropped.
-
-A side meets on the newest generation both hold, and only with a peer that proves one of
-:func:`acceptable_receipts` (:mod:`.handshake`). A side holding a pending G+1 staged it only
-after the peer confirmed the receipt, so the only peer it meets on G is the one from that
-meeting that crashed before staging (it holds the receipt): a copy of a file from before the
-meeting cannot pull it back to G. A copy of the current file is the owner's credential.
+leave the two sides without a generation in common, whichever crashes when: :func:`met` (G
+current, the meeting's **receipt** kept), :func:`confirm` (the peer holds it too),
+:func:`stage` (G+1 kept as ``pending``), :func:`commit` (the peer stored G+1: it becomes
+current). A side meets only a peer that proves one of :func:`acceptable_receipts`
+(:mod:`.handshake`), so a copy of an older file cannot pull it back. Why it holds:
+docs/module-notes.md.
 
 Invariants: a record always holds its current generation; ``pending`` is current + 1; no
 function here invents a secret (each takes it as input).

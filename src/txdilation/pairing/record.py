@@ -1,25 +1,13 @@
 """Pairing records: what one side keeps of a pairing, and its file format (no I/O).
 
-Layer: pairing core (pure: values in, bytes out and back). A :class:`PairingRecord` holds this
-side's and the peer's identity (a random 16-byte id and a name), this side's static X25519
-private key and the peer's public key (exchanged in the code meeting), the mailbox server, app
-id and relays the pairing meets through, the secret of the current generation and, while a
-ratchet step is under way, the next one (``pending``), the receipts of the last two meetings
-(:mod:`.ratchet`), whether the peer confirmed it holds the latest, the incarnation counter (one
-more at every start) and two timestamps. Never the code, never a wormhole's session key.
-
-The file is one JSON object (docs/pairing.md has an example)::
-
-    {"format": "txdilation-pairing", "version": 2, "me": {...}, "peer": {...}, ...,
-     "tag": "<hex HMAC-SHA256>"}
-
-Files of version 1 (before static identities) are refused with one line: pair again.
-
-``tag`` is an HMAC over the canonical JSON of every other key, keyed from the current secret
-(:func:`txdilation.pairing.derive.file_key`): a flipped bit, a truncation or an edited field
-(a peer id, a generation, a secret) makes :func:`decode` refuse the file. It detects corruption
-and edits, not a forger who recomputes it (file permissions keep others out: see
-:mod:`.store`).
+Layer: pairing core (pure: values in, bytes out and back). A :class:`PairingRecord` holds both
+sides' identities, this side's static X25519 key and the peer's public key, where the pairing
+meets, the current generation's secret (and the ``pending`` next one), the last two receipts
+(:mod:`.ratchet`), the incarnation counter and two timestamps; never the code or a session
+key. The file is one JSON object (docs/pairing.md) whose ``tag`` is an HMAC over the rest,
+keyed from the current secret (:func:`txdilation.pairing.derive.file_key`): it detects
+corruption and edits, not a forger (file permissions: :mod:`.store`); version 1 files are
+refused (pair again).
 
 Invariants: ``decode(encode(r)) == r``; :func:`decode` raises only
 :class:`~txdilation.pairing.errors.PairingFileError` subclasses, each with a one-line message;

@@ -1,28 +1,14 @@
 """L3: the direct-hint listener's defences against connection floods.
 
-Anyone who sees our direct hints (or scans the port) can open connections to the listener
-before the peer does. Three things keep such a flood from refusing the real peer or growing
-our memory:
+Anyone who sees our direct hints can open connections before the peer does. :func:`listen`
+uses a backlog of :data:`LISTEN_BACKLOG` (not Twisted's 50); :class:`OldestFirstCap` holds at
+most ``limit`` unauthenticated connections, closing the oldest (those without a correct
+prologue first) so the real peer is the last to go; bad bytes and idle connections are closed
+in ``link.connection``. Why: docs/module-notes.md.
 
-- :func:`listen`: a listen backlog of :data:`LISTEN_BACKLOG` (the kernel caps it at
-  ``net.core.somaxconn``) instead of Twisted's 50, so a burst of hundreds of SYNs within a
-  second waits in the accept queue instead of being dropped until a SYN retry (1 s later,
-  then 3 s, ...);
-- :class:`OldestFirstCap`: at most ``limit`` unauthenticated connections (accepted, not yet
-  through the handshake) are held; admitting one more closes the oldest, preferring those that
-  have not even sent a correct prologue, and never the one just admitted. So a flood can never
-  hold more than ``limit`` connections, and the real peer, which sends its prologue at once, is
-  the last to go;
-- bad bytes close a connection at once and idle ones are closed after the handshake timeout
-  (both in ``link.connection``).
-
-Invariants:
-
-- :class:`OldestFirstCap` is I/O-free: it decides which connections to close; the Connector
-  closes them;
-- after :meth:`OldestFirstCap.admit` returns, at most ``limit`` items are held and the admitted
-  one is among them (``limit`` >= 1);
-- an item is held at most once; discarding one not held is a no-op.
+Invariants: :class:`OldestFirstCap` is I/O-free (it decides, the Connector closes); after
+:meth:`OldestFirstCap.admit` at most ``limit`` items are held, the admitted one among them
+(``limit`` >= 1); an item is held at most once; discarding one not held is a no-op.
 """
 
 from __future__ import annotations

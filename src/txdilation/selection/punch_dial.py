@@ -1,21 +1,12 @@
 """L3: the sockets of hole punching: a dial whose first SYN has a low TTL, and the probe that
-tells whether such a dial survives on this host and path (the policy is
-:mod:`txdilation.selection.punch_schedule`'s).
+tells whether such a dial survives on this host and path (the policy: ``punch_schedule``).
 
-:class:`PunchEndpoint` makes the socket itself, because the TTL has to be set between the
-socket's creation and its ``connect()`` and restored right after (``connectTCP`` connects on a
-later reactor turn, with no hook in between): it binds our listening port
-(``SO_REUSEADDR``/``SO_REUSEPORT``, as :func:`txdilation.selection.punch.dial_binding` does),
-sets ``IP_TTL`` (``IPV6_UNICAST_HOPS``), connects without blocking (the SYN leaves inside that
-call), puts the system's TTL back, waits on the reactor for the connect to end, and hands the
-connected socket to ``adoptStreamConnection``. :class:`ExpiryProbe` sends such a SYN from an
-ephemeral port and reports a :class:`~txdilation.selection.punch_schedule.Verdict`.
-
-Only a real POSIX reactor gets real sockets here (see
-:func:`txdilation.selection.punch.sockets_reusable`): elsewhere (``MemoryReactor`` in the unit
-tests) :func:`punched_endpoint` is the ordinary ``TCP4ClientEndpoint`` from the listening port
-and the probe answers
-:attr:`~txdilation.selection.punch_schedule.Verdict.ABORTED` (normal TTLs) at once.
+:class:`PunchEndpoint` makes the socket itself, since the TTL must be set between the socket's
+creation and its ``connect()`` and restored right after: it binds our listening port, sets
+``IP_TTL``, connects without blocking, restores the TTL and adopts the connected socket.
+:class:`ExpiryProbe` sends such a SYN from an ephemeral port and reports a
+:class:`~txdilation.selection.punch_schedule.Verdict`. Without a real POSIX reactor
+:func:`punched_endpoint` is a plain ``TCP4ClientEndpoint`` and the probe answers ``ABORTED``.
 
 Invariants: a socket made here is closed exactly once, by whoever ends its attempt (connected
 and adopted, failed, timed out or cancelled), and is off the reactor before that; a cancelled

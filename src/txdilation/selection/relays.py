@@ -1,25 +1,11 @@
 """L3: transit relay locations and the policy for racing several relays (I/O-free).
 
-A relay location, as given to ``dilate(transit_relay_location=...)``, the session's repeatable
-``--relay`` or its TOML ``relay`` key, is one string or a list of strings. Each string names one
-relay, reachable at one or more comma-separated endpoints:
-
-- ``tcp:HOST:PORT`` (stock's form, optionally ``:priority=F``; ``tcp:[v6]:PORT``);
-- ``ws://HOST[:PORT][/PATH]`` or ``wss://...``: the relay's WebSocket port.
-
-so ``["tcp:relay1.example:4001", "tcp:relay2.example:4001,ws://relay2.example:4002/"]`` names two
-relays, the second reachable over TCP and over WebSocket. Each relay becomes one ``relay-v1``
-hint: a TCP-only relay in exactly stock's layout, one with a WebSocket endpoint in
-magic-wormhole.rs's (``name`` = the first endpoint's host; see
-:mod:`txdilation.selection.hints`).
-
-Racing and failover (the Connector applies it): every endpoint of every relay, ours first (in the
-order given), then those only the peer named, is dialed at the same moment once relays are due
-(at once without direct hints, else after the relay delay or when every direct attempt failed).
-The first relay connection to finish its handshake (relay ``ok``, Noise, KCM) carries the link;
-the others are closed. A refusing relay therefore costs nothing and a black-holed one only keeps
-its own attempt open, at most :data:`RELAY_CONNECT_TIMEOUT` seconds: neither delays another
-relay. When the selected relay dies, the next generation races all of them again.
+A relay location is one string or a list; each string names one relay at one or more
+comma-separated endpoints (``tcp:HOST:PORT``, stock's form, or ``ws[s]://HOST[:PORT][/PATH]``)
+and becomes one ``relay-v1`` hint (:mod:`txdilation.selection.hints`). Once relays are due,
+every endpoint of every relay (ours first, then the peer's) is dialed at once; the first to
+finish its handshake carries the link and the others are closed, so a refusing or black-holed
+relay (:data:`RELAY_CONNECT_TIMEOUT`) delays no other. Examples: docs/connectivity.md, "Relays".
 
 Invariants: parsing a location never touches the network; the same endpoint is dialed at most
 once per generation, however many hints name it; a relay's position in our list

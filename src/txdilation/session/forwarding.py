@@ -1,19 +1,11 @@
 """The forwarded services of one session: ``--listen`` ports, ``--connect`` handlers, splices.
 
-Layer: session forwarding (Twisted glue). A :class:`Forwarder`
-
-- listens on every ``--listen NAME=SERVER_ENDPOINT`` at once (connections accepted before the
-  wormhole is dilated wait, paused, and go on when it is); each accepted connection opens a
-  subchannel named NAME (``connector_for(NAME)``) and is spliced to it;
-- listens for the subchannels named in ``--connect NAME=CLIENT_ENDPOINT``
-  (``listener_for(NAME)``); each one the peer opens is connected to that endpoint and spliced;
-- reports ``listening``, ``subchannel-opened``, ``subchannel-closed`` and ``error`` events and
-  keeps byte totals for progress displays; a forwarded connection whose subchannel the peer
-  closes before sending anything (a name it does not offer, a service it cannot reach) is a
-  ``warning`` in words on this side too, since the peer's reason cannot cross the wire;
-- stops accepting on :meth:`stop_accepting` (local ports closed; the peer's new subchannels
-  refused with CLOSE), tells when no splice is left (:meth:`when_idle`) and cuts the rest
-  (:meth:`cut_all`: reported, never passed on as a normal end; see :mod:`.splice`).
+Layer: session forwarding (Twisted glue). A :class:`Forwarder` listens on every ``--listen``
+port at once (connections wait, paused, for dilation) and splices each to a new subchannel;
+splices each subchannel the peer opens for a ``--connect`` name to its endpoint; reports
+``listening``, ``subchannel-opened``, ``subchannel-closed``, ``error`` and ``warning`` events
+and byte totals; and stops accepting (:meth:`stop_accepting`), tells when idle
+(:meth:`when_idle`) and cuts the rest (:meth:`cut_all`, see :mod:`.splice`).
 
 Invariants: every splice ends in exactly one ``subchannel-closed`` event (after its
 ``subchannel-opened`` when a subchannel was opened; a cut one with ``reason`` ``cut`` and a

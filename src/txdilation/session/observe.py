@@ -1,21 +1,9 @@
 """Turn magic-wormhole's status objects into session status events.
 
 Layer: session observability. Stock's ``on_status_update`` callbacks report *states*
-(``WormholeStatus`` for the mailbox, ``DilationStatus`` for the peer link); a
-:class:`LinkObserver` remembers the last one and emits an event for each *change* worth
-reporting:
-
-- ``mailbox``: the mailbox connection changed kind (connecting, connected, disconnected,
-  failed, closed);
-- ``connecting``: a new generation's connection attempts started (``waits_on``:
-  ``stock-leader`` when we follow a stock Leader, which never retries by itself);
-- ``connection-selected``: a connection was selected (a new generation, or a new hint), with
-  ``path`` ``direct`` or ``relay`` and the ``hint`` description (e.g. ``->tcp:10.0.0.5:4001``);
-- ``reconnecting``: the selected connection was lost (once per generation);
-- ``rtt``: a new round-trip time sample (read from the Manager after each PONG);
-- ``port-mapping``: the home router's port forward of our listener changed (``protocol``,
-  ``port``: the external one, ``lifetime_s``: the lease, absent when permanent), or went
-  (``protocol`` null).
+(``WormholeStatus``, ``DilationStatus``); a :class:`LinkObserver` remembers the last one and
+emits an event for each *change* worth reporting: ``mailbox``, ``connecting``,
+``connection-selected``, ``reconnecting``, ``rtt``, ``port-mapping`` (docs/status-events.md).
 
 Invariants: events follow the order of the status updates; ``generation`` in events never
 decreases (stock's own promise); the same state reported twice emits nothing.

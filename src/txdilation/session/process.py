@@ -1,30 +1,17 @@
 """Process-level glue for a session process (``twistd dilation`` and ``txdilation run``).
 
 Layer: process entry points only (library code never calls these: they install txdilation,
-touch signal handlers and the process's exit status).
+touch signal handlers and the process's exit status). :func:`prepare` sets the log level and
+installs txdilation before anything imports ``wormhole``; :func:`install_signal_handlers`:
+the first SIGTERM/SIGINT stops cleanly, a second cuts, a third exits at once, SIGUSR2 aborts
+the current L2 connection (docs/plugin.md); :func:`watch_parent` stops a child session whose
+parent is gone; :func:`end_process` is the session's ``on_ended`` (exit status 1 after a
+failure, once twistd cleaned up).
 
-- :func:`prepare` sets the log level of ``txdilation.logs`` (``--log-level``) and installs
-  txdilation as magic-wormhole's Dilation (``txdilation.install()``) before anything imports
-  ``wormhole``.
-  The library's settings are not set here: the session reads them once, when it dilates
-  (``txdilation.session.library.library_settings``: the ``TXDILATION_*`` variables of the
-  environment with the session's own ``--events``, ``--listen-interface``, ... laid over them).
-- :func:`install_signal_handlers` (call once the reactor runs, i.e. after Twisted installed its
-  own): the first SIGTERM or SIGINT starts a clean stop (the grace period) and then stops the
-  reactor, WITHOUT Twisted's habit of re-raising the signal at exit (the caller chooses the
-  exit status: ``twistd dilation`` 0, ``txdilation run`` 130/143, see :func:`exit_status`); a
-  second one cuts what is still forwarded and closes at once (``Session.stop_now``); a third
-  exits at once (status 128 + the signal's number), whatever the reactor is doing; once the
-  reactor has shut down they are ignored (Python would otherwise restore the default handlers
-  while the interpreter finalizes, and a late SIGTERM would kill a process that already
-  stopped cleanly); SIGUSR2 (a debug and test aid, see docs/plugin.md) aborts the current L2
-  connection, as a network cut would.
-- :func:`watch_parent`: a session process started by another program (``txdilation demo``,
-  tests: :mod:`.child` sets :data:`PARENT_VARIABLE`) stops at once when that program is gone,
-  however it ended (even SIGKILL), instead of running on as an orphan.
-- :func:`end_process` is the session's ``on_ended``: it stops the reactor, and after a
-  failure makes the process exit with status 1 once twistd has finished its own cleanup
-  (pidfile, logs): twistd has no other way for a service to set it.
+Invariants: the library's settings are not read here (the session reads them when it
+dilates); Twisted's re-raising of the signal at exit is not used (the caller picks the status,
+:func:`exit_status`); signals after the reactor shut down are ignored. In full:
+docs/module-notes.md.
 """
 
 from __future__ import annotations

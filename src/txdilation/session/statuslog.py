@@ -2,19 +2,9 @@
 
 Layer: session observability. A :class:`StatusLog` observes a
 :class:`~txdilation.session.status.StatusWriter` and emits every status event on
-``twisted.logger`` (namespace ``txdilation.session``) as ONE readable line, with the event
-itself under the key ``status`` (so JSON log observers keep every field)::
-
-    wormhole code: 7-guitarist-revenge
-    peer connected; verifier 08e924aaf654b83843228c27c29e1bec1a5fc5f985e576c1cc3be7b3060e0f10
-    dilated: generation 1, direct connection <-tcp:192.168.1.20:51234
-    generation 1: connection lost, reconnecting (open subchannels stay open)
-    reconnected: generation 2, direct connection ->tcp:192.168.1.20:40021, 15 ms after the loss
-    fatal error: wrong wormhole code: the two sides did not use the same code; check the code ...
-
-Levels: ``error`` for fatal errors, ``warn`` for other errors, warnings and a failed mailbox
-connection, ``debug`` for ``rtt`` samples (one per ping interval: not worth a journal line),
-``info`` for everything else.
+``twisted.logger`` (namespace ``txdilation.session``) as ONE readable line, the event itself
+under the key ``status``; levels: ``error`` for fatal errors, ``warn`` for other errors and
+warnings, ``debug`` for ``rtt`` samples, ``info`` else. Examples: docs/module-notes.md.
 
 Invariants: one event is one log line (one ``emit``); the text never spans lines; the reconnect
 gap is measured between the ``reconnecting`` event and the next ``connection-selected`` (both

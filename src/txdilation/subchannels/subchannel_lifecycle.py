@@ -1,24 +1,17 @@
 """L5: one subchannel's lifecycle, the module-level Automat machine ``subchannel_machine``.
 
-States: ``open``, ``closing`` (we sent CLOSE, the peer's is to come) and ``closed`` for
-full-close protocols; ``open_half``, ``read_closed`` (the peer's CLOSE came), ``write_closed``
-(we sent ours) and ``closed`` for protocols providing ``IHalfCloseableProtocol``. The facade,
-:class:`~txdilation.subchannels.subchannel.SubChannel`, starts the machine in :data:`OPEN` or
-:data:`OPEN_HALF`.
-
-The machine follows the package's one Automat pattern (docs/architecture.md, "state first, then
-events"): an input changes the state and the core's two gates (``readable``, ``writable``, which
-the per-record byte path reads) and returns the :data:`Steps` that follow, in order: CLOSE to
-send, the protocol's callbacks to run, the close to finish, a producer to register or stop, or a
-refusal to raise. Nothing in a transition calls the application or L4 (either may call back
-into this subchannel), so every input is made from the facade on a machine at rest, and may
-answer with a value: the facade performs the steps once the input returned. The decisions the
-semantics make (:class:`~txdilation.semantics.Semantics`) are the machine's; how a step is
-performed is the facade's.
+States (state-diagrams/subchannel_lifecycle.svg): ``open``, ``closing``, ``closed`` for
+full-close protocols; ``open_half``, ``read_closed``, ``write_closed``, ``closed`` for
+``IHalfCloseableProtocol`` ones. Each input sets the state and the core's two gates
+(``readable``, ``writable``) and returns the :data:`Steps` that follow, which the facade
+(:class:`~txdilation.subchannels.subchannel.SubChannel`) performs once the machine is at rest
+("state first, then events", docs/architecture.md); the
+:class:`~txdilation.semantics.Semantics` decisions are the machine's.
 
 Invariants: every (state, input) pair is a transition or a documented no-op
-(``wire.machines.complete``); ``Finished`` is returned at most once (``closed`` ends the
-machine); CLOSE is sent at most once; a refusal changes nothing.
+(``wire.machines.complete``); nothing in a transition calls the application or L4;
+``Finished`` is returned at most once (``closed`` ends the machine); CLOSE is sent at most
+once; a refusal changes nothing.
 """
 
 from __future__ import annotations

@@ -1,30 +1,17 @@
 """In-memory dilated wormholes, for applications' own tests: no mailbox, no sockets.
 
-Layer: test support, shipped (``txdilation.testing.memory``). A :class:`MemoryDilationPair`
-holds two ends, ``pair.a`` and ``pair.b``, each with the API of a dilated wormhole
-(``when_dilated()``, ``listener_for(name)``, ``connector_for(name)``). Underneath each end is
-txdilation's real L4/L5 (:class:`~txdilation.subchannels.multiplexer.Multiplexer`: seqnums, ACKs,
-replay after a reconnection, flow control, subchannels); only L1-L3 (mailbox, Noise, TCP) are
-replaced by an in-memory link that delivers records on a later turn of the clock, so an
-application's subprotocols see exactly what they would see over a real dilated wormhole, including
-what happens when the link drops and comes back:
-
-- :meth:`MemoryDilationPair.drop_link` loses everything in flight, like a dead network path;
-  the ends queue what is written meanwhile;
-- :meth:`MemoryDilationPair.restore_link` connects a new generation: unacknowledged records are
-  replayed in order and nothing is lost or duplicated;
-- :meth:`MemoryDilationPair.close` closes both wormholes (what the open subchannels' protocols
-  and the pending ``connect``/``listen``/``when_dilated`` see follows the pair's
-  :class:`~txdilation.semantics.Semantics`, as for a real wormhole: stock's by default, nothing;
-  with ``TWISTED``, ``connectionLost`` and errbacks).
-
-Driven by a ``twisted.internet.task.Clock`` (call :meth:`MemoryDilationPair.flush` to deliver
-everything) or by the real reactor (deliveries happen by themselves; wait on Deferreds).
+Layer: test support, shipped. A :class:`MemoryDilationPair` holds two ends, ``pair.a`` and
+``pair.b``, each with the API of a dilated wormhole, over txdilation's real L4/L5
+(:class:`~txdilation.subchannels.multiplexer.Multiplexer`); only L1-L3 are replaced by an
+in-memory link that delivers on a later turn of the clock (a ``Clock``:
+:meth:`~MemoryDilationPair.flush`; or the real reactor). :meth:`~MemoryDilationPair.drop_link`
+loses what is in flight, :meth:`~MemoryDilationPair.restore_link` replays what was not
+acknowledged, :meth:`~MemoryDilationPair.close` closes both as the pair's
+:class:`~txdilation.semantics.Semantics` say. A guide: docs/testing.md.
 
 Invariants: records are delivered in order, each at most once per link, never while the
 receiving end paused its reading; ``a`` is the Leader (odd subchannel ids), ``b`` the Follower;
-the first :meth:`~MemoryDilationPair.restore_link` (done by the constructor unless
-``connected=False``) fires both ``when_dilated()``.
+the first ``restore_link`` (by the constructor unless ``connected=False``) fires both ends.
 """
 
 from __future__ import annotations

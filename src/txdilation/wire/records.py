@@ -1,23 +1,15 @@
 """Shared: the records, the plaintexts carried inside Noise transport messages.
 
-Each record is a frozen, slotted dataclass with stock magic-wormhole's field names.
-:func:`encode_record` and :func:`parse_record` are pure and exact inverses on valid input:
-``parse_record(encode_record(r)) == r``. :func:`encode_record_parts`,
-:func:`parse_record_view` and :func:`parse_record_pieces` are the same codec for the byte path,
-which keeps a DATA record's payload apart from its 9-byte header (no concatenation on the way
-out, one copy on the way in). Any malformed plaintext (empty, unknown tag, wrong length, bad
-UTF-8) raises :class:`~txdilation.wire.errors.RecordError`, never ``IndexError`` or
-``struct.error``.
+Each record is a frozen, slotted dataclass with stock magic-wormhole's field names; a tag byte
+(KCM 0, PING 1, PONG 2, OPEN 3, DATA 4, CLOSE 5, ACK 6), then 4-byte big-endian integers (the
+layout: docs/module-notes.md). :func:`encode_record_parts`, :func:`parse_record_view` and
+:func:`parse_record_pieces` are the byte path's codec, which keeps a DATA payload apart from
+its 9-byte header (no concatenation out, one copy in).
 
-Layout (tag byte, then fields; integers are 4-byte big-endian)::
-
-    00 KCM                       (nothing else)
-    01 PING   ping_id[4]
-    02 PONG   ping_id[4]
-    03 OPEN   scid seqnum subprotocol-utf8...
-    04 DATA   scid seqnum data...
-    05 CLOSE  scid seqnum
-    06 ACK    resp_seqnum
+Invariants: :func:`encode_record` and :func:`parse_record` are pure and exact inverses on
+valid input (``parse_record(encode_record(r)) == r``); any malformed plaintext (empty, unknown
+tag, wrong length, bad UTF-8) raises :class:`~txdilation.wire.errors.RecordError`, never
+``IndexError`` or ``struct.error``.
 """
 
 from __future__ import annotations
