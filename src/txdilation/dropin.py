@@ -1,18 +1,16 @@
 """txdilation standing in for stock dilation in a whole test session, child processes included.
 
 ``python -m pytest -p txdilation.dropin --pyargs wormhole.test.dilate.test_full`` runs
-magic-wormhole's own dilation tests against txdilation; ``-p txdilation.dropin --pyargs
-fowl.test`` runs fowl's. The plugin installs txdilation when pytest configures it (before test
-modules are collected, so before they import ``wormhole``), restricts our listener and hints to
-loopback unless the environment says otherwise, and makes every Python process the tests start
-install txdilation too (:func:`child_environment`: a ``sitecustomize`` on ``PYTHONPATH``). It
-reports the substitution in the header, and uninstalls at the end. Importing this module does
-nothing.
+magic-wormhole's own dilation tests against txdilation (``--pyargs fowl.test``: fowl's). The
+plugin installs txdilation when pytest configures it (before test modules import
+``wormhole``), restricts our listener and hints to loopback unless the environment says
+otherwise, makes every Python process the tests start install txdilation too
+(:func:`child_environment`: a ``sitecustomize`` on ``PYTHONPATH``), reports the substitution
+in the header, and uninstalls at the end. Importing this module does nothing.
 
-With ``TXDILATION_DROPIN_PROOF=PATH`` in the environment, every process (the test process and
-each child) appends a JSON line to PATH (:func:`txdilation.wrap.proof.record`): proof that the
-substitution took effect there. ``txdilation exec`` (``txdilation.wrap``) is the same for any
-command.
+With ``TXDILATION_DROPIN_PROOF=PATH``, every process appends a JSON line to PATH
+(:func:`txdilation.wrap.proof.record`): proof that the substitution took effect there.
+``txdilation exec`` (``txdilation.wrap``) is the same for any command.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ only logs). Three ``twistd --logger`` factories: :func:`text_logger` (twistd's f
 :func:`journal_logger` (syslog priority prefixes for journald, no timestamps) and
 :func:`json_logger` (one object per line); they write to ``TXDILATION_LOG_FILE`` or stdout, at
 the level of :func:`configure`, else ``TXDILATION_LOG_LEVEL``, else ``info``.
-:func:`twistd_observer` is ``twistd dilation``'s default. Formats: docs/plugin.md, docs/module-notes.md.
+:func:`twistd_observer` is ``twistd dilation``'s default. Formats: docs/plugin.md,
+docs/module-notes.md.
 
 Invariants: an event below the level is dropped before it is formatted; Twisted's chatter
 (``Starting factory``/``Stopping factory``, ``... starting on PORT``, ``(TCP Port N Closed)``)

@@ -1,15 +1,13 @@
 """What an application sees where stock's behaviour is a defect whose fix could break it.
 
-txdilation behaves exactly as stock magic-wormhole towards application code (callbacks, their
-arguments and types, exceptions raised, calls made on the application's objects, the order of
-events), except where stock's behaviour is a defect. A defect whose fix cannot break an
-application written for stock is fixed always (``docs/stock-defects.md`` lists them). The
-fixes below could break such an application (fowl, for example, tests ``isinstance(reason,
-ConnectionDone)`` in ``connectionLost`` and has a ``connectionLost`` that fails when called at
-close), so they are grouped in :class:`Semantics` and off in :data:`STOCK`, the default of the
-drop-in; :data:`TWISTED` turns them all on, making subchannels behave like Twisted's own TCP
-transports. Choose with ``txdilation.install(semantics=...)``, ``TXDILATION_SEMANTICS=stock|
-twisted``, or per wormhole with ``txdilation.dilate(w, semantics=...)``.
+txdilation behaves exactly as stock towards application code, except where stock's behaviour
+is a defect; a fix that cannot break an application written for stock is always on
+(docs/stock-defects.md). The fixes that could (fowl tests ``isinstance(reason, ConnectionDone)``
+in ``connectionLost``, for example) are grouped in :class:`Semantics`: all off in :data:`STOCK`,
+the drop-in's default; all on in :data:`TWISTED` (subchannels like Twisted's own TCP
+transports). Choose with ``txdilation.install(semantics=...)``,
+``TXDILATION_SEMANTICS=stock|twisted``, or per wormhole with
+``txdilation.dilate(w, semantics=...)``.
 
 Layer: application-facing policy, no I/O, imported by L5 (subchannels, multiplexer) and read
 once at the edge (the Dilator).

@@ -1,21 +1,13 @@
 """``wormhole._dilation.manager``: stock's Boss builds ``Dilator`` from here, ``wormhole.create()``
 reads ``DILATION_VERSIONS``, fowl imports ``DilatedWormhole``; and the hooks stock code and
-magic-wormhole's tests reach.
-
-The hooks (each what stock's own module offers, and nothing the core depends on):
-
-- ``make_side`` is looked up in this module each time ``dilate()`` runs, so a test patching
-  ``wormhole._dilation.manager.make_side`` to force a side works;
-- ``Dilator.dilate()`` reads the ``TXDILATION_*`` settings from ``os.environ`` (this is the
-  edge where a drop-in application dilates), and passes the wormhole's Tor manager (stock's
-  private ``Terminator._B._tor``) on;
-- ``Dilator.wire()`` watches the wormhole's Terminator, so that the peer hears of the
-  application's ``w.close()`` while our mailbox is still open, and the Boss's ``rx_welcome``
-  (stock's Boss reaches the Terminator first, ``Terminator._B``), so that the mailbox server's
-  ``your-address`` reaches the core Dilator as data (``got_welcome``), for hole punching;
-- ``Manager._debug_stall_connector`` (falsy; a callable receives each new connector instead of
-  its being started), ``Manager._wormhole_status(status)`` (the Boss reports the mailbox there),
-  ``Manager._connection`` (the selected L2 connection, which the tests disconnect).
+magic-wormhole's tests reach (each what stock's own module offers, nothing the core depends on):
+``make_side``, looked up here at each ``dilate()`` so that tests may patch it;
+``Dilator.dilate()``, the edge that reads the ``TXDILATION_*`` settings from ``os.environ`` and
+passes on the wormhole's Tor manager (``Terminator._B._tor``); ``Dilator.wire()``, which
+watches the Terminator (the peer hears of ``w.close()`` while our mailbox is open) and the
+Boss's ``rx_welcome`` (``your-address`` for hole punching, as ``got_welcome``);
+``Manager._debug_stall_connector``, ``Manager._wormhole_status(status)`` and
+``Manager._connection`` (the selected L2 connection, which the tests disconnect).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """L4 outbound: sequence numbers, the durable queue of unacked records, replay, producers.
 
-Every OPEN, DATA and CLOSE a subchannel sends passes through :class:`Outbound`, which writes it
-to the connection and notes the write in the link's ``SentLog`` (:mod:`txdilation.durable.sent_log`);
-so do the PONGs it gates (:meth:`Outbound.answer_ping`); ACK and PING never do. Lifecycle:
-``outbound_machine`` (state-diagrams/outbound.svg); the per-record path is plain code.
+Every OPEN, DATA and CLOSE a subchannel sends passes through :class:`Outbound`, which writes
+it to the connection and notes the write in the link's ``SentLog``
+(:mod:`txdilation.durable.sent_log`); so do the PONGs it gates (:meth:`Outbound.answer_ping`);
+ACK and PING never do. Lifecycle: ``outbound_machine`` (state-diagrams/outbound.svg); the
+per-record path is plain code.
 
 Invariants: one seqnum counter per wormhole, from 0, never reset; a record stays queued until
 a cumulative ACK covers it; each new connection gets every queued record again, in seqnum

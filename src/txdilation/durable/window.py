@@ -7,7 +7,8 @@ carries nothing else): ``limit = clamp(GAIN x delivery rate x round trip, floor,
 Invariants: one sample at a time (a marker record, ended by the first ACK covering it; BBR's
 rate rule); the rate is the largest of the last :data:`RATE_SAMPLES`; the round trip the
 smallest on the connection, only ever falling; :meth:`reset` on a new connection starts again
-from ``floor``; ``floor`` <= limit <= ``ceiling`` (``max_unacked_bytes``). Why: docs/module-notes.md.
+from ``floor``; ``floor`` <= limit <= ``ceiling`` (``max_unacked_bytes``). Why:
+docs/module-notes.md.
 """
 
 from __future__ import annotations

@@ -3,19 +3,14 @@
 Layer: application edge (drives the public wormhole API with txdilation installed). A
 :class:`SharedWormhole` creates the wormhole (``txdilation.install()`` first), dilates it with
 TWISTED semantics, sets or allocates the code and reports it (the log, ``code-file``), and
-turns stock's status callbacks into a session's status events, logged as readable lines in
-namespace ``txdilation.endpoints`` (and written to ``status`` if given).
+logs stock's status callbacks as status events (namespace ``txdilation.endpoints``; also to
+``status`` if given). A wormhole that fails is closed at once, every Deferred of
+:meth:`SharedWormhole.watch` fails with the cause in words, and with ``exit-on-failure`` (the
+default inside ``twistd``) the process exits with status 1 for its supervisor.
 
 Invariants: a wormhole that ended (closed, failed, the peer left) says so once, through the
 ``forget`` callback it was given (:mod:`.registry` then forgets it, so a later ``acquire``
 makes a new one); closing it is bounded by :data:`CLOSE_TIMEOUT`.
-
-A wormhole that fails (the mailbox server cannot be reached, a wrong code, a peer that cannot
-dilate) is closed at once (it stops retrying the mailbox), every Deferred given to
-:meth:`SharedWormhole.watch` fails with the cause (the original exception, its message in words
-with advice), and, with ``exit-on-failure`` (the default inside a ``twistd`` server, whose only
-job the port was), the process ends with exit status 1 so that a supervisor (systemd's
-``Restart=on-failure``) sees the failure.
 """
 
 from __future__ import annotations

@@ -1,18 +1,16 @@
 """L2: the lifecycle machine of one candidate connection, and its core.
 
-The module-level Automat machine ``l2_machine`` over an :class:`L2Core`; the connection
+The module-level Automat machine ``l2_machine`` over an :class:`L2Core`
+(state-diagrams/connection_lifecycle.svg); the connection
 (:class:`~txdilation.link.connection.DilatedConnectionProtocol`, the Twisted glue with the byte
-path) feeds it inputs and is driven by it through the narrow :class:`L2Connection` protocol::
+path) feeds it inputs and is driven by it through the narrow :class:`L2Connection` protocol.
+The ``selected`` state's data is the record sink.
 
-    idle -> relaying -> prologuing -> handshaking -> confirming -> nominated -> selected
-                                        (any) --lost--> closed
-
-The ``selected`` state's data is the record sink. Every (state, input) pair is a transition or
-a documented rejection (``wire.machines.complete``): an input where the protocol has no place
-for it drops the connection (a ``PROTOCOL_ERROR``), and every input is a no-op once closed.
-``kcm_received`` returns whether the owner may select the connection now (the first KCM): the
-state is updated first, and the connection tells its owner after, so the owner's ``select``
-is never an input queued behind the transition it causes.
+Invariants: every (state, input) pair is a transition or a documented rejection
+(``wire.machines.complete``): an input the protocol has no place for drops the connection (a
+``PROTOCOL_ERROR``), and every input is a no-op once closed; ``kcm_received`` returns whether
+the owner may select the connection now (the first KCM), the state updated first, so the
+owner's ``select`` is never an input queued behind the transition it causes.
 """
 
 from __future__ import annotations

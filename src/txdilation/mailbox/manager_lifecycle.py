@@ -1,18 +1,16 @@
 """L1: the Manager's lifecycle: roles, generations, and the DILATE-n rules of stock.
 
 The module-level Automat machine ``manager_machine`` over a ``mailbox.manager_core.ManagerCore``
-(its inputs ``ManagerEvents`` and ``connecting``'s data ``Generation`` are there too); the
-facade ``mailbox.manager.Manager`` feeds it inputs. The states and transitions are drawn in
-``state-diagrams/manager_lifecycle.svg``; ``mailbox.manager`` states the invariants. The
-selected link and the timers (stall, leave, drain) live in the core: the link outlives
-``connected`` (aborted in ``abandoning``, drained in ``stopping``, watched in ``peer_leaving``).
+(its inputs ``ManagerEvents`` and ``connecting``'s data ``Generation`` are there too), fed by
+the facade ``mailbox.manager.Manager``, which states the invariants; drawn in
+``state-diagrams/manager_lifecycle.svg``. The selected link and the timers (stall, leave,
+drain) live in the core: the link outlives ``connected``.
 
 "State first, then events" (docs/architecture.md): a state's factory only builds its data, a
 timer is started by a transition's behaviour, and where the machine moves on by itself the
 behaviour makes the follow-up input first (Automat runs it once the transition is done): each
 transition into ``connecting`` begins with ``launch``, so a Follower's 'reconnecting' goes out
-before the new hints. Every (state, input) pair is a transition or a documented no-op
-(``wire.machines.complete``).
+before the new hints. Every (state, input) pair is a transition or a documented no-op.
 """
 
 from __future__ import annotations

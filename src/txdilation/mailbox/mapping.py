@@ -1,15 +1,12 @@
 """L1: the wormhole's port mapping: whether it has a mapper, and what it says of the mapping
 (telemetry, the status, which link it carried).
 
-:func:`port_mapper_for` says whether the wormhole maps its listener's port (see its docstring).
-
-A :class:`MappingReporter` is the :class:`~txdilation.portmap.mapper.PortMapper`'s observer:
-each change is one ``port_mapping`` telemetry record (the protocol and the lease, never an
-address) and one log line, and ``changed`` is called so that the status is reported again
-(the session shows the mapping). :meth:`MappingReporter.carried` says whether a selected link
-came in through the mapping: a direct connection our listener accepted from a public IPv4
-address while a mapping is held (behind the gateway's NAT, only a port forward lets such a
-connection in; a punched connection is our own dial, never an accepted one).
+:func:`port_mapper_for` says whether the wormhole maps its listener's port. A
+:class:`MappingReporter` observes the :class:`~txdilation.portmap.mapper.PortMapper`: each
+change is one ``port_mapping`` telemetry record and one log line, and ``changed`` is called so
+the status is reported again. :meth:`MappingReporter.carried` says whether a selected link came
+in through the mapping (accepted by our listener from a public IPv4 address while a mapping is
+held: behind the gateway's NAT only a port forward lets that in).
 
 Invariants: ``current`` is the mapping held (None once it is lost, forgotten or deleted);
 telemetry never carries addresses or ports.

@@ -1,20 +1,16 @@
 """L1 vocabulary: the DILATE-n mailbox messages, parsed and built without I/O.
 
-Each DILATE-n phase carries one JSON object with a ``type``. Stock's four types are
-``please`` (``side``, ``use-version``), ``connection-hints`` (``hints``), ``reconnect`` and
-``reconnecting``; txdilation adds ``closing`` and ``link-lost`` (``generation``), which it sends
-only to a peer whose ``please`` listed them in ``extensions`` (stock ignores unknown ``please``
-keys, and logs and ignores unknown types).
+Each DILATE-n phase carries one JSON object with a ``type``: stock's ``please``,
+``connection-hints``, ``reconnect`` and ``reconnecting``, and txdilation's ``closing`` and
+``link-lost``, sent only to a peer whose ``please`` listed them in ``extensions``.
+:class:`Outbox` numbers and sends ours (``dilate-0``, ``dilate-1``, ... without gaps, one
+counter for every type); :func:`dispatch` hands each received one to its
+:class:`MessageHandlers` method through one table.
 
-:func:`parse_dilation_message` turns one body into one of the message classes below or raises
-:class:`MalformedDilationMessage` with a short reason; it never raises anything else and never
-keeps more of a hostile message than the reason's bounded excerpt. Hints are validated by
-:func:`txdilation.selection.hints.parse_hints`: bad hints are reported in ``problems`` and dropped,
-the others kept. The ``build_*`` functions make the objects we send; ``parse(build(x)) == x``.
-
-:class:`Outbox` numbers and sends ours (phases ``dilate-0``, ``dilate-1``, ... without gaps, one
-counter for every type); :func:`dispatch` hands each received one to the method of a
-:class:`MessageHandlers` that handles its type, through one table.
+Invariants: :func:`parse_dilation_message` returns a message class or raises
+:class:`MalformedDilationMessage` with a short reason, nothing else, keeping no more of a
+hostile message than a bounded excerpt; bad hints (:func:`txdilation.selection.hints.parse_hints`)
+are reported in ``problems`` and dropped, the others kept; ``parse(build(x)) == x``.
 """
 
 from __future__ import annotations

@@ -3,16 +3,13 @@
 :class:`StatusReporter` holds the current status (stock's ``wormhole._status.DilationStatus``)
 and reports every change to the callback given to ``dilate()``.
 
-Invariants (what consumers such as fowl rely on):
-
-- ``generation`` never decreases;
-- ``peer_connection`` only moves NoPeer -> Connecting -> Connected <-> Reconnecting ... ->
-  Stopped, and nothing changes it once it is ``StoppedPeer``;
-- ``hints`` only grow (the union of every hint tried, as stock reports them);
-- an exception raised by the callback is logged, never propagated (stock's propagates into its
-  state machine and breaks dilation);
-- every status is a :class:`TxdilationStatus`: stock's class, naming the implementation and its
-  version, and otherwise indistinguishable from stock's (equality, hash, repr, attrs fields).
+Invariants (what consumers such as fowl rely on): ``generation`` never decreases;
+``peer_connection`` only moves NoPeer -> Connecting -> Connected <-> Reconnecting ... ->
+Stopped, and nothing changes it once it is ``StoppedPeer``; ``hints`` only grow (the union of
+every hint tried, as stock reports them); an exception raised by the callback is logged, never
+propagated (stock's breaks its state machine); every status is a :class:`TxdilationStatus`:
+stock's class, naming the implementation and its version, and otherwise indistinguishable
+from stock's (equality, hash, repr, attrs fields).
 """
 
 from __future__ import annotations

@@ -2,18 +2,12 @@
 restart of either (docs/pairing.md).
 
 Layer: an application of the library (above ``txdilation.dilate``; the session, the endpoints
-and the command build on it). One concern per module:
-
-- :mod:`.derive`: every value both sides derive from their shared secret (pure);
-- :mod:`.record` / :mod:`.store`: the pairing file's format, and reading it (checked) and
-  writing it (atomically, durably, mode 0600);
-- :mod:`.hello` / :mod:`.plan` / :mod:`.ratchet` / :mod:`.messages`: the I/O-free protocol:
-  hellos posted in a lobby, where to meet, how the secret moves forward, the pairing's own
-  wormhole messages;
-- :mod:`.lobby` / :mod:`.meeting`: the mailbox-server glue: a lobby's WebSocket, one meeting's
-  wormhole;
-- :mod:`.conduct` / :mod:`.paired` / :mod:`.endpoints`: putting them together behind the
-  :class:`~txdilation.pairing.paired.PairedWormhole` facade and its endpoints.
+and the command build on it). One concern per module: :mod:`.derive` (values derived from the
+shared secret); :mod:`.record` / :mod:`.store` (the file's format; checked reads, atomic
+writes, mode 0600); :mod:`.hello` / :mod:`.plan` / :mod:`.ratchet` / :mod:`.messages` (the
+I/O-free protocol); :mod:`.lobby` / :mod:`.meeting` (the mailbox-server glue);
+:mod:`.conduct` / :mod:`.paired` / :mod:`.endpoints` (the
+:class:`~txdilation.pairing.paired.PairedWormhole` facade and its endpoints).
 
 Only :mod:`.lobby`, :mod:`.meeting`, :mod:`.conduct` and :mod:`.paired` import ``wormhole`` or
 autobahn (``txdilation.install()`` first; :class:`PairedWormhole` does it).

@@ -1,20 +1,17 @@
 """Where a meeting happens: a Noise KKpsk2 handshake between the two static identities.
 
-Layer: pairing core (noiseprotocol and HMAC; no I/O). Every meeting after the code meeting
-starts with ``Noise_KKpsk2_25519_ChaChaPoly_BLAKE2s``: both static keys (exchanged in the code
-meeting) and fresh ephemerals, the generation's :func:`~txdilation.pairing.derive.psk` mixed in
-at the end. The two messages travel in the lobby (an offer and its answer, :mod:`.hello`); the
-prologue binds them to the generation, both pairing ids, both processes' nonces and the offer's
-number. Message 1 carries the initiator's receipt proofs, message 2 a fresh 32-byte meeting key
-and the responder's proofs: the meeting's mailbox and PAKE password (:class:`Place`) come from
-that key and the handshake hash, so only the two processes of the handshake can compute them.
+Layer: pairing core (noiseprotocol and HMAC; no I/O). ``Noise_KKpsk2_25519_ChaChaPoly_BLAKE2s``
+with both static keys, fresh ephemerals and the generation's
+:func:`~txdilation.pairing.derive.psk`; its two messages travel in the lobby (:mod:`.hello`),
+its prologue binds the generation, both ids, both nonces and the offer's number. Each message
+carries its sender's receipt proofs (HMAC-SHA256(receipt, prologue)); message 2 a fresh meeting
+key from which, with the handshake hash, the meeting's :class:`Place` comes. In full:
+docs/module-notes.md.
 
-A proof is HMAC-SHA256(receipt, prologue) for each receipt the sender holds (padded to two);
-each side accepts only a peer proving one of its
-:func:`~txdilation.pairing.ratchet.acceptable_receipts`.
-
-Invariants: a stolen file lets its holder answer or offer as its owner only (KK: it cannot
-compute the other side's static DH); :class:`HandshakeFailed` is the only error raised.
+Invariants: each side accepts only a peer proving one of its
+:func:`~txdilation.pairing.ratchet.acceptable_receipts`; a stolen file lets its holder answer
+or offer as its owner only (KK: it cannot compute the other side's static DH);
+:class:`HandshakeFailed` is the only error raised.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
 """Lobby messages: what paired processes post in their rendezvous mailboxes (no I/O).
 
-Layer: pairing core (pure codec). Three kinds, each naming its sender (pairing id), the sender's
-incarnation (``counter``, one more at every start, kept in the pairing file), the message's
-number within the incarnation (``seq``) and the process's ``nonce``:
-
-- ``hello``: "this process is here, holding these generations" (fingerprints);
-- ``offer``: the initiator's Noise message 1 to one responder process (``to``: its nonce), on
-  one generation, numbered (``offer``) within the initiator's process;
-- ``answer``: the responder's Noise message 2 to one offer.
-
-Each is sealed with ChaCha20-Poly1305 under the generation's
-:func:`~txdilation.pairing.derive.lobby_key`, padded to :data:`SEALED_SIZE` so its size says
-nothing, and posted hex-encoded as a mailbox message body.
+Layer: pairing core (pure codec). Three kinds (``hello``, an ``offer``: the initiator's Noise
+message 1, an ``answer``: the responder's message 2), each naming its sender, its incarnation
+(``counter``), its number (``seq``) and the process's ``nonce``; each sealed with
+ChaCha20-Poly1305 under the generation's :func:`~txdilation.pairing.derive.lobby_key`, padded
+to :data:`SEALED_SIZE`, and posted hex-encoded. The fields: docs/module-notes.md.
 
 Invariants: :func:`unseal` checks the body's length before decoding anything and accepts only
 what :func:`seal` made with the same key (a replay from another generation's lobby included is
-:class:`BadHello`); counters and numbers are bounded (:data:`MAX_NUMBER`).
+:class:`BadHello`); counters and numbers are bounded (:data:`MAX_NUMBER`); a sealed message's
+size says nothing.
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """The pairing's own wormhole messages, and how a side announces that it pairs (no I/O).
 
 Layer: pairing core (pure codec). A side that pairs says so in its wormhole's app versions
-(``{"txdilation-pairing": {"v": 2}}``: :data:`ANNOUNCEMENT`); that is all a peer that does
-not pair ever receives. Between two sides that both announced it, the wormhole's application
-messages (phases ``0``, ``1``, ..., encrypted with the wormhole's key) carry:
+(:data:`ANNOUNCEMENT`); that is all a peer that does not pair ever receives. Between two sides
+that both announced it, the wormhole's application messages carry :class:`Introduce` (code
+meetings: id, name, nonce, static public key), :class:`Met`, :class:`Stored` and
+:class:`Check` / :class:`Here` (what each says: docs/module-notes.md).
 
-- :class:`Introduce` (code meetings only): this side's pairing id, name, nonce and static
-  public key (the key travels inside the SPAKE2-authenticated wormhole);
-- :class:`Met`: "I keep this meeting's receipt" (:mod:`.ratchet`);
-- :class:`Stored`: "I stored generation N (fingerprint F)": the pairing after a code meeting
-  (N = 0), or the pending generation of a ratchet step;
-- :class:`Check` / :class:`Here`: "is the process with nonce N you?" / "I am alive, and N is
-  not me" (a live meeting's way to tell a restart of the peer from an impostor).
-
-:func:`parse` raises :class:`BadPairingMessage` for anything else; ``parse(build(m)) == m``.
+Invariants: :func:`parse` raises :class:`BadPairingMessage` for anything else;
+``parse(build(m)) == m``; the static key travels only inside the SPAKE2-authenticated wormhole.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """What one lobby message means to this process: the planner (no I/O).
 
-Layer: pairing core. A :class:`Planner` belongs to one process (one incarnation of one side). It
-numbers this process's lobby messages (:mod:`.hello`) and classifies every message heard:
-
-- :attr:`Heard.OWN`: this process's own (the server echoes it), or a repeat of one heard;
-- :attr:`Heard.OLD`: a previous process of this side (an older incarnation);
-- :attr:`Heard.COPY`: this side's id, not this process, not older: another process uses this
-  side's pairing file (a copy);
-- :attr:`Heard.PEER`: the peer's, first time heard; its process is kept in :attr:`processes`;
-- :attr:`Heard.IGNORED`: a process proven an impostor, or anyone else's id.
-
-It also chooses the generation to meet on: the newest this side holds that the peer's process
-holds too. Counters order one sender's processes, but never outrank a generation: a copy of an
-old file with a huge counter gets no preference.
+Layer: pairing core. A :class:`Planner` belongs to one process (one incarnation of one side).
+It numbers this process's lobby messages (:mod:`.hello`) and classifies every message heard as
+one of :class:`Heard` (``OWN``, ``OLD``, ``COPY``, ``PEER``, ``IGNORED``; the peer's processes
+kept in :attr:`processes`), and it chooses the generation to meet on: the newest this side
+holds that the peer's process holds too. Counters order one sender's processes, but never
+outrank a generation: a copy of an old file with a huge counter gets no preference.
 
 Invariants: memory is bounded (:data:`MAX_PROCESSES` peer processes, :data:`MAX_SEEN` messages
 remembered); a message is :attr:`Heard.PEER` at most once.

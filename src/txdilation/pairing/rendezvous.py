@@ -1,18 +1,12 @@
 """The rendezvous: offers, answers, and telling a restarted peer from an impostor.
 
 Layer: pairing glue (its decisions are :mod:`.plan`'s and :mod:`.handshake`'s; the meetings are
-its host's, the conductor). One :class:`Rendezvous` per paired process. The side with the lower
-static public key is the **initiator**: it offers a Noise handshake to each process of the peer
-it hears (a hello), on the newest generation both hold; the responder answers offers addressed
-to it; an answer, or an offer answered, gives the meeting's place, and the host meets there.
-
-A message from a process of the peer that is not the one met now, and not older, means either
-that the peer restarted or that someone runs a copy of the peer's file. While the meeting's
-link is up the host asks the peer through the meeting (:class:`~.messages.Check`): an answer
-(:class:`~.messages.Here`) proves the other process an impostor (ignored from then on; both
-sides report it and step the secret on, which leaves the copy behind); no answer within
-:data:`CHECK_TIMEOUT`, or the link lost, means a restart. A message from this side's own id
-that is not this process's is a copy of this side's file: reported, and the secret stepped on.
+its host's, the conductor). One :class:`Rendezvous` per paired process: the side with the lower
+static public key offers a Noise handshake to each peer process it hears, the other answers.
+A message from an unknown, newer peer process is a restart or a copy of the peer's file: asked
+through the live meeting (:class:`~.messages.Check`), an answer (:class:`~.messages.Here`)
+proves an impostor, silence within :data:`CHECK_TIMEOUT` a restart; a copy of this side's own
+file is reported and the secret stepped on. In full: docs/module-notes.md.
 
 Invariants: at most :data:`MAX_OFFERS` offers outstanding; each offer is answered at most once;
 a process proven an impostor never gets a meeting.

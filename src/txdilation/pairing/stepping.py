@@ -2,16 +2,11 @@
 
 Layer: pairing glue (the pure steps are :mod:`.ratchet`'s, saved by the
 :class:`~.keeper.RecordKeeper` before anything that depends on them is sent). One
-:class:`Stepper` per conductor, following its current meeting:
-
-1. met: this side keeps the meeting's receipt and tells the peer (:class:`~.messages.Met`);
-2. the peer's ``Met``: the record is confirmed;
-3. dilated and confirmed: the next generation is staged from the meeting's material for the
-   current generation's number, and the peer told (:class:`~.messages.Stored`); the peer's own
-   ``Stored`` of the same generation commits it. A peer's ``Stored`` arriving first makes this
-   side step too (so either side can start a step);
-4. :meth:`Stepper.evict` (an impostor was found) asks for one more step in the live meeting:
-   the copy's generation is then held by no rightful side.
+:class:`Stepper` per conductor follows its current meeting: the receipt kept and told
+(:class:`~.messages.Met`), confirmed by the peer's ``Met``, the next generation staged once
+dilated and confirmed and committed by the peer's :class:`~.messages.Stored` (either side may
+start a step); :meth:`Stepper.evict` asks for one more step when an impostor was found. The
+steps: docs/module-notes.md.
 
 Invariants: one step at a time; a meeting steps once by itself (the code meeting only to
 evict); nothing is staged before the record is confirmed.

@@ -1,20 +1,15 @@
-"""Pairing files on disk: checked reads, atomic durable writes, one process per file.
+r"""Pairing files on disk: checked reads, atomic durable writes, one process per file.
 
 Layer: pairing I/O (files only: no network). A :class:`PairingStore` owns one pairing file:
+opened with ``O_NOFOLLOW`` and judged by ``fstat`` on the descriptor (links, non-regular files,
+files others may read or write or own, unsafe directories refused);
+:meth:`PairingStore.lock` holds an exclusive ``flock`` on ``PATH.lock`` for the process's life
+(taken before loading); :meth:`PairingStore.save` writes a temporary file, ``fsync``\ s it,
+renames it over and ``fsync``\ s the directory; :func:`forget` removes both files (the spent
+codes stay: :mod:`.spent`). In full: docs/module-notes.md.
 
-- every file is opened with ``O_NOFOLLOW`` and judged by ``fstat`` on the open descriptor (no
-  check-then-use gap): a symbolic link, a file that is not regular, that others may read or
-  write, or that another user owns is refused; so is a directory that others may write in
-  (unless sticky) or that belongs to another user than this one or root;
-- :meth:`PairingStore.lock` takes an exclusive ``flock`` on ``PATH.lock`` for the process's
-  lifetime (the kernel releases it when the process dies, even by SIGKILL); callers lock
-  *before* they load, so no process writes back a record another one changed;
-- :meth:`PairingStore.save` writes a new temporary file (``O_EXCL``, mode 0600), ``fsync``\\ s it,
-  renames it over the file and ``fsync``\\ s the directory: a crash leaves the old file or the
-  new one, never a mix;
-- :func:`forget` removes the file and its lock file (the spent codes stay: :mod:`.spent`).
-
-Invariants: nothing here ever writes a secret to a file others may read; every refusal is a
+Invariants: nothing here ever writes a secret to a file others may read; a crash leaves the
+old file or the new one, never a mix; every refusal is a
 :class:`~txdilation.pairing.errors.PairingFileError` with a one-line message naming the path.
 """
 

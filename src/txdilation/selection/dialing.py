@@ -2,11 +2,9 @@
 
 A :class:`Dialer`, owned by the Connector, dials every direct hint of the peer's, highest
 priority first, and relay hints at once when there is no direct hint to try (or we do not
-listen), else after ``relay_delay`` seconds or once every direct dial failed. Each dial is one
-:class:`Dial` record from its first try to its end; how one try connects (the listening port,
-a punched hint's plan, Tor) is :mod:`txdilation.selection.dial_endpoint`. After a relayed link
-is selected under ``path-upgrade-v1``, :meth:`Dialer.go_on_in_background` dials the direct hints
-again on a ``RetrySchedule``. docs/connectivity.md ("The Dialer") tells the whole story.
+listen), else after ``relay_delay`` seconds or once every direct dial failed; each dial is one
+:class:`Dial` record, each try's endpoint :mod:`txdilation.selection.dial_endpoint`'s; under
+``path-upgrade-v1``, :meth:`Dialer.go_on_in_background`. The story: docs/connectivity.md.
 
 Invariants: after :meth:`Dialer.cancel_attempts` nothing is dialed any more; the same relay
 endpoint is dialed once per generation (again only by :meth:`Dialer.dial_again`), none in the

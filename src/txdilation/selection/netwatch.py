@@ -1,21 +1,14 @@
 """L3: noticing local network changes (addresses or routes appearing or disappearing).
 
-A host that moves (another Wi-Fi, a new DHCP lease) leaves its connections on an address it no
-longer has: their packets go nowhere, and nothing tells the application. :class:`NetworkWatcher`
-calls ``on_change()`` soon after the host's addresses or routes change:
+A host that moves leaves its connections on an address it no longer has. :class:`NetworkWatcher`
+calls ``on_change()`` soon after the host's addresses or routes change: on Linux through a raw
+rtnetlink socket read from the reactor (no thread, no polling), elsewhere by polling every
+:data:`POLL_INTERVAL` seconds. :func:`address_is_local` says whether this host still has an
+address. More: docs/module-notes.md.
 
-- on Linux through rtnetlink: a raw ``AF_NETLINK`` socket subscribed to the address, route and
-  link groups, read from the reactor (no thread, no polling, no third-party import: opening it
-  costs microseconds, so a wormhole's first generation never waits for it);
-- elsewhere (or when netlink cannot be opened) by polling the host's addresses every
-  :data:`POLL_INTERVAL` seconds (``selection.hints`` discovery), reporting a difference.
-
-A burst of events (a flush, then new addresses and routes) is reported once, :data:`SETTLE`
-seconds after the last of them. One watcher per process is shared by every dilated wormhole
-(:func:`subscribe`); it runs while at least one subscriber is left.
-
-:func:`address_is_local` says whether this host still has an address (a connection bound to
-one it no longer has is dead, whatever its peer does).
+Invariants: a burst of events is reported once, :data:`SETTLE` seconds after the last; one
+watcher per process is shared by every dilated wormhole (:func:`subscribe`) and runs while a
+subscriber is left; opening it never makes a generation wait.
 """
 
 from __future__ import annotations

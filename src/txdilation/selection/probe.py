@@ -1,17 +1,11 @@
 """L3: does a direct path to a stock peer work again? (TCP reachability probes.)
 
-A stock peer stops listening and dialing once its generation selected a link, so a link it
-shares with us over a relay cannot move to a direct connection within the generation, as two
-txdilation peers' links do (``path-upgrade-v1``). What a txdilation Leader can do is start a
-new generation that prefers the direct path, once it knows that such a path works.
-
-:class:`ReachabilityProber` finds out without the peer's help: on the
-:class:`~txdilation.selection.upgrade.RetrySchedule` it opens a plain TCP connection to each
-direct hint the peer gave in this generation (IP literals only; punched hints are never a
-stock peer's) and closes it at once. The peer's listener is gone, so the answer is a RST
-("connection refused"): proof that packets between the two hosts flow again. A connection
-that is accepted (something else listens there now) is proof too. A timeout, an unreachable
-network or host, or any other error proves nothing. The first proof is reported once
+A stock peer stops listening and dialing once its generation selected a link, so a relayed
+link cannot move to a direct one within the generation; a txdilation Leader can start a new
+generation that prefers the direct path once it knows one works. :class:`ReachabilityProber`
+opens, on the :class:`~txdilation.selection.upgrade.RetrySchedule`, a plain TCP connection to
+each direct hint (IP literals) of the peer's and closes it at once: a RST or an accept proves
+packets flow again (timeouts and other errors prove nothing); the first proof is reported once
 (``on_proof``) and the prober stops.
 
 Invariants: nothing is written on a probe connection (it is aborted as soon as it connects);

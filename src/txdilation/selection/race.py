@@ -1,14 +1,12 @@
 """L3: one generation's race as its connector machine sees it: the inputs, one record per
 connection, and the core the machine's behaviours work on.
 
-:class:`~txdilation.selection.connector.Connector` is the facade; its module builds the machine
-(``connector_machine``) over a :class:`ConnectorCore`. Each connection of the race is one
-:class:`Candidate` record from the moment its TCP connection is made (the dial it came from,
-its telemetry attempt, whether it waits for its turn), in one table keyed by the connection;
-the ``holding`` state's data (:class:`Holding`) owns the relay candidates held and their grace
-timer. After a relayed selection the core may go on looking for a direct path (``looking``):
-in the background (``path-upgrade-v1``: :meth:`ConnectorCore.upgrade` moves the link), or by
-probing a stock peer's direct hints (:attr:`ConnectorCore.prober`).
+:class:`~txdilation.selection.connector.Connector` is the facade and builds
+``connector_machine`` over a :class:`ConnectorCore`. Each connection is one :class:`Candidate`
+from its TCP connection on, in one table keyed by the connection; the ``holding`` state's
+:class:`Holding` owns the relay candidates held and their grace timer. After a relayed
+selection the core may go on ``looking`` for a direct path: ``path-upgrade-v1``
+(:meth:`ConnectorCore.upgrade`) or a stock peer's probes (:attr:`ConnectorCore.prober`).
 
 Invariants: a connection is in the table from its TCP connection until it closes, is selected,
 or the race ends (then the table is empty, and every connection but the selected one is

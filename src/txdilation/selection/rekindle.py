@@ -1,19 +1,16 @@
 """L3: a Follower whose stock Leader stopped trying: our hints again, and our dials again.
 
-Stock's Leader never retries within a generation: when every connection of its first tries
-was lost before it selected one (cut during the relay's or Noise's handshake), it waits for ever
-in ``ConnectingPeer``, and a Follower may not start a new generation. A stock Leader does dial
-the hints that arrive while it connects, though. So a txdilation Follower facing a stock Leader
-(``ConnectorSettings.rekindle``) keeps the generation going itself: whenever, at a check, no
-connection of the race is in its handshake with the peer (none got the peer's prologue: a relay
-connection still waiting for the relay's ``ok`` does not count), it publishes its hints again
-(the Leader dials them at once) and dials again every hint whose dial is over (:meth:`Rekindler
-.start`'s ``rekindle``). Its listener stays up and takes every connection at once, as before.
+Stock's Leader never retries within a generation (it waits for ever in ``ConnectingPeer`` once
+its first tries were lost before selection), but it does dial hints that arrive meanwhile. So
+a txdilation Follower facing a stock Leader (``ConnectorSettings.rekindle``), whenever a check
+finds no connection in its handshake with the peer, publishes its hints again and dials again
+every hint whose dial is over (:meth:`Rekindler.start`'s ``rekindle``); its listener stays up.
+The checks come :data:`REKINDLE_FIRST` seconds after the generation starts, then after twice
+the last wait, up to :data:`REKINDLE_MAX` (back to :data:`REKINDLE_FIRST` after a check that
+found a handshake in progress).
 
-The checks come :data:`REKINDLE_FIRST` seconds after the generation starts, then after twice the
-last wait, up to :data:`REKINDLE_MAX`; a check that finds a handshake in progress waits
-:data:`REKINDLE_FIRST` again. Invariants: one timer at most; nothing after :meth:`Rekindler.stop`
-(the race ended); the owner's callbacks are only called from the timer.
+Invariants: one timer at most; nothing after :meth:`Rekindler.stop` (the race ended); the
+owner's callbacks are only called from the timer.
 """
 
 from __future__ import annotations

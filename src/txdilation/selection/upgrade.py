@@ -1,17 +1,11 @@
 """L3: when a relayed link tries direct paths again, in the background (I/O-free).
 
-Once a generation's link is selected on a relay, the connectors of two peers that speak
-``path-upgrade-v1`` keep their listeners and go on dialing each other's direct hints, so that
-the link moves to a direct connection as soon as one works (a network that unblocks, a NAT
-mapping that opens, a better route after a network change). :class:`RetrySchedule` says when.
-
-The dial times are counted from the moment the link was selected (``origin``): both peers learn
-of the selection within one relay trip of each other, so their dials, and with them the SYNs of
-a TCP simultaneous open through two NATs, line up without any message. They come quickly at
-first (:data:`FIRST_RETRIES`: a direct path often works a moment after the relay did), then
-every :data:`STEADY_RETRY` seconds, and every :data:`SLOW_RETRY` seconds once
-:data:`SLOW_AFTER` seconds have passed without success (a path blocked for that long is
-likely to stay so; a network change starts the schedule over: :meth:`RetrySchedule.restart`).
+Once a link is selected on a relay, two peers that speak ``path-upgrade-v1`` go on dialing each
+other's direct hints so that the link moves to a direct connection as soon as one works;
+:class:`RetrySchedule` says when: counted from the selection (``origin``), so both peers' dials
+line up without a message; quickly at first (:data:`FIRST_RETRIES`), then every
+:data:`STEADY_RETRY`, and every :data:`SLOW_RETRY` after :data:`SLOW_AFTER`; a network change
+starts over (:meth:`RetrySchedule.restart`). Why: docs/module-notes.md.
 
 Invariants: the times returned only grow; every time is on the grid that starts at ``origin``
 (or at the last restart), so two schedules with the same origin agree however late they are

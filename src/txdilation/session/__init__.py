@@ -1,18 +1,13 @@
 """Long-running dilated sessions: named services forwarded over one dilated wormhole.
 
 Layer: application, on top of txdilation's Dilation (it drives the public magic-wormhole API
-with txdilation installed). One concern per module:
-
-- :mod:`.config` / :mod:`.options` / :mod:`.endpoints`: settings from a TOML file and the
-  command line, ``NAME=ENDPOINT`` forwarding specs;
-- :mod:`.service`: the :class:`~.service.Session` lifecycle and the twistd ``Service``;
-- :mod:`.paired`: ``--pairing``: the pairing file checked with the options, and a session that
-  meets its peer again without a code after restarts (``txdilation.pairing``);
-- :mod:`.forwarding` / :mod:`.splice`: local connections and subchannels joined both ways;
-- :mod:`.status` / :mod:`.observe`: JSON-line status events (docs/status-events.md);
-- :mod:`.process` / :mod:`.tap` / :mod:`.foreground`: process entry points (``twistd dilation``,
-  ``txdilation run``), signals and exit status;
-- :mod:`.child`: run session processes and read their status (the demo, tests).
+with txdilation installed). One concern per module: :mod:`.config` / :mod:`.options` /
+:mod:`.endpoints` (settings and ``NAME=ENDPOINT`` specs); :mod:`.service` (the
+:class:`~.service.Session` lifecycle and the twistd ``Service``); :mod:`.paired` (``--pairing``);
+:mod:`.forwarding` / :mod:`.splice` (local connections and subchannels joined both ways);
+:mod:`.status` / :mod:`.observe` (status events, docs/status-events.md); :mod:`.process` /
+:mod:`.tap` / :mod:`.foreground` (process entry points, signals, exit status); :mod:`.child`
+(session processes run and read: the demo, tests).
 
 Only :mod:`.observe`, :mod:`.service` (through it), :mod:`.liveline` and :mod:`.foreground`'s
 later imports load ``wormhole``; the entry points (:mod:`.tap`, :mod:`.foreground`) call

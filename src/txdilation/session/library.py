@@ -2,18 +2,14 @@
 
 Layer: session (imported by :mod:`.core`, which dilates an ordinary wormhole, and by
 :mod:`.paired`, which starts a ``PairedWormhole`` instead; neither start knows the other).
-
-Invariants:
-
-- the session chooses its application semantics explicitly (:data:`SEMANTICS`, Twisted's:
-  the splices are written and tested against it), whatever ``TXDILATION_SEMANTICS`` says;
-- the library's settings are typed values (:func:`library_settings`): the session's own
-  Dilation settings laid over the ``Settings`` read from the ``TXDILATION_*`` variables of the
-  process environment, here or by the caller;
-- the session uses a dilated wormhole only through :class:`Dilated` (a ``DilatedWormhole``
-  and a ``PairedWormhole`` both are one).
-
 Importing this module does not import ``wormhole``.
+
+Invariants: the session chooses its semantics explicitly (:data:`SEMANTICS`, Twisted's: the
+splices are written and tested against it), whatever ``TXDILATION_SEMANTICS`` says; the
+library's settings are typed values (:func:`library_settings`): the session's own Dilation
+settings laid over the ``Settings`` read from the ``TXDILATION_*`` variables, here or by the
+caller; the session uses a dilated wormhole only through :class:`Dilated` (a
+``DilatedWormhole`` and a ``PairedWormhole`` both are one).
 """
 
 from __future__ import annotations

@@ -1,21 +1,14 @@
 """A session with a pairing file (``--pairing PATH``, TOML ``pairing = "PATH"``).
 
 Layer: session (the application on top of :mod:`txdilation.pairing`). :func:`check_pairing`
-refuses, while the options are parsed and before anything is sent, a pairing file that cannot be
-used (one line each: permissions, owner, a symbolic link, an unsafe directory, another version,
-corrupted or edited) and settings that contradict it (a code on the command line when the
-pairing exists; no code when it does not; a code this side already paired from, unless
-``--pair-again``); :func:`check_not_in_use`, last, one that another process holds.
-:func:`startup` is the session's start with a pairing (it knows the session only as a
-:class:`StartingSession`): a
-:class:`~txdilation.pairing.paired.PairedWormhole` stands in for the wormhole and its dilation
-(the Forwarder's ``--listen``/``--connect`` forwards are served in every meeting, so they come
-back by themselves after a restart of either side), its events become status events, and each
-meeting's status callbacks feed a fresh :class:`~txdilation.session.observe.LinkObserver` (the
-live status line follows the current meeting).
-
-``TXDILATION_PAIRING_FAULT`` (a test aid, read here at the session's edge) names a point of the
-ratchet where the process kills itself (``txdilation.pairing.keeper.FAULTS``).
+refuses, while the options are parsed and before anything is sent, a pairing file that cannot
+be used and settings that contradict it (one line each); :func:`check_not_in_use`, last, one
+that another process holds. :func:`startup` starts a :class:`StartingSession` with a
+:class:`~txdilation.pairing.paired.PairedWormhole` in place of the wormhole: the forwards are
+served in every meeting, its events become status events, and each meeting feeds a fresh
+:class:`~txdilation.session.observe.LinkObserver`. ``TXDILATION_PAIRING_FAULT`` (a test aid,
+read here at the session's edge) names a ratchet point where the process kills itself
+(``txdilation.pairing.keeper.FAULTS``). The refusals: docs/module-notes.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Shared by every layer: the one way to wait for something ("wait until X, then tell everyone
 who asked", as txtorcon's ``SingleObserver`` and magic-wormhole's ``OneShotObserver`` do).
 
-- :class:`OneShot`: something that happens once (dilated, stopped): ``when_fired()`` gives each
-  asker a Deferred, fired with the outcome, at once when it is known already; the first outcome
-  stands, later ones are ignored.
-- :class:`Waiters`: something that can happen again (the queue drained, no connection left):
-  ``wait()`` gives a Deferred fired the next time :meth:`Waiters.fire` is called.
-- :func:`fire_unless_called` / :func:`pass_to`: fire a Deferred with a result unless it fired
-  already (it was cancelled, or another outcome came first).
+:class:`OneShot`: something that happens once (``when_fired()``, fired at once if known; the
+first outcome stands). :class:`Waiters`: something that can happen again (``wait()`` fires at
+the next :meth:`Waiters.fire`). :func:`fire_unless_called` / :func:`pass_to`: fire a Deferred
+unless it fired already (cancelled, or another outcome came first).
 
 Invariants: a waiter fires at most once, with the result given (an errback for a
 ``Failure``); a waiter that is cancelled while it waits is forgotten (it errbacks with
