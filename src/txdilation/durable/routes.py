@@ -53,7 +53,7 @@ class Delivery(TypingProtocol):
 
 
 class RouteState(Enum):
-    """Where a route is in its life (see the module docstring)."""
+    """Where a route is in its life (docs/module-notes.md draws its transitions)."""
 
     PENDING = "pending"  # nobody listens on its name yet: everything is held
     ATTACHED = "attached"  # delivered to its subchannel (held items first)

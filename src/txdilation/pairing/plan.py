@@ -88,7 +88,7 @@ class Planner:
         )
 
     def heard(self, message: Hello) -> Heard:
-        """Classify one message (see the module docstring)."""
+        """Classify one message (what each :class:`Heard` means: docs/module-notes.md)."""
         key = (message.sender, message.nonce, message.seq)
         if key in self._seen:
             return Heard.OWN

@@ -1,16 +1,16 @@
-"""Internal contracts between txdilation's layers (zope.interface, checked with verifyObject).
+"""Shared: the contracts between txdilation's layers (zope.interface, checked with verifyObject).
 
-Layering (bottom to top)::
+Who provides what: :class:`IDilatedConnection`, one L2 connection
+(``link.connection.DilatedConnectionProtocol``); :class:`ICandidateOwner`, the L3 race that
+owns candidates (``selection.connector.Connector``); :class:`IRecordSink`, the L3 selected link
+that dispatches received records (``selection.selected.SelectedLink``); :class:`ISentLog`, one
+link's sequenced writes until its ACKs retire them (``durable.sent_log.SentLog``);
+:class:`IRecordReceiver` / :class:`IMultiplexer`, L4 and L5 as the L1 Manager drives them
+(``subchannels.multiplexer.Multiplexer``). The layers: docs/architecture.md.
 
-    L2  l2.DilatedConnectionProtocol   one candidate TCP connection: relay line, prologue,
-                                       Noise, KCM; after selection carries records.
-    L2+ connector.Connector             one generation's race of hints; selects one connection.
-    L1  manager.Manager                 DILATE-n messages, roles, generations, keepalive;
-                                       routes KCM/PING/PONG itself, everything else to L4.
-    L4  multiplexer.Multiplexer         seqnums, ACKs, replay (outbound.py / inbound.py) and the
-                                       subchannels (subchannel.py) with their endpoints.
-
-Only the interfaces below cross those boundaries.
+Writing, a record goes from L4 to the connection itself (noted in the ``ISentLog``); reading,
+from the connection to its ``IRecordSink`` and on to the ``IRecordReceiver``. Only these
+interfaces cross the layer boundaries.
 """
 
 from __future__ import annotations
