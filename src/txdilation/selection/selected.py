@@ -8,7 +8,8 @@ write path).
 Invariants: every record is dispatched once, by type (OPEN, DATA, CLOSE, ACK and PING to L4,
 PONG to the :class:`~txdilation.selection.liveness.PingTracker`, others dropped); nothing
 blocks or queues; the owner hears ``link_silent`` and ``link_lost`` once each, then nothing;
-a dead path or a lost address aborts the connection at once; a retired link dispatches what
+a dead path aborts the connection at once, and so does a network change that took its local
+address (any other is probed); a retired link dispatches what
 still arrives until :data:`RETIRE_GRACE`; a standby link carries only keepalives until the peer
 moves there (``standby_used``) or :meth:`promote`. In full: docs/module-notes.md.
 """
