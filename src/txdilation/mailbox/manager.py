@@ -4,7 +4,7 @@ It decides the role from the two ``please`` sides, runs one Connector per genera
 the link the Connector selects, and starts a new generation when that link is lost, following
 stock's rules for ``reconnect``/``reconnecting``. The machine is ``mailbox.manager_lifecycle``
 (state-diagrams/manager_lifecycle.svg); the peer's messages are ``mailbox.peer_messages``, the
-links' reports ``mailbox.link_reports``, the selected link ``selection.selected``.
+links' reports ``mailbox.selection_reports``, the selected link ``selection.selected``.
 
 Invariants: DILATE-n phases are numbered from 0 without gaps (one ``Outbox``); the Follower
 never sends ``reconnect`` and answers each one with exactly one ``reconnecting``; nothing the
