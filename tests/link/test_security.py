@@ -189,12 +189,12 @@ class RelayWithoutKeyTests(TestCase):
     timeout = 60
 
     def test_relay_can_neither_read_nor_inject(self) -> Any:
-        return ensureDeferred(self._relay())
-
-    async def _relay(self) -> None:
         """Data written on a subchannel never appears in the relayed bytes (nor its name, nor
         the keys); each tampering (flip, forge, replay, drop) makes the receiver drop the
         connection with a NoiseError, and the application receives exactly what was written."""
+        return ensureDeferred(self._relay())
+
+    async def _relay(self) -> None:
         use_environment(self)
         log = LogCapture(self)
         relay = EvilRelay()
@@ -293,9 +293,11 @@ class ReplayTests(TestCase):
     timeout = 60
 
     def test_replay_to_the_leader(self) -> Any:
+        """A recorded generation replayed to the Leader is dropped (NoiseError); it resumes."""
         return ensureDeferred(self._replay(listener=LEADER))
 
     def test_replay_to_the_follower(self) -> Any:
+        """A recorded generation replayed to the Follower is dropped (NoiseError); it resumes."""
         return ensureDeferred(self._replay(listener=FOLLOWER))
 
     async def _replay(self, listener: Any) -> None:
@@ -364,9 +366,11 @@ class LosingConnectionTests(TestCase):
     timeout = 30
 
     def test_leader_never_delivers_from_the_loser(self) -> Any:
+        """The Leader delivers only the winner's DATA, never the losing Follower candidate's."""
         return ensureDeferred(self._losers(rogue_role=FOLLOWER))
 
     def test_follower_never_delivers_from_the_loser(self) -> Any:
+        """The Follower delivers only the winner's DATA, never the losing Leader candidate's."""
         return ensureDeferred(self._losers(rogue_role=LEADER))
 
     async def _losers(self, rogue_role: Any) -> None:
@@ -414,12 +418,12 @@ class WrongKeyTests(TestCase):
     timeout = 30
 
     def test_no_handshake_without_the_key(self) -> Any:
-        return ensureDeferred(self._wrong_key())
-
-    async def _wrong_key(self) -> None:
         """A Leader with a wrong key: the real Follower cannot read its message 1 and drops
         the connection (NoiseError). A Follower with a wrong key cannot even read the real
         Leader's message 1, so it has no message 2 to send. Nothing is selected."""
+        return ensureDeferred(self._wrong_key())
+
+    async def _wrong_key(self) -> None:
         use_environment(self)
         log = LogCapture(self)
         for rogue_role, side in ((FOLLOWER, LOWEST_SIDE), (LEADER, HIGHEST_SIDE)):
