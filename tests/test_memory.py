@@ -43,6 +43,7 @@ from tests.test_stock_interop_harness import FOLLOWER, LEADER
 from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR
 from txdilation.link import connection as l2
 from txdilation.settings import Limits
+from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.wire.limits import (
     DEFAULT_MAX_PENDING_OPEN_BYTES,
     DEFAULT_MAX_UNACKED_BYTES,
@@ -118,12 +119,19 @@ class Reader(Protocol):
             self.first.callback(None)
 
 
-def outbound_of(api: Any) -> Any:
-    return api._manager.multiplexer._outbound
+def multiplexer_of(api: Any) -> Multiplexer:
+    """The multiplexer of ``api``'s dilation (through stock's ``_manager`` seam)."""
+    mux: Multiplexer = api._manager.multiplexer
+    return mux
+
+
+def queued_bytes(api: Any) -> int:
+    """What ``api``'s side holds until the peer acknowledges it (records with their headers)."""
+    return multiplexer_of(api).traffic_stats().queue_bytes
 
 
 def inbound_of(api: Any) -> Any:
-    return api._manager.multiplexer._inbound
+    return multiplexer_of(api)._inbound
 
 
 class BoundedQueueTests(TestCase):
@@ -176,7 +184,7 @@ class BoundedQueueTests(TestCase):
         written_when_down = writer.written
         peak = 0
         for _ in range(150):
-            peak = max(peak, outbound_of(apis[0]).queued_bytes)
+            peak = max(peak, queued_bytes(apis[0]))
             await sleep(0.01)
         self.assertTrue(writer.paused)
         self.assertEqual(writer.written, written_when_down)
@@ -217,7 +225,7 @@ class BoundedQueueTests(TestCase):
         held_peak = sent_peak = 0
         for _ in range(300):
             held_peak = max(held_peak, inbound_of(apis[1]).buffered_bytes)
-            sent_peak = max(sent_peak, outbound_of(apis[0]).queued_bytes)
+            sent_peak = max(sent_peak, queued_bytes(apis[0]))
             await sleep(0.01)
         self.assertTrue(writer.paused)
         self.assertLessEqual(held_peak, held_bound + ONE_READ + CHUNK)
@@ -254,9 +262,9 @@ class RecordSizeTests(TestCase):
         await apis[1].listener_for("big").listen(Factory.forProtocol(lambda: reader))
         client = await apis[0].connector_for("big").connect(Factory.forProtocol(Protocol))
         connection = apis[0]._manager.connection
-        queued = outbound_of(apis[0]).queued_records
+        queued = multiplexer_of(apis[0]).unacknowledged_records
         self.assertRaises(ValueError, client.transport.write, bytes(MiB - RECORD_OVERHEAD + 1))
-        self.assertEqual(outbound_of(apis[0]).queued_records, queued)
+        self.assertEqual(multiplexer_of(apis[0]).unacknowledged_records, queued)
         client.transport.write(bytes(MiB - RECORD_OVERHEAD))
         await until(lambda: reader.bytes == MiB - RECORD_OVERHEAD, 10, "the largest write")
         self.assertIs(apis[0]._manager.connection, connection)

@@ -224,11 +224,11 @@ class RelayWithoutKeyTests(TestCase):
 
         await send(b"-plain")
         for mode in ("flip", "forge", "replay", "drop"):
-            connection = apis[1]._manager._connection
+            connection = apis[1]._manager.connection
             relay.arm(mode)
             await send(mode.encode())
             self.assertEqual(relay.tampered, ("flip", "forge", "replay", "drop").index(mode) + 1)
-            self.assertIsNot(apis[1]._manager._connection, connection, f"{mode}: not detected")
+            self.assertIsNot(apis[1]._manager.connection, connection, f"{mode}: not detected")
         self.assertEqual(received, written)
         drops = [t for t in log.texts() if "dropping L2 connection" in t]
         self.assertGreaterEqual(sum("NoiseError" in t for t in drops), 4, drops)
@@ -335,7 +335,7 @@ class ReplayTests(TestCase):
 
         mailbox.hint_rule = lambda sender, body: None  # generation 2: nobody learns hints yet
         before = len(mailbox.ports(owner))
-        owner_manager._connection.abort()
+        owner_manager.connection.abort()
         await until(lambda: len(mailbox.ports(owner)) > before, 10, "generation 2 listener")
         replayer = Attacker(bytes(recorded))
         await connect_raw(mailbox.ports(owner)[-1], replayer)
@@ -346,13 +346,13 @@ class ReplayTests(TestCase):
         else:  # a Follower completes its side of a replayed message 1, then cannot read the
             # recorded KCM: the handshake "succeeded" only with keys nobody else holds
             self.assertIn("NoiseError: decrypting failed", reason)
-        self.assertIsNone(owner_manager._connection)
+        self.assertIsNone(owner_manager.connection)
         connector = owner_manager.connector
         self.assertTrue(connector is None or connector.selected is None)
 
         mailbox.hint_rule = None
         mailbox.deliver_withheld()
-        await until(lambda: owner_manager._connection is not None, 10, "generation 2 selected")
+        await until(lambda: owner_manager.connection is not None, 10, "generation 2 selected")
         record_figures(self, hostile_connections_handled=1)
 
 
@@ -407,7 +407,7 @@ class LosingConnectionTests(TestCase):
         winner = received[0][-1] - ord("0")
         await candidates[1 - winner].closed
         self.assertEqual(received, [b"from candidate %d" % winner])
-        selected = mailbox.dilator._manager._connection
+        selected = mailbox.dilator._manager.connection
         winner_port = candidates[winner].local_port
         self.assertEqual(selected.transport.getPeer().port, winner_port)
 
@@ -440,4 +440,4 @@ class WrongKeyTests(TestCase):
                 port = impostor.local_port
                 await until(lambda port=port: port in log.drop_reasons(), 5, "the drop logged")
                 self.assertIn("NoiseError", log.drop_reasons()[port])
-            self.assertIsNone(mailbox.dilator._manager._connection)
+            self.assertIsNone(mailbox.dilator._manager.connection)
