@@ -4,10 +4,11 @@ test reaches into a private attribute of the package where a public seam exists.
 
 Layer: test support for repository checks (``tests/test_idioms.py`` runs them). A *test* is a
 function or method named ``test*`` at module level or in a class. A *reach-in* is ``x._name``
-where ``x`` is not ``self``/``cls``, ``_name`` is not a dunder, ``src/txdilation`` defines
-``_name`` (an attribute set on ``self``, a class member, or a module-level name) and no class
-of the same test file defines it (a test helper's own state is not a reach-in). Findings are
-``(path, line, text)`` with the path relative to the repository root.
+(or ``getattr(x, "_name")`` and the like) where ``x`` is not ``self``/``cls``, ``_name`` is
+not a dunder, ``src/txdilation`` defines ``_name`` (an attribute set on ``self``, a class
+member, or a module-level name) and no class of the same test file defines it (a test
+helper's own state is not a reach-in). Findings are ``(path, line, text)`` with the path
+relative to the repository root.
 """
 
 from __future__ import annotations
@@ -87,14 +88,32 @@ def reach_ins(
     own = set(_class_members(tree))
     found: list[Finding] = []
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Attribute) or not _is_private(node.attr):
+        reached = _reached(node)
+        if reached is None:
             continue
-        if node.attr not in package_private or node.attr in own:
+        owner, name = reached
+        if not _is_private(name) or name not in package_private or name in own:
             continue
-        if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+        if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
             continue
-        found.append((path, node.lineno, f"{ast.unparse(node.value)}.{node.attr}"))
+        found.append((path, node.lineno, f"{ast.unparse(owner)}.{name}"))
     return sorted(found)
+
+
+def _reached(node: ast.AST) -> tuple[ast.expr, str] | None:
+    """``(x, name)`` of ``x.name`` or ``getattr(x, "name", ...)`` (setattr, hasattr, delattr)."""
+    if isinstance(node, ast.Attribute):
+        return node.value, node.attr
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("getattr", "setattr", "hasattr", "delattr")
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        return node.args[0], node.args[1].value
+    return None
 
 
 def python_files(root: Path) -> Iterator[Path]:
@@ -156,7 +175,9 @@ ALLOWED_REACH_INS: dict[tuple[str, str], str] = {
     ("tests/subchannels/test_subchannel.py", "_manager"): _STOCK,
     ("tests/subchannels/test_unanswered.py", "_scid"): _STOCK,
     ("tests/support/hostile.py", "_manager"): _STOCK,
+    ("tests/support/peer.py", "_manager"): _STOCK,
     ("tests/support/peer_scenarios.py", "_manager"): _STOCK,
+    ("tests/support/peer_scenarios.py", "_connection"): _STOCK,
     ("tests/support/semantics.py", "_manager"): _REWRITTEN,
     ("tests/support/semantics_scenarios.py", "_connection"): _REWRITTEN,
     ("tests/test_cli.py", "_configured"): "restores txdilation.logs' once-only flag",
