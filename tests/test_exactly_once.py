@@ -527,7 +527,7 @@ class World:
             self.link_up
             and all(e.sink is not None for e in self.link.ends)  # type: ignore[union-attr]
             and not any(self.link.queues)  # type: ignore[union-attr]
-            and all(m._outbound.queued_records == 0 for m in muxes)
+            and all(m.unacknowledged_records == 0 for m in muxes)
             and all(m._inbound.buffered_bytes == 0 for m in muxes)
         )
 
@@ -575,7 +575,7 @@ class World:
             {
                 "peers": [type(m.status.peer_connection).__name__ for m in self.managers],
                 "link_up": self.link_up,
-                "queued": [m._outbound.queued_records for m in muxes],
+                "queued": [m.unacknowledged_records for m in muxes],
                 "buffered": [m._inbound.buffered_bytes for m in muxes],
             }
         )
@@ -713,8 +713,8 @@ def check(test: SynchronousTestCase, world: World) -> None:
         test.assertEqual(sorted(p.scid for p in world.accepted[s]), opened[1 - s])
     for manager in world.managers:
         mux = manager.multiplexer
-        test.assertEqual(mux._outbound.queued_records, 0)
-        test.assertEqual(mux._outbound.queued_bytes, 0)
+        test.assertEqual(mux.unacknowledged_records, 0)
+        test.assertEqual(mux.traffic_stats().queue_bytes, 0)
         test.assertEqual(mux._inbound.buffered_bytes, 0)
         test.assertEqual(mux._inbound.pending_bytes, 0)
         test.assertEqual(mux._inbound._routes, {})

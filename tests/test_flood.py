@@ -38,12 +38,12 @@ class FloodNamespaceSlowTests(TestCase):
         require_namespaces()
 
     def test_flood_with_a_small_cap(self) -> Deferred[None]:
-        return Deferred.fromCoroutine(self._flood())
-
-    async def _flood(self) -> None:
         """600 connections in 1 s against a cap of 64: none refused or never accepted, all
         garbage ones closed within 5 s, at most 64 idle ones still open then (the rest closed,
         oldest first), and the real peer gets in during the second flood."""
+        return Deferred.fromCoroutine(self._flood())
+
+    async def _flood(self) -> None:
         from benchmarks.recovery import PAIRINGS, flood_run
         from twisted.internet import reactor
 

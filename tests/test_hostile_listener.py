@@ -104,14 +104,14 @@ class HostileListenerTests(TestCase):
         return mailbox, apis, owners
 
     def test_bad_bytes_closed_at_once_idle_closed_after_timeout_dilation_succeeds(self) -> Any:
-        return ensureDeferred(self._attack_then_dilate())
-
-    async def _attack_then_dilate(self) -> None:
         """Every kind of bad input, on both peers' listeners, is answered by closing the
         connection well before the handshake timeout, with the reason logged; hundreds of idle
         or incomplete connections stay open until the timeout and are then closed; RSS does
         not grow with the 4 GiB announced; then the held hints are released while a second
         wave of attackers is connected, and the pair still dilates and carries data."""
+        return ensureDeferred(self._attack_then_dilate())
+
+    async def _attack_then_dilate(self) -> None:
         rss_before = vm_status_kib("VmRSS")
         mailbox, apis, owners = await self.listening_pair()
         keeping = self.keep_generations_busy(list(owners))
@@ -189,11 +189,11 @@ class HostileListenerTests(TestCase):
         self.assertEqual(got, b"still works")
 
     def test_attack_during_a_dilated_session(self) -> Any:
+        """Once dilated, the listeners are closed: attackers cannot connect at all, and the
+        session is untouched (its data keeps flowing)."""
         return ensureDeferred(self._attack_after_dilation())
 
     async def _attack_after_dilation(self) -> None:
-        """Once dilated, the listeners are closed: attackers cannot connect at all, and the
-        session is untouched (its data keeps flowing)."""
         mailbox, apis, owners = await self.listening_pair()
         mailbox.release()
         await DeferredList([api.when_dilated() for api in apis], fireOnOneErrback=True)

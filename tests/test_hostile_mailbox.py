@@ -195,11 +195,11 @@ class MalformedMessagesDuringDilationTests(TestCase):
         use_environment(self)
 
     def test_session_carries_on(self) -> Any:
+        """Malformed bodies before and after selection are logged and ignored: the rogue
+        Follower's connection stays selected and a subchannel opened afterwards works."""
         return ensureDeferred(self._session_carries_on())
 
     async def _session_carries_on(self) -> None:
-        """Malformed bodies before and after selection are logged and ignored: the rogue
-        Follower's connection stays selected and a subchannel opened afterwards works."""
         mailbox = RogueMailbox()
         self.addCleanup(lambda: ensureDeferred(mailbox.stop()))
         log = LogCapture(self)

@@ -11,7 +11,9 @@ names the file and line. The checks themselves are tested on small snippets: eac
   through ``wire.waiting`` (``OneShot``, ``Waiters``);
 - machines: every ``TypeMachineBuilder(Inputs, Core)`` names its input protocol ``*Events``
   and its core ``*Core``, and its builder calls ``wire.machines.complete()`` before
-  ``build()``; every machine built so has a transition for every (state, input) pair.
+  ``build()``; every machine built so has a transition for every (state, input) pair;
+- tests (tests/support/hygiene.py): every test has a docstring, and none reaches into a
+  private attribute of the package beyond an allow-list that gives each one's reason.
 """
 
 from __future__ import annotations
@@ -25,7 +27,15 @@ from pathlib import Path
 from automat import TypeMachine
 from twisted.trial.unittest import SynchronousTestCase
 
-from tests.support.harness import SRC_DIR
+from tests.support.harness import REPO_ROOT, SRC_DIR
+from tests.support.hygiene import (
+    ALLOWED_REACH_INS,
+    ALLOWED_WITHOUT_DOCSTRINGS,
+    private_names,
+    python_files,
+    reach_ins,
+    undocumented_tests,
+)
 from txdilation.testing import missing_transitions
 
 PACKAGE_DIR = SRC_DIR / "txdilation"
@@ -294,3 +304,87 @@ class IdiomTests(SynchronousTestCase):
                     machines += 1
                     self.assertEqual(missing_transitions(value), [], f"{name}.{attribute}")
         self.assertGreaterEqual(machines, 8)
+
+
+def _test_files() -> Iterator[tuple[str, str]]:
+    """Each ``.py`` file under tests/, as (path from the repository root, source)."""
+    for path in python_files(REPO_ROOT / "tests"):
+        yield path.relative_to(REPO_ROOT).as_posix(), path.read_text(encoding="utf-8")
+
+
+@functools.cache
+def _test_reach_ins() -> list[tuple[str, int, str]]:
+    """The reach-ins of every file under tests/ into the package's private names."""
+    package = private_names(p.read_text(encoding="utf-8") for p in python_files(PACKAGE_DIR))
+    return [f for path, source in _test_files() for f in reach_ins(source, package, path)]
+
+
+class TestHygieneCheckTests(SynchronousTestCase):
+    """The checks over the tests (tests/support/hygiene.py) find what they look for."""
+
+    def test_finds_undocumented_tests(self) -> None:
+        """A test function or method without a docstring is named; helpers and documented
+        tests are not."""
+        source = (
+            "def test_bare(): pass\n"
+            "def helper(): pass\n"
+            "class T:\n"
+            "    def test_told(self):\n"
+            "        '''Shows something.'''\n"
+            "    async def test_quiet(self): pass\n"
+        )
+        self.assertEqual(
+            undocumented_tests(source, "t.py"),
+            [("t.py", 1, "test_bare"), ("t.py", 6, "T.test_quiet")],
+        )
+
+    def test_finds_reach_ins(self) -> None:
+        """``x._name`` of a name the package defines is a reach-in; on self/cls, a dunder, a
+        name only the tests define, or a member of the test file's own class, it is not."""
+        package = private_names(["class C:\n    def __init__(self): self._core = self._own = 1\n"])
+        source = (
+            "class Fake:\n"
+            "    def __init__(self): self._own = 2\n"
+            "def test(c, fake):\n"
+            "    c._core.go(); fake._own; c.__dict__; c._elsewhere\n"
+            "    self._core\n"
+        )
+        self.assertEqual(reach_ins(source, package, "t.py"), [("t.py", 4, "c._core")])
+
+
+class TestHygieneTests(SynchronousTestCase):
+    """Every test has a docstring; no test reaches into the package's private attributes
+    beyond the allow-list (tests/support/hygiene.py), and the allow-list holds no stale entry."""
+
+    def test_every_test_has_a_docstring(self) -> None:
+        """Each test function or method under tests/ says what it shows."""
+        missing = [
+            f"{path}:{line}: {name}"
+            for source_path, source in _test_files()
+            for path, line, name in undocumented_tests(source, source_path)
+            if (path, name) not in ALLOWED_WITHOUT_DOCSTRINGS
+        ]
+        self.assertEqual(missing, [], "give each of these tests a docstring")
+
+    def test_no_new_reach_ins(self) -> None:
+        """A test reaching into a private attribute of the package uses its public seam
+        instead (or is allowed, with a reason, in ALLOWED_REACH_INS)."""
+        new = [
+            f"{path}:{line}: {text}"
+            for path, line, text in _test_reach_ins()
+            if (path, text.rsplit(".", 1)[1]) not in ALLOWED_REACH_INS
+        ]
+        self.assertEqual(new, [], "use the public seam (or allow it with a reason)")
+
+    def test_allow_lists_are_current(self) -> None:
+        """Every allowed reach-in and undocumented test still exists: one removed is struck
+        from the allow-list."""
+        found = {(path, text.rsplit(".", 1)[1]) for path, _line, text in _test_reach_ins()}
+        self.assertEqual(sorted(set(ALLOWED_REACH_INS) - found), [], "stale ALLOWED_REACH_INS")
+        undocumented = {
+            (path, name)
+            for source_path, source in _test_files()
+            for path, _line, name in undocumented_tests(source, source_path)
+        }
+        stale = sorted(set(ALLOWED_WITHOUT_DOCSTRINGS) - undocumented)
+        self.assertEqual(stale, [], "stale ALLOWED_WITHOUT_DOCSTRINGS")

@@ -43,6 +43,7 @@ from tests.test_stock_interop_harness import FOLLOWER, LEADER
 from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR
 from txdilation.link import connection as l2
 from txdilation.settings import Limits
+from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.wire.limits import (
     DEFAULT_MAX_PENDING_OPEN_BYTES,
     DEFAULT_MAX_UNACKED_BYTES,
@@ -118,12 +119,19 @@ class Reader(Protocol):
             self.first.callback(None)
 
 
-def outbound_of(api: Any) -> Any:
-    return api._manager.multiplexer._outbound
+def multiplexer_of(api: Any) -> Multiplexer:
+    """The multiplexer of ``api``'s dilation (through stock's ``_manager`` seam)."""
+    mux: Multiplexer = api._manager.multiplexer
+    return mux
+
+
+def queued_bytes(api: Any) -> int:
+    """What ``api``'s side holds until the peer acknowledges it (records with their headers)."""
+    return multiplexer_of(api).traffic_stats().queue_bytes
 
 
 def inbound_of(api: Any) -> Any:
-    return api._manager.multiplexer._inbound
+    return multiplexer_of(api)._inbound
 
 
 class BoundedQueueTests(TestCase):
@@ -158,12 +166,12 @@ class BoundedQueueTests(TestCase):
         self.assertEqual(Limits().max_unacked_bytes, 64 * MiB)
 
     def test_link_down_backlog_is_bounded(self) -> Any:
-        return ensureDeferred(self._link_down())
-
-    async def _link_down(self) -> None:
         """With the link down for 1.5 s (new generations held back), a writer that honours
         pauses is paused at once and writes nothing more: the backlog stays within the
         configured 2 MiB plus one write, and once the link is back all 16 MiB arrive intact."""
+        return ensureDeferred(self._link_down())
+
+    async def _link_down(self) -> None:
         bound = 2 * MiB
         mailbox, apis = await self.pair(TXDILATION_MAX_UNACKED_BYTES=str(bound))
         reader, writer = await self.bulk(apis, 16 * MiB)
@@ -176,7 +184,7 @@ class BoundedQueueTests(TestCase):
         written_when_down = writer.written
         peak = 0
         for _ in range(150):
-            peak = max(peak, outbound_of(apis[0]).queued_bytes)
+            peak = max(peak, queued_bytes(apis[0]))
             await sleep(0.01)
         self.assertTrue(writer.paused)
         self.assertEqual(writer.written, written_when_down)
@@ -196,14 +204,14 @@ class BoundedQueueTests(TestCase):
         return reactor
 
     def test_paused_reader_holds_a_bounded_amount(self) -> Any:
-        return ensureDeferred(self._paused_reader())
-
-    async def _paused_reader(self) -> None:
         """A reader that pauses its subchannel for 3 s (6 ping intervals) while 32 MiB are
         written to it: it holds at most the configured 1 MiB plus one TCP read, the sender's
         backlog stays within its 4 MiB bound (in fact within its in-flight limit, 2 MiB on
         loopback, which pauses the writer first), the connection is not replaced (liveness
         does not depend on the reader), and after resumeProducing everything arrives intact."""
+        return ensureDeferred(self._paused_reader())
+
+    async def _paused_reader(self) -> None:
         held_bound, sent_bound = MiB, 4 * MiB
         _mailbox, apis = await self.pair(
             TXDILATION_MAX_BUFFERED_INBOUND_BYTES=str(held_bound),
@@ -217,7 +225,7 @@ class BoundedQueueTests(TestCase):
         held_peak = sent_peak = 0
         for _ in range(300):
             held_peak = max(held_peak, inbound_of(apis[1]).buffered_bytes)
-            sent_peak = max(sent_peak, outbound_of(apis[0]).queued_bytes)
+            sent_peak = max(sent_peak, queued_bytes(apis[0]))
             await sleep(0.01)
         self.assertTrue(writer.paused)
         self.assertLessEqual(held_peak, held_bound + ONE_READ + CHUNK)
@@ -237,13 +245,13 @@ class RecordSizeTests(TestCase):
     timeout = 30
 
     def test_write_over_the_record_limit_is_refused_at_once(self) -> Any:
-        return ensureDeferred(self._oversize())
-
-    async def _oversize(self) -> None:
         """With TXDILATION_MAX_RECORD_SIZE at 1 MiB on both sides, a write of 1 MiB less the
         9-byte record header arrives; one byte more raises ValueError in write() and nothing
         is sent. (Before, it was queued, and the peer dropped every connection it was replayed
         on: 57 generations in 10 s at the default 64 MiB, never delivered.)"""
+        return ensureDeferred(self._oversize())
+
+    async def _oversize(self) -> None:
         use_environment(self, TXDILATION_MAX_RECORD_SIZE=str(MiB))
         mailbox = Mailbox()
         self.addCleanup(lambda: ensureDeferred(mailbox.stop()))
@@ -254,9 +262,9 @@ class RecordSizeTests(TestCase):
         await apis[1].listener_for("big").listen(Factory.forProtocol(lambda: reader))
         client = await apis[0].connector_for("big").connect(Factory.forProtocol(Protocol))
         connection = apis[0]._manager.connection
-        queued = outbound_of(apis[0]).queued_records
+        queued = multiplexer_of(apis[0]).unacknowledged_records
         self.assertRaises(ValueError, client.transport.write, bytes(MiB - RECORD_OVERHEAD + 1))
-        self.assertEqual(outbound_of(apis[0]).queued_records, queued)
+        self.assertEqual(multiplexer_of(apis[0]).unacknowledged_records, queued)
         client.transport.write(bytes(MiB - RECORD_OVERHEAD))
         await until(lambda: reader.bytes == MiB - RECORD_OVERHEAD, 10, "the largest write")
         self.assertIs(apis[0]._manager.connection, connection)
@@ -268,12 +276,12 @@ class PendingOpenTests(TestCase):
     timeout = 30
 
     def test_pending_opens_are_bounded(self) -> Any:
-        return ensureDeferred(self._pending_opens())
-
-    async def _pending_opens(self) -> None:
         """200 OPENs, each with 64 KiB of DATA (12.5 MiB), for a name nobody listens on:
         at most 4 MiB (the default) is held, every OPEN beyond it is answered with CLOSE, and
         a listener that comes later gets the held subchannels with their data."""
+        return ensureDeferred(self._pending_opens())
+
+    async def _pending_opens(self) -> None:
         use_environment(self)
         mailbox = RogueMailbox()
         self.addCleanup(lambda: ensureDeferred(mailbox.stop()))
@@ -314,13 +322,13 @@ class SlowReaderMemorySlowTests(RealServersMixin, TestCase):
     timeout = 170
 
     def test_one_gib_to_a_slow_reader(self) -> Any:
-        return ensureDeferred(self._one_gib())
-
-    async def _one_gib(self) -> None:
         """The receiver reads nothing for 4 s, then at most 24 MiB/s; the sender writes 1 GiB
         as fast as its producer is allowed: SHA-256 and byte count match, the sender's
         unacknowledged backlog never exceeds 64 MiB plus one write, and each process's peak
         RSS stays under a quarter of what was sent."""
+        return ensureDeferred(self._one_gib())
+
+    async def _one_gib(self) -> None:
         common = ["--impl", "txdilation", "--total", str(self.TOTAL), "--chunk", str(CHUNK)]
         receiver, sender = await run_peer_pair(
             self.reactor,

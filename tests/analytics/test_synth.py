@@ -311,7 +311,7 @@ class RealShapeTests(DilatedPairBase):
         client.transport.write(b"x" * 1000)
         yield client.wait_for(1000)
         yield deferLater(reactor, REAL_INTERVAL * 2.5, lambda: None)
-        dilators[1]._manager._connection.disconnect()
+        dilators[1]._manager.connection.disconnect()
         client.transport.write(b"y")
         yield client.wait_for(1001)
         client.transport.loseConnection()

@@ -189,12 +189,12 @@ class RelayWithoutKeyTests(TestCase):
     timeout = 60
 
     def test_relay_can_neither_read_nor_inject(self) -> Any:
-        return ensureDeferred(self._relay())
-
-    async def _relay(self) -> None:
         """Data written on a subchannel never appears in the relayed bytes (nor its name, nor
         the keys); each tampering (flip, forge, replay, drop) makes the receiver drop the
         connection with a NoiseError, and the application receives exactly what was written."""
+        return ensureDeferred(self._relay())
+
+    async def _relay(self) -> None:
         use_environment(self)
         log = LogCapture(self)
         relay = EvilRelay()
@@ -224,11 +224,11 @@ class RelayWithoutKeyTests(TestCase):
 
         await send(b"-plain")
         for mode in ("flip", "forge", "replay", "drop"):
-            connection = apis[1]._manager._connection
+            connection = apis[1]._manager.connection
             relay.arm(mode)
             await send(mode.encode())
             self.assertEqual(relay.tampered, ("flip", "forge", "replay", "drop").index(mode) + 1)
-            self.assertIsNot(apis[1]._manager._connection, connection, f"{mode}: not detected")
+            self.assertIsNot(apis[1]._manager.connection, connection, f"{mode}: not detected")
         self.assertEqual(received, written)
         drops = [t for t in log.texts() if "dropping L2 connection" in t]
         self.assertGreaterEqual(sum("NoiseError" in t for t in drops), 4, drops)
@@ -293,9 +293,11 @@ class ReplayTests(TestCase):
     timeout = 60
 
     def test_replay_to_the_leader(self) -> Any:
+        """A recorded generation replayed to the Leader is dropped (NoiseError); it resumes."""
         return ensureDeferred(self._replay(listener=LEADER))
 
     def test_replay_to_the_follower(self) -> Any:
+        """A recorded generation replayed to the Follower is dropped (NoiseError); it resumes."""
         return ensureDeferred(self._replay(listener=FOLLOWER))
 
     async def _replay(self, listener: Any) -> None:
@@ -333,7 +335,7 @@ class ReplayTests(TestCase):
 
         mailbox.hint_rule = lambda sender, body: None  # generation 2: nobody learns hints yet
         before = len(mailbox.ports(owner))
-        owner_manager._connection.abort()
+        owner_manager.connection.abort()
         await until(lambda: len(mailbox.ports(owner)) > before, 10, "generation 2 listener")
         replayer = Attacker(bytes(recorded))
         await connect_raw(mailbox.ports(owner)[-1], replayer)
@@ -344,13 +346,13 @@ class ReplayTests(TestCase):
         else:  # a Follower completes its side of a replayed message 1, then cannot read the
             # recorded KCM: the handshake "succeeded" only with keys nobody else holds
             self.assertIn("NoiseError: decrypting failed", reason)
-        self.assertIsNone(owner_manager._connection)
+        self.assertIsNone(owner_manager.connection)
         connector = owner_manager.connector
         self.assertTrue(connector is None or connector.selected is None)
 
         mailbox.hint_rule = None
         mailbox.deliver_withheld()
-        await until(lambda: owner_manager._connection is not None, 10, "generation 2 selected")
+        await until(lambda: owner_manager.connection is not None, 10, "generation 2 selected")
         record_figures(self, hostile_connections_handled=1)
 
 
@@ -364,9 +366,11 @@ class LosingConnectionTests(TestCase):
     timeout = 30
 
     def test_leader_never_delivers_from_the_loser(self) -> Any:
+        """The Leader delivers only the winner's DATA, never the losing Follower candidate's."""
         return ensureDeferred(self._losers(rogue_role=FOLLOWER))
 
     def test_follower_never_delivers_from_the_loser(self) -> Any:
+        """The Follower delivers only the winner's DATA, never the losing Leader candidate's."""
         return ensureDeferred(self._losers(rogue_role=LEADER))
 
     async def _losers(self, rogue_role: Any) -> None:
@@ -403,7 +407,7 @@ class LosingConnectionTests(TestCase):
         winner = received[0][-1] - ord("0")
         await candidates[1 - winner].closed
         self.assertEqual(received, [b"from candidate %d" % winner])
-        selected = mailbox.dilator._manager._connection
+        selected = mailbox.dilator._manager.connection
         winner_port = candidates[winner].local_port
         self.assertEqual(selected.transport.getPeer().port, winner_port)
 
@@ -414,12 +418,12 @@ class WrongKeyTests(TestCase):
     timeout = 30
 
     def test_no_handshake_without_the_key(self) -> Any:
-        return ensureDeferred(self._wrong_key())
-
-    async def _wrong_key(self) -> None:
         """A Leader with a wrong key: the real Follower cannot read its message 1 and drops
         the connection (NoiseError). A Follower with a wrong key cannot even read the real
         Leader's message 1, so it has no message 2 to send. Nothing is selected."""
+        return ensureDeferred(self._wrong_key())
+
+    async def _wrong_key(self) -> None:
         use_environment(self)
         log = LogCapture(self)
         for rogue_role, side in ((FOLLOWER, LOWEST_SIDE), (LEADER, HIGHEST_SIDE)):
@@ -436,4 +440,4 @@ class WrongKeyTests(TestCase):
                 port = impostor.local_port
                 await until(lambda port=port: port in log.drop_reasons(), 5, "the drop logged")
                 self.assertIn("NoiseError", log.drop_reasons()[port])
-            self.assertIsNone(mailbox.dilator._manager._connection)
+            self.assertIsNone(mailbox.dilator._manager.connection)

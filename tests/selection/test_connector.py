@@ -104,11 +104,16 @@ class RecordingOwner:
         self.attempts_again += 1
 
 
+def settings_for(role: Role, **kw: Any) -> ConnectorSettings:
+    """The test connector's settings (loopback network; ``kw`` override)."""
+    kw.setdefault("network", NetworkSettings("127.0.0.1", ("127.0.0.1",)))
+    return ConnectorSettings(role=role, dilation_key=b"k" * 32, side="a" * 16, **kw)
+
+
 def make(role: Role, **kw: Any) -> tuple[Connector, RecordingOwner, MemoryReactorClock]:
     reactor = MemoryReactorClock()
     owner = RecordingOwner()
-    kw.setdefault("network", NetworkSettings("127.0.0.1", ("127.0.0.1",)))
-    settings = ConnectorSettings(role=role, dilation_key=b"k" * 32, side="a" * 16, **kw)
+    settings = settings_for(role, **kw)
     # candidates are considered at once here (the later turn is pinned by TimingTests)
     connector = Connector(settings, owner=owner, reactor=reactor, eventually=_synchronously)
     return connector, owner, reactor
@@ -194,7 +199,7 @@ class SelectionPolicyTests(SynchronousTestCase):
         relay = FakeCandidate("->relay:tcp:x:1", False)
         c.candidate_ready(relay)
         self.assertEqual(owner.made, [])
-        clock.advance(c._settings.direct_grace + 0.01)
+        clock.advance(settings_for(LEADER).direct_grace + 0.01)
         self.assertEqual(owner.made, [relay])
 
     def test_leader_held_relay_lost_goes_back_to_connecting(self) -> None:
@@ -409,9 +414,10 @@ def outcomes(records: list[dict[str, Any]]) -> list[tuple[int, str, str, str]]:
 
 def make_observed(role: Role, **kw: Any) -> tuple[Connector, RecordingOwner, Any, list]:
     """``make`` with a Telemetry: the connector, its owner, reactor and records."""
-    c, owner, reactor = make(role, **kw)
+    reactor, owner = MemoryReactorClock(), RecordingOwner()
     t, records = telemetry_for(reactor)
-    c = Connector(c._settings, owner=owner, reactor=reactor, telemetry=t, eventually=_synchronously)
+    settings = settings_for(role, **kw)
+    c = Connector(settings, owner=owner, reactor=reactor, telemetry=t, eventually=_synchronously)
     return c, owner, reactor, records
 
 
@@ -462,11 +468,11 @@ class AttemptTelemetryTests(SynchronousTestCase):
         id, and each attempt's records carry its own generation."""
         reactor = MemoryReactorClock()
         t, records = telemetry_for(reactor)
-        base, owner, _ = make(LEADER, no_listen=True)
+        settings, owner = settings_for(LEADER, no_listen=True), RecordingOwner()
         for generation in (1, 2):
             t.set_generation(generation)
             c = Connector(
-                base._settings,
+                settings,
                 owner=owner,
                 reactor=reactor,
                 telemetry=t,

@@ -173,6 +173,7 @@ class StockPeerTests(SynchronousTestCase):
         self.assertEqual(owner.proofs, 0)
 
     def test_stop_ends_the_probes(self) -> None:
+        """Stopping a relayed Connector leaves no probe scheduled on the reactor."""
         c, _owner, reactor, _relay = relayed(LEADER)
         c.events.stop()
         self.assertEqual(reactor.getDelayedCalls(), [])

@@ -22,6 +22,7 @@ class RttEstimatorTests(unittest.SynchronousTestCase):
     """RFC 6298 smoothing, the floor and the ceiling."""
 
     def test_initial_floor_and_cap(self) -> None:
+        """The RTO starts at INITIAL_RTO and stays within MIN_RTO..MAX_RTO whatever is sampled."""
         rtt = RttEstimator()
         self.assertEqual(rtt.rto, INITIAL_RTO)
         rtt.sample(0.001)
@@ -31,6 +32,7 @@ class RttEstimatorTests(unittest.SynchronousTestCase):
         self.assertEqual(rtt.rto, MAX_RTO)
 
     def test_smoothing(self) -> None:
+        """Samples are smoothed as RFC 6298 says (first: srtt=r, rttvar=r/2); negatives ignored."""
         rtt = RttEstimator()
         rtt.sample(2.0)
         self.assertEqual((rtt.srtt, rtt.rttvar), (2.0, 1.0))
@@ -77,6 +79,7 @@ class DeadPathTests(unittest.SynchronousTestCase):
     """Probing from traffic, and the verdicts."""
 
     def test_live_stream_is_never_probed(self) -> None:
+        """A stream whose records are acknowledged promptly is never probed nor declared dead."""
         h = Harness()
         h.stream(30.0, acked_after=0.005)
         self.assertEqual((h.probes, h.dead), ([], []))
@@ -106,6 +109,7 @@ class DeadPathTests(unittest.SynchronousTestCase):
         self.assertLessEqual(len(h.probes), 3)
 
     def test_pong_answers_a_probe(self) -> None:
+        """A pong answers a probe: no death, and the next probe waits an RTO after the answer."""
         h = Harness()
         h.d.sent_log.sent(0)
         h.run(1.2)
@@ -145,6 +149,7 @@ class DeadPathTests(unittest.SynchronousTestCase):
         self.assertEqual(len(h.dead), 1)
 
     def test_paused_reading_is_not_death(self) -> None:
+        """While our reading is paused the path is not declared dead; once resumed, silence is."""
         h = Harness()
         h.paused = True
         h.d.sent_log.sent(0)
@@ -155,6 +160,7 @@ class DeadPathTests(unittest.SynchronousTestCase):
         self.assertEqual(len(h.dead), 1)
 
     def test_stop_and_at_most_once(self) -> None:
+        """A path is declared dead at most once, and a stopped detector never declares it."""
         h = Harness()
         h.d.sent_log.sent(0)
         h.run(10.0)
@@ -212,6 +218,7 @@ class NetwatchTests(unittest.SynchronousTestCase):
     """Local addresses, and a watcher on a Clock (nothing to watch: it stays quiet)."""
 
     def test_address_is_local(self) -> None:
+        """Loopback is local, TEST-NET is not, an unparsable address counts as local."""
         from txdilation.selection.netwatch import address_is_local
 
         self.assertTrue(address_is_local("127.0.0.1"))
@@ -219,6 +226,7 @@ class NetwatchTests(unittest.SynchronousTestCase):
         self.assertTrue(address_is_local("not an address"))  # unknown: nothing dropped
 
     def test_subscribe_on_a_clock(self) -> None:
+        """Subscribing starts a watcher per clock; unsubscribing (twice is fine) removes it."""
         from txdilation.selection import netwatch
 
         clock = Clock()

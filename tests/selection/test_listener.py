@@ -73,6 +73,7 @@ class OldestFirstCapTests(SynchronousTestCase):
         self.assertEqual(len(cap), 0)
 
     def test_bad_limits(self) -> None:
+        """OldestFirstCap refuses a limit that is not a positive int."""
         for bad in (0, -1, 1.5, True):
             self.assertRaises(ValueError, OldestFirstCap, bad, lambda i: False)
 

@@ -57,6 +57,7 @@ class LocationTests(SynchronousTestCase):
     """parse_relay_location: a string or a list, one relay-v1 hint per relay."""
 
     def test_none_and_empty(self) -> None:
+        """No relay location (None, empty string, empty list) gives no relay hints."""
         self.assertEqual(parse_relay_location(None), ())
         self.assertEqual(parse_relay_location(""), ())
         self.assertEqual(parse_relay_location([]), ())
@@ -71,6 +72,7 @@ class LocationTests(SynchronousTestCase):
         self.assertEqual(encode_hint(hint), stock_hints.encode_hint(stock))
 
     def test_list_keeps_order_and_drops_duplicates(self) -> None:
+        """A list of locations keeps its order and drops duplicates and blank entries."""
         hints = parse_relay_location(
             ["tcp:10.0.0.1:4001", "ws://10.0.0.2:4002/", "tcp:10.0.0.1:4001", " "]
         )
@@ -92,6 +94,7 @@ class LocationTests(SynchronousTestCase):
         )
 
     def test_bad_locations(self) -> None:
+        """Each malformed relay location is refused with a ValueError."""
         for bad in (
             "udp:h:1",
             "http://h/",
@@ -108,6 +111,7 @@ class LocationTests(SynchronousTestCase):
             self.assertRaises(TypeError, parse_relay_location, wrong)
 
     def test_websocket_address(self) -> None:
+        """A WebSocket URL gives its host, default or explicit port, and path."""
         cases = {
             "ws://h/": ("h", 80, "/"),
             "wss://h": ("h", 443, "/"),
@@ -121,6 +125,7 @@ class WireTests(SynchronousTestCase):
     """The relay-v1 hint with WebSocket sub-hints: ours, magic-wormhole.rs's, stock's view."""
 
     def test_encoding_is_rs_form(self) -> None:
+        """A relay hint is encoded in the relay-v1 form and parses back to the same hint."""
         (hint,) = parse_relay_location("tcp:relay.example:4001,wss://relay.example:443/")
         encoded = encode_hint(hint)
         self.assertEqual(encoded["type"], "relay-v1")
@@ -154,6 +159,7 @@ class WireTests(SynchronousTestCase):
         self.assertEqual(list(ws_only.hints), [])
 
     def test_bad_sub_hints_cost_only_themselves(self) -> None:
+        """Bad sub-hints of a relay-v1 hint are dropped alone; the good ones are kept."""
         hint = {
             "type": "relay-v1",
             "hints": [
@@ -169,6 +175,7 @@ class WireTests(SynchronousTestCase):
         self.assertEqual((hints, len(problems)), ([], 1))
 
     def test_describe(self) -> None:
+        """Relay hints are described and named by transport (tcp, ws, wss) as the logs show them."""
         ws = WebSocketHint("ws://r:4002/")
         self.assertEqual(describe_outbound(ws, via_relay=True), "->relay:ws://r:4002/")
         self.assertEqual(relay_transport(ws), "ws")
@@ -181,6 +188,7 @@ class PolicyTests(SynchronousTestCase):
     carries the link is reported."""
 
     def test_relays_to_dial(self) -> None:
+        """Both sides' relay endpoints, once each in first-seen order, less those dialed."""
         ours = parse_relay_location(["tcp:a:1", "tcp:b:1,ws://b:2/"])
         theirs = parse_relay_location(["ws://b:2/", "tcp:c:1"])
         self.assertEqual(
@@ -206,6 +214,7 @@ class PolicyTests(SynchronousTestCase):
         return c, owner, reactor
 
     def test_all_dialed_at_once_each_once_with_the_relay_timeout(self) -> None:
+        """Every relay endpoint is dialed at once, once, with the relay connect timeout."""
         _c, owner, reactor = self.dial_all()
         dialed = [(h, p, t) for h, p, _f, t, _b in reactor.tcpClients]
         self.assertEqual(
@@ -237,6 +246,7 @@ class PolicyTests(SynchronousTestCase):
         self.assertEqual(owner.relays, [RelayUsed("10.0.0.2:4001", "tcp", 1)])
 
     def test_peer_only_relay_has_no_index(self) -> None:
+        """A relay only the peer named is reported without an index into our relay list."""
         c, owner, reactor = self.dial_all()
         factory = reactor.tcpClients[3][2]
         c.candidate_ready(built(factory, "10.0.0.3"))

@@ -189,7 +189,7 @@ class EndToEndTests(SynchronousTestCase):
         self.assertEqual(at_follower.built[1].transport.getPeer(), SubchannelAddress("chat"))
         self.assertIs(l2.transport.getHost(), l1.transport.getHost())
         self.assertIs(l1.transport._manager, pair.leader_manager)
-        self.assertEqual((pair.leader._outbound.queued_records, pair.link.in_flight), (0, 0))
+        self.assertEqual((pair.leader.unacknowledged_records, pair.link.in_flight), (0, 0))
 
     def test_close_from_either_side(self) -> None:
         """Whoever calls loseConnection, both protocols get connectionLost(ConnectionDone);
@@ -246,7 +246,7 @@ class EndToEndTests(SynchronousTestCase):
         )  # one replay call
         pair.pump()
         self.assertEqual(received(server.built[0]), [b"m%d" % i for i in range(7)])
-        self.assertEqual(pair.leader._outbound.queued_records, 0)
+        self.assertEqual(pair.leader.unacknowledged_records, 0)
 
     def test_acks_are_coalesced(self) -> None:
         """An OPEN is ACKed at the end of its turn; twenty DATA records arriving in one turn
@@ -260,11 +260,11 @@ class EndToEndTests(SynchronousTestCase):
             client.transport.write(b"%d" % i)
         pair.pump()
         self.assertEqual(pair.link.b.of_type(Ack), [Ack(0)])
-        self.assertEqual(pair.leader._outbound.queued_records, 20)
+        self.assertEqual(pair.leader.unacknowledged_records, 20)
         pair.clock.advance(ACK_DELAY)
         pair.pump()
         self.assertEqual(pair.link.b.of_type(Ack), [Ack(0), Ack(20)])
-        self.assertEqual(pair.leader._outbound.queued_records, 0)
+        self.assertEqual(pair.leader.unacknowledged_records, 0)
 
     def test_unexpected_subprotocol_is_closed(self) -> None:
         """With expected_subprotocols, an OPEN for another name is answered with CLOSE at once
@@ -361,7 +361,7 @@ class FlowControlTests(SynchronousTestCase):
         self.assertEqual((received(slow), received(fast)), ([], [b"to fast"]))
         pair.clock.advance(ACK_DELAY)
         pair.pump()
-        self.assertEqual(pair.leader._outbound.queued_records, 0)
+        self.assertEqual(pair.leader.unacknowledged_records, 0)
         self.assertFalse(pair.link.b.reading_paused)
         slow.transport.resumeProducing()
         pair.pump()
@@ -382,12 +382,12 @@ class FlowControlTests(SynchronousTestCase):
         pair.pump()
         pair.clock.advance(0)
         pair.pump()
-        self.assertEqual(pair.leader._outbound.queued_records, 1)  # delayed
+        self.assertEqual(pair.leader.unacknowledged_records, 1)  # delayed
         client.transport.write(b"b" * 100)  # 150 bytes > 400 // 4 unacknowledged
         pair.pump()
         pair.clock.advance(0)
         pair.pump()
-        self.assertEqual(pair.leader._outbound.queued_records, 0)
+        self.assertEqual(pair.leader.unacknowledged_records, 0)
         self.assertEqual(received(server.built[0]), [b"a" * 50, b"b" * 100])
 
     def test_connection_reading_paused_only_past_the_bound(self) -> None:
@@ -470,7 +470,7 @@ class LifecycleTests(SynchronousTestCase):
         self.failureResultOf(d, CancelledError)
         mux.dilated()
         self.assertEqual(factory.built, [])
-        self.assertEqual(mux._outbound.next_seqnum, 0)
+        self.assertEqual(mux.traffic_stats().records_sent, 0)
 
     def test_stop_closes_everything(self) -> None:
         """stop() with TWISTED semantics: every open subchannel protocol gets connectionLost,
@@ -640,8 +640,8 @@ class ReconnectPropertyTests(SynchronousTestCase):
         pair.pump()
         self.assertEqual(received(server.built[0]), sent_to_follower)
         self.assertEqual(received(client), sent_to_leader)
-        self.assertEqual(pair.leader._outbound.queued_records, 0)
-        self.assertEqual(pair.follower._outbound.queued_records, 0)
+        self.assertEqual(pair.leader.unacknowledged_records, 0)
+        self.assertEqual(pair.follower.unacknowledged_records, 0)
 
 
 class TelemetryTests(SynchronousTestCase):

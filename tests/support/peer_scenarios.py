@@ -444,10 +444,9 @@ class BulkSender(Protocol):
 
     def _note_unacked(self) -> None:
         """txdilation only: the largest unacknowledged outbound backlog seen, in bytes."""
-        mux = getattr(getattr(self.transport, "_manager", None), "_mux", None)
-        outbound = getattr(mux, "_outbound", None)
-        if outbound is not None:
-            self.max_unacked = max(self.max_unacked or 0, outbound.queued_bytes)
+        mux = getattr(getattr(self.transport, "_manager", None), "multiplexer", None)
+        if mux is not None:
+            self.max_unacked = max(self.max_unacked or 0, mux.traffic_stats().queue_bytes)
 
     def pauseProducing(self) -> None:
         self._paused = True
