@@ -45,9 +45,9 @@ the machine's transitions set (``readable``, ``writable``).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from typing import Protocol as TypingProtocol
 
-import attrs
 from twisted.internet.interfaces import (
     IAddress,
     IConsumer,
@@ -91,7 +91,7 @@ from txdilation.wire.limits import DEFAULT_MAX_RECORD_SIZE, RECORD_OVERHEAD
 #: record a txdilation peer accepts by default (``TXDILATION_MAX_RECORD_SIZE``).
 MAX_WRITE_LENGTH = DEFAULT_MAX_RECORD_SIZE - RECORD_OVERHEAD
 
-_log = Logger(namespace="txdilation.subchannels.subchannel")
+_log = Logger()
 
 
 @implementer(IAddress)
@@ -103,11 +103,16 @@ class _WormholeAddress:
 
 
 @implementer(IAddress)
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class SubchannelAddress:
-    """``getPeer()`` of a subchannel and the ``buildProtocol`` argument: its subprotocol name."""
+    """``getPeer()`` of a subchannel and the ``buildProtocol`` argument: its subprotocol name
+    (as stock's: equal by value, immutable, hashable, insisting on a str)."""
 
-    subprotocol: str = attrs.field(validator=attrs.validators.instance_of(str))
+    subprotocol: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.subprotocol, str):
+            raise TypeError(f"subprotocol must be a str, not {type(self.subprotocol).__name__}")
 
 
 class Sender(TypingProtocol):
