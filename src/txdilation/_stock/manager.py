@@ -64,7 +64,7 @@ __all__ = [
     "make_side",
 ]
 
-_log = Logger(namespace="txdilation._stock.manager")
+_log = Logger()
 
 
 class Manager(_core_manager.Manager):

@@ -56,7 +56,7 @@ __all__ = [
     "parse_dilation_message",
 ]
 
-_log = Logger(namespace="txdilation.mailbox.messages")
+_log = Logger()
 
 #: Extension names listed in our ``please``.
 CLOSING: Final = "closing-v1"

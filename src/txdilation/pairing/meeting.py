@@ -58,7 +58,7 @@ __all__ = [
 DERIVED_CODE = "paired"
 """What ``w.get_code()`` of a derived meeting gives (there is no code)."""
 
-_log = Logger(namespace="txdilation.pairing.meeting")
+_log = Logger()
 
 StatusCallbacks = tuple[Callable[[Any], object], Callable[[Any], object]]
 """``(wormhole on_status_update, dilation on_status_update)`` for one meeting."""
