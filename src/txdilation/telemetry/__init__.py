@@ -26,8 +26,8 @@ Invariants:
 Time comes from the ``IReactorTime`` passed in (``ts`` is ``clock.seconds()``).
 
 The package is split by concern: the schema's vocabulary and how values are recorded
-(``vocabulary``), where records go (``sinks``), and the recorder itself (``recorder``); this
-module is what the rest of txdilation imports.
+(``vocabulary``; a lost link's cause in its words: ``causes``), where records go (``sinks``),
+and the recorder itself (``recorder``); this module is what the rest of txdilation imports.
 """
 
 from __future__ import annotations
