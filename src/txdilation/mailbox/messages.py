@@ -29,6 +29,7 @@ from twisted.logger import Logger
 from wormhole._interfaces import ISend
 from wormhole._status import DilationHint
 
+from txdilation.errors import ProtocolViolation
 from txdilation.selection.hints import parse_hints
 
 __all__ = [
@@ -71,7 +72,7 @@ STANDBY: Final = "standby-v1"
 EXTENSIONS: Final = (CLOSING, LINK_LOST, PATH_UPGRADE, STANDBY)
 
 
-class MalformedDilationMessage(ValueError):
+class MalformedDilationMessage(ValueError, ProtocolViolation):
     """A DILATE-n body that is not a message we can act on (the reason says why)."""
 
 

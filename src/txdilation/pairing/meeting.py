@@ -34,6 +34,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from wormhole._status import ConnectedPeer, DilationStatus, ReconnectingPeer, StoppedPeer
 
+from txdilation.errors import PairingFailure
 from txdilation.pairing.messages import (
     ANNOUNCEMENT,
     BadPairingMessage,
@@ -86,7 +87,7 @@ class StatusGate:
         return (self.wormhole, self.dilation)
 
 
-class StockMismatch(RuntimeError):
+class StockMismatch(RuntimeError, PairingFailure):
     """The installed magic-wormhole lacks the client machines a derived meeting drives."""
 
 

@@ -105,8 +105,7 @@ class _WormholeAddress:
 @implementer(IAddress)
 @dataclass(frozen=True, slots=True)
 class SubchannelAddress:
-    """``getPeer()`` of a subchannel and the ``buildProtocol`` argument: its subprotocol name
-    (as stock's: equal by value, immutable, hashable, insisting on a str)."""
+    """``getPeer()`` of a subchannel and the ``buildProtocol`` argument: its subprotocol name."""
 
     subprotocol: str
 
