@@ -13,7 +13,10 @@ names the file and line. The checks themselves are tested on small snippets: eac
   and its core ``*Core``, and its builder calls ``wire.machines.complete()`` before
   ``build()``; every machine built so has a transition for every (state, input) pair;
 - tests (tests/support/hygiene.py): every test has a docstring, and none reaches into a
-  private attribute of the package beyond an allow-list that gives each one's reason.
+  private attribute of the package beyond an allow-list that gives each one's reason;
+- loggers: every ``Logger`` is ``Logger()`` (named after its module) or uses a ``*NAMESPACE``
+  constant where the namespace is observable text; no module imports attrs (dataclasses), but
+  ``ATTRS_MODULES``.
 """
 
 from __future__ import annotations
@@ -388,3 +391,100 @@ class TestHygieneTests(SynchronousTestCase):
         }
         stale = sorted(set(ALLOWED_WITHOUT_DOCSTRINGS) - undocumented)
         self.assertEqual(stale, [], "stale ALLOWED_WITHOUT_DOCSTRINGS")
+
+
+# --- logger namespaces and the dataclass idiom -------------------------------------------------
+
+#: The one module that may import attrs: stock's ``DilationStatus`` is an attrs class, and
+#: reading its fields (to stay indistinguishable from it) takes ``attrs.fields``.
+ATTRS_MODULES: frozenset[str] = frozenset({"txdilation/mailbox/status.py"})
+
+
+def borrowed_namespaces(source: str) -> list[tuple[int, str]]:
+    """The ``Logger(...)`` calls in ``source`` that name their namespace other than by an
+    observable ``*NAMESPACE`` constant (a string typed by hand, or any other expression):
+    (line, the call's text). ``Logger()`` takes the module's name, which is the idiom."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and _callee(node) == "Logger"):
+            continue
+        for keyword in node.keywords:
+            if keyword.arg != "namespace":
+                continue
+            value = keyword.value
+            name = value.id if isinstance(value, ast.Name) else None
+            if isinstance(value, ast.Attribute):
+                name = value.attr
+            if name is None or not name.endswith("NAMESPACE"):
+                found.append((node.lineno, ast.unparse(node)))
+        if node.args:
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def imports_attrs(source: str) -> list[int]:
+    """The lines of ``source`` that import ``attrs`` or ``attr``."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module.split(".")[0]]
+        else:
+            continue
+        if {"attr", "attrs"} & set(names):
+            lines.append(node.lineno)
+    return lines
+
+
+class NamespaceAndDataclassCheckTests(SynchronousTestCase):
+    """The two checks below find what they look for."""
+
+    def test_namespace_check(self) -> None:
+        """A namespace typed by hand or borrowed is found; ``Logger()`` and a ``NAMESPACE``
+        constant (observable text) are not."""
+        source = (
+            "_a = Logger()\n"
+            '_b = Logger(namespace="txdilation.x")\n'
+            "_c = Logger(namespace=NAMESPACE)\n"
+            "_d = Logger(namespace=vocabulary.NAMESPACE, observer=o)\n"
+            "_e = Logger(namespace=other)\n"
+            '_f = twisted.logger.Logger("x")\n'
+        )
+        self.assertEqual([line for line, _ in borrowed_namespaces(source)], [2, 5, 6])
+
+    def test_attrs_check(self) -> None:
+        """``import attrs``, ``import attr`` and ``from attr(s)... import`` are found."""
+        source = (
+            "import attrs\nimport attr.validators\nfrom attrs import frozen\n"
+            "from dataclasses import dataclass\nimport attrsx\nfrom .attrs import y\n"
+        )
+        self.assertEqual(imports_attrs(source), [1, 2, 3])
+
+
+class NamespaceAndDataclassIdiomTests(SynchronousTestCase):
+    """Loggers are named after their module; dataclasses, not attrs."""
+
+    def test_logger_namespaces_come_from_the_module(self) -> None:
+        """Every ``Logger`` in the package is ``Logger()`` (Twisted names it after the module),
+        or uses a ``*NAMESPACE`` constant where the namespace is observable text (the session's
+        and the endpoints' lines, telemetry)."""
+        found = [
+            f"{_relative(path)}:{line}: {call}"
+            for path in _source_files()
+            for line, call in borrowed_namespaces(path.read_text(encoding="utf-8"))
+        ]
+        self.assertEqual(found, [], "use Logger() at module level")
+
+    def test_src_does_not_import_attrs(self) -> None:
+        """The package's records are dataclasses: no module imports attrs but those in
+        ATTRS_MODULES (each of which must still)."""
+        found, allowed = [], set()
+        for path in _source_files():
+            lines = imports_attrs(path.read_text(encoding="utf-8"))
+            if _relative(path) in ATTRS_MODULES:
+                allowed.update(_relative(path) for _ in lines[:1])
+            elif lines:
+                found.extend(f"{_relative(path)}:{line}" for line in lines)
+        self.assertEqual(found, [], "use dataclasses")
+        self.assertEqual(sorted(allowed), sorted(ATTRS_MODULES))

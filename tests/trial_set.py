@@ -207,6 +207,7 @@ COVERED: Mapping[str, frozenset[str]] = {
     "tests.test_durability": kinds("processes reactor servers stock"),
     "tests.test_endpoints": kinds("reactor servers unit"),
     "tests.test_exactly_once": kinds("hypothesis unit"),
+    "tests.test_errors": kinds("stock unit"),
     "tests.test_example_app": kinds("unit"),
     "tests.test_examples": kinds("processes reactor servers"),
     "tests.test_exec_apps": kinds("processes reactor servers stock"),

@@ -1,12 +1,12 @@
 """The one parser of each kind of setting value: seconds, sizes, switches, ports, codes, addresses.
 
-Layer: values, below everything (pure: text in, a checked value or a ``ValueError`` out; no
-I/O, no txdilation import). Every reader of a setting uses these: ``txdilation.settings``
-(``TXDILATION_*`` variables), the session's options and TOML file, ``dilation:`` endpoint
-strings, the ``txdilation`` command. Each check is as strict as what would fail later and says
-in one line what was expected (:class:`BadValue`); a caller names the value's source
-(``--option``, key or variable) around it. ``tests/test_quality.py`` keeps these parsers the
-only ones.
+Layer: values, below everything but ``txdilation.errors`` (pure: text in, a checked value or a
+``ValueError`` out; no I/O, no other txdilation import). Every reader of a setting uses these:
+``txdilation.settings`` (``TXDILATION_*`` variables), the session's options and TOML file,
+``dilation:`` endpoint strings, the ``txdilation`` command. Each check is as strict as what
+would fail later and says in one line what was expected (:class:`BadValue`); a caller names the
+value's source (``--option``, key or variable) around it. ``tests/test_quality.py`` keeps these
+parsers the only ones.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import ipaddress
 import math
 import re
 from typing import Final
+
+from txdilation.errors import UsageMistake
 
 __all__ = [
     "BadValue",
@@ -28,7 +30,7 @@ __all__ = [
 ]
 
 
-class BadValue(ValueError):
+class BadValue(ValueError, UsageMistake):
     """Not what was :attr:`expected`: ``expected X, not 'T'``, or ``NAME must be X, not 'T'``."""
 
     def __init__(self, expected: str, text: object) -> None:

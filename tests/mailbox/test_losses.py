@@ -9,8 +9,9 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from txdilation.mailbox.losses import LOST_REASON, LossRecorder, lost_reason
+from txdilation.mailbox.losses import LossRecorder
 from txdilation.telemetry import LOST_REASONS, NOTICED_BY, OTHER, Telemetry, noticed_by
+from txdilation.telemetry.causes import LOST_REASON, NOTICED_BY_CAUSE
 from txdilation.wire.reasons import Cause, LinkLoss
 
 
@@ -29,6 +30,13 @@ def recorder() -> tuple[LossRecorder, Clock, list[dict[str, Any]]]:
     return LossRecorder(telemetry, clock), clock, records
 
 
+def lost_reason(loss: LinkLoss) -> str:
+    """The ``connection_lost`` reason a real Telemetry records for ``loss``."""
+    records: list[dict[str, Any]] = []
+    Telemetry(Clock(), sink=records.append).connection_lost(loss.cause)
+    return str(events(records, "connection_lost")[0]["reason"])
+
+
 def events(records: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [r for r in records if r["event"] == name]
 
@@ -38,10 +46,23 @@ class LostReasonTests(SynchronousTestCase):
         """Every cause a link can end with is named in the telemetry's vocabulary (never
         ``other``); how it was noticed is a value of that vocabulary too."""
         self.assertEqual(set(LOST_REASON), set(Cause))
+        self.assertEqual(set(NOTICED_BY_CAUSE), set(Cause))
         for cause in Cause:
             reason = lost_reason(LinkLoss(cause, "whatever the log says"))
             self.assertIn(reason, LOST_REASONS - {OTHER})
-            self.assertIn(noticed_by(reason), NOTICED_BY)
+            self.assertIn(NOTICED_BY_CAUSE[cause], NOTICED_BY)
+
+    def test_a_cause_is_noticed_as_its_reason_says(self) -> None:
+        """The cause, carried as a value to the telemetry, is recorded as noticed exactly as
+        the telemetry's words for its reason say (``noticed_by``): the records are what they
+        were when the cause became a string first."""
+        for cause in Cause:
+            records: list[dict[str, Any]] = []
+            telemetry = Telemetry(Clock(), sink=records.append)
+            telemetry.recovered("direct", cause, 1.0)
+            self.assertEqual(
+                events(records, "recovered")[0]["noticed_by"], noticed_by(LOST_REASON[cause])
+            )
 
     def test_the_message_decides_nothing(self) -> None:
         """Two losses with one cause and different messages get the same reason, and a message

@@ -182,11 +182,11 @@ class LossReasonTests(unittest.SynchronousTestCase):
     def test_reasons(self) -> None:
         """Each loss as it is made where a link dies keeps its log text and maps, by its cause
         alone, onto the telemetry's reason."""
-        from txdilation.mailbox.losses import lost_reason as _lost_reason
         from txdilation.mailbox.manager_lifecycle import FOLLOWER_REPORT, LEADER_REPORT
         from txdilation.selection.dead_path import unanswered
         from txdilation.selection.liveness import SILENCE
         from txdilation.telemetry import LOST_REASONS
+        from txdilation.telemetry.causes import LOST_REASON
 
         address_gone = LinkLoss(
             Cause.NETWORK_CHANGE, "network change: our address 10.2.0.2 is gone"
@@ -210,7 +210,7 @@ class LossReasonTests(unittest.SynchronousTestCase):
         }
         for loss, (text, reason) in cases.items():
             self.assertEqual(str(loss), text)
-            self.assertEqual(_lost_reason(loss), reason)
+            self.assertEqual(LOST_REASON[loss.cause], reason)
             self.assertIn(reason, LOST_REASONS)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from txdilation.mailbox.losses import LOST_REASON
 from txdilation.telemetry import LOST_REASONS
+from txdilation.telemetry.causes import LOST_REASON
 from txdilation.wire.reasons import Cause, LinkLoss
 
 

@@ -25,7 +25,14 @@ from txdilation.mailbox import manager as _core_manager
 from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.mailbox.manager import DILATION_VERSIONS
 from txdilation.mailbox.manager_lifecycle import CLOSE_TIMEOUT
-from txdilation.mailbox.messages import CLOSING, EXTENSIONS, LINK_LOST, choose_version, make_side
+from txdilation.mailbox.messages import (
+    CLOSING,
+    EXTENSIONS,
+    LINK_LOST,
+    MalformedDilationMessage,
+    choose_version,
+    make_side,
+)
 from txdilation.selection.connector import Connector
 from txdilation.selection.netwatch import address_is_local
 from txdilation.selection.relays import RelayLocation
@@ -34,10 +41,14 @@ from txdilation.settings import Settings
 from txdilation.wire.errors import (
     CanOnlyDilateOnceError,
     OldPeerCannotDilateError,
+    RecordError,
     UnexpectedKCM,
-    UnknownDilationMessageType,
-    UnknownMessageType,
 )
+
+#: stock's names for the errors txdilation raises (and logs) for the same events: a DILATE-n
+#: message of an unknown ``type``, and a record of an unknown kind
+UnknownDilationMessageType = MalformedDilationMessage
+UnknownMessageType = RecordError
 
 __all__ = [
     "CLOSING",
@@ -56,7 +67,7 @@ __all__ = [
     "make_side",
 ]
 
-_log = Logger(namespace="txdilation._stock.manager")
+_log = Logger()
 
 
 class Manager(_core_manager.Manager):

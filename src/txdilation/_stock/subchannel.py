@@ -5,6 +5,7 @@ or check ``isinstance`` against them, and get the very classes ``connector_for``
 
 from __future__ import annotations
 
+from txdilation.errors import ProtocolViolation
 from txdilation.subchannels.endpoints import (
     SubchannelConnectorEndpoint,
     SubchannelListenerEndpoint,
@@ -28,7 +29,7 @@ from txdilation.subchannels.subchannel import (
 MAX_FRAME_LENGTH = 2**32 - 1 - 9 - 16
 
 
-class IllegalSubprotocolError(Exception):
+class IllegalSubprotocolError(ProtocolViolation):
     """A peer tried to open a subprotocol that has no listener (stock's name; unused)."""
 
 

@@ -44,7 +44,7 @@ ACK_DELAY = 0.005
 #: received DATA bytes not yet acknowledged at which the ACK goes out at the end of the turn
 ACK_THRESHOLD_BYTES = 2**20
 
-_log = Logger(namespace="txdilation.durable.inbound")
+_log = Logger()
 
 
 #: Builds the subchannel for an incoming OPEN (not started yet); None when the factory refused.

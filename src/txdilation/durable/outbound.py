@@ -41,7 +41,7 @@ from txdilation.wire.waiting import Waiters
 WRITE_BATCH_BYTES = 256 * 1024
 
 
-_log = Logger(namespace="txdilation.durable.outbound")
+_log = Logger()
 
 
 class _OutboundEvents(TypingProtocol):

@@ -63,7 +63,7 @@ __all__ = [
 #: (``bufferSize``), and sends per ``send`` (``SEND_LIMIT``), when it has those attributes.
 TCP_BUFFER_SIZE = 2**18
 
-_log = Logger(namespace="txdilation.link.connection")
+_log = Logger()
 
 
 def tune_transport(transport: Any) -> None:

@@ -40,13 +40,14 @@ from twisted.internet.ssl import optionsForClientTLS
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from txdilation.errors import LinkFailure
 from txdilation.wire.contracts import IDilationReactor
 from txdilation.wire.waiting import fire_unless_called
 
 __all__ = ["WebSocketClientEndpoint", "WebSocketHandshakeError"]
 
 
-class WebSocketHandshakeError(ConnectError):
+class WebSocketHandshakeError(ConnectError, LinkFailure):
     """The WebSocket opening handshake failed or timed out."""
 
 

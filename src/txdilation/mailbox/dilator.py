@@ -48,7 +48,7 @@ from txdilation.wire.keys import derive_dilation_key
 
 __all__ = ["Dilator", "contain_fault"]
 
-_log = Logger(namespace="txdilation.mailbox.dilator")
+_log = Logger()
 
 
 def _stock_version() -> str:

@@ -63,7 +63,7 @@ __all__ = ["DILATION_VERSIONS", "DilatedWormhole", "Manager"]
 
 DILATION_VERSIONS = ["ged"]
 
-_log = Logger(namespace="txdilation.mailbox.manager")
+_log = Logger()
 
 
 class Manager:

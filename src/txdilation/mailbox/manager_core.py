@@ -53,7 +53,7 @@ GENERATION_RETRY_WITH_PEER = 10.0
 peer takes part, and its connections were lost (cut) rather than never made. Backing off to
 GENERATION_RETRY_MAX there left no connection attempt for a minute at a time in fault runs."""
 
-_log = Logger(namespace="txdilation.mailbox.manager_lifecycle")
+_log = Logger()
 
 
 class ManagerEvents(TypingProtocol):

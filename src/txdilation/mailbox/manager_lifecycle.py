@@ -65,7 +65,7 @@ LEFT_FOR_DIRECT = LinkLoss(
     Cause.PATH_UPGRADE, "the peer did not answer 'reconnect' (leaving for a direct path)"
 )
 
-_log = Logger(namespace="txdilation.mailbox.manager_lifecycle")
+_log = Logger()
 
 
 def _build_manager_machine() -> Callable[[ManagerCore], ManagerEvents]:

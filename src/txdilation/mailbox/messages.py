@@ -25,6 +25,7 @@ from twisted.logger import Logger
 from wormhole._interfaces import ISend
 from wormhole._status import DilationHint
 
+from txdilation.errors import ProtocolViolation
 from txdilation.selection.hints import parse_hints
 
 __all__ = [
@@ -52,7 +53,7 @@ __all__ = [
     "parse_dilation_message",
 ]
 
-_log = Logger(namespace="txdilation.mailbox.messages")
+_log = Logger()
 
 #: Extension names listed in our ``please``.
 CLOSING: Final = "closing-v1"
@@ -67,7 +68,7 @@ STANDBY: Final = "standby-v1"
 EXTENSIONS: Final = (CLOSING, LINK_LOST, PATH_UPGRADE, STANDBY)
 
 
-class MalformedDilationMessage(ValueError):
+class MalformedDilationMessage(ValueError, ProtocolViolation):
     """A DILATE-n body that is not a message we can act on (the reason says why)."""
 
 

@@ -26,7 +26,7 @@ from txdilation.wire.roles import FOLLOWER, LEADER
 
 __all__ = ["PeerMessages"]
 
-_log = Logger(namespace="txdilation.mailbox.peer_messages")
+_log = Logger()
 
 
 class PeerMessages:

@@ -51,7 +51,7 @@ PATH_DIED = frozenset(
 #: stock peer's link was relayed (if one ends on the relay again, the next waits this long)
 PROVEN_BACKOFF = 120.0
 
-_log = Logger(namespace="txdilation.mailbox.selection_reports")
+_log = Logger()
 
 
 class ConnectorReports:

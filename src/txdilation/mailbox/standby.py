@@ -32,7 +32,7 @@ RETRY_DELAYS = (2.0, 4.0, 8.0, 16.0, 32.0, 60.0)
 #: seconds a standby connector may take before it is given up (and tried again later)
 MAKE_TIMEOUT = 15.0
 
-_log = Logger(namespace="txdilation.mailbox.standby")
+_log = Logger()
 
 
 class StandbyKeeper:

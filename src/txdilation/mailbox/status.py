@@ -36,7 +36,7 @@ from txdilation._version import IMPLEMENTATION, __version__
 
 __all__ = ["StatusReporter", "TxdilationStatus", "mailbox_up"]
 
-_log = Logger(namespace="txdilation.mailbox.status")
+_log = Logger()
 
 
 def mailbox_up(status: WormholeStatus) -> bool:

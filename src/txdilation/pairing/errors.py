@@ -7,6 +7,8 @@ server.
 
 from __future__ import annotations
 
+from txdilation.errors import PairingFailure
+
 __all__ = [
     "CorruptPairingFile",
     "NotAPairingFile",
@@ -20,7 +22,7 @@ __all__ = [
 ]
 
 
-class PairingError(Exception):
+class PairingError(PairingFailure):
     """Something about a pairing that a person must act on (the message says what)."""
 
 
@@ -52,7 +54,7 @@ class PeerCannotPair(PairingError):
     """The peer did not announce pairing (stock magic-wormhole, or txdilation without it)."""
 
 
-class PeerRestarted(Exception):
+class PeerRestarted(PairingFailure):
     """The paired peer restarted: what was open with its previous process is gone.
 
     The reason a subchannel's protocol gets in ``connectionLost`` when the meeting it belonged

@@ -27,6 +27,7 @@ from cryptography.exceptions import InvalidTag
 from noise import exceptions as noise_exceptions
 from noise.connection import Keypair, NoiseConnection
 
+from txdilation.errors import PairingFailure
 from txdilation.pairing.derive import meeting_mailbox, meeting_password
 
 __all__ = ["PROTOCOL", "HandshakeFailed", "Initiator", "Place", "prologue", "respond"]
@@ -46,7 +47,7 @@ _ERRORS: Final = (
 )
 
 
-class HandshakeFailed(Exception):
+class HandshakeFailed(PairingFailure):
     """The handshake message does not authenticate, or proves no acceptable receipt."""
 
 

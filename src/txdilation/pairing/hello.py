@@ -23,6 +23,7 @@ from typing import Any, Final
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 
+from txdilation.errors import ProtocolViolation
 from txdilation.pairing.derive import ID_LENGTH
 
 __all__ = [
@@ -65,7 +66,7 @@ def is_nonce(text: object) -> bool:
     return isinstance(text, str) and _HEX16.fullmatch(text) is not None
 
 
-class BadHello(ValueError):
+class BadHello(ValueError, ProtocolViolation):
     """A lobby message that is not one sealed with this lobby's key."""
 
 

@@ -29,7 +29,7 @@ FAULTS: Final = ("paired", "pending-stored", "committed")
 """Where a ``fault`` kills the process (a test aid): after writing the pairing, after staging the
 next generation, after committing it."""
 
-_log = Logger(namespace="txdilation.pairing")
+_log = Logger()
 
 
 class RecordKeeper:

@@ -29,7 +29,7 @@ from txdilation.pairing.record import Generation, PairingRecord
 
 __all__ = ["Lobbies"]
 
-_log = Logger(namespace="txdilation.pairing.lobbies")
+_log = Logger()
 
 
 class Lobbies:

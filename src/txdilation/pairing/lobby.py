@@ -56,7 +56,7 @@ KEPT: Final = 4
 RECHECK: Final = 60.0
 """Seconds between renewals of a healthy connection (with up to 20% jitter)."""
 
-_log = Logger(namespace="txdilation.pairing.lobby")
+_log = Logger()
 
 
 def client_version() -> list[str]:

@@ -24,6 +24,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from wormhole._status import ConnectedPeer, DilationStatus, ReconnectingPeer, StoppedPeer
 
+from txdilation.errors import PairingFailure
 from txdilation.pairing.messages import (
     ANNOUNCEMENT,
     BadPairingMessage,
@@ -48,7 +49,7 @@ __all__ = [
 DERIVED_CODE = "paired"
 """What ``w.get_code()`` of a derived meeting gives (there is no code)."""
 
-_log = Logger(namespace="txdilation.pairing.meeting")
+_log = Logger()
 
 StatusCallbacks = tuple[Callable[[Any], object], Callable[[Any], object]]
 """``(wormhole on_status_update, dilation on_status_update)`` for one meeting."""
@@ -76,7 +77,7 @@ class StatusGate:
         return (self.wormhole, self.dilation)
 
 
-class StockMismatch(RuntimeError):
+class StockMismatch(RuntimeError, PairingFailure):
     """The installed magic-wormhole lacks the client machines a derived meeting drives."""
 
 

@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Final
 
+from txdilation.errors import ProtocolViolation
 from txdilation.pairing.derive import ID_LENGTH
 from txdilation.pairing.hello import is_nonce
 from txdilation.pairing.keys import check_public
@@ -44,7 +45,7 @@ ANNOUNCEMENT: Final[dict[str, Any]] = {KEY: {"v": VERSION}}
 _MAX_NAME: Final = 200
 
 
-class BadPairingMessage(ValueError):
+class BadPairingMessage(ValueError, ProtocolViolation):
     """An application message that is not a pairing message."""
 
 

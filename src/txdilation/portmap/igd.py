@@ -18,6 +18,8 @@ from urllib.parse import urljoin, urlsplit
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
+from txdilation.errors import ProtocolViolation
+
 __all__ = [
     "MAX_DOCUMENT",
     "SERVICE_TYPES",
@@ -42,7 +44,7 @@ CONFLICT_IN_MAPPING = 718
 ONLY_PERMANENT_LEASES = 725
 
 
-class IgdError(ValueError):
+class IgdError(ValueError, ProtocolViolation):
     """A description or answer that cannot be used."""
 
 

@@ -38,7 +38,7 @@ from txdilation.portmap.upnp import UpnpClient
 
 __all__ = ["IMappingClient", "IMappingObserver", "PortMapper"]
 
-_log = Logger(namespace="txdilation.portmap")
+_log = Logger()
 
 
 class IMappingClient(TypingProtocol):

@@ -16,6 +16,8 @@ import enum
 import ipaddress
 from dataclasses import dataclass
 
+from txdilation.errors import LinkFailure
+
 __all__ = [
     "MappingError",
     "MappingProtocol",
@@ -84,7 +86,7 @@ def is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-class MappingError(Exception):
+class MappingError(LinkFailure):
     """Asking for a mapping failed."""
 
 

@@ -15,6 +15,8 @@ import ipaddress
 import struct
 from dataclasses import dataclass
 
+from txdilation.errors import ProtocolViolation
+
 __all__ = [
     "NATPMP_PORT",
     "RESULTS",
@@ -48,7 +50,7 @@ RESULTS = {
 }
 
 
-class NatPmpError(ValueError):
+class NatPmpError(ValueError, ProtocolViolation):
     """A datagram that is not an answer to our request."""
 
 

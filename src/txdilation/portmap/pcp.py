@@ -17,6 +17,8 @@ import ipaddress
 import struct
 from dataclasses import dataclass
 
+from txdilation.errors import ProtocolViolation
+
 __all__ = [
     "PCP_PORT",
     "RESULTS",
@@ -57,7 +59,7 @@ RESULTS = {
 }
 
 
-class PcpError(ValueError):
+class PcpError(ValueError, ProtocolViolation):
     """A datagram that is not an answer to our request."""
 
 

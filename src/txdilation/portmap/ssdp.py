@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
+from txdilation.errors import ProtocolViolation
+
 __all__ = [
     "SEARCH_TARGET",
     "SSDP_GROUP",
@@ -29,7 +31,7 @@ SEARCH_TARGET = "urn:schemas-upnp-org:device:InternetGatewayDevice:1"
 MAX_ANSWER = 4096
 
 
-class SsdpError(ValueError):
+class SsdpError(ValueError, ProtocolViolation):
     """A datagram that is not a usable answer to our search."""
 
 

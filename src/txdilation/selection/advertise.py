@@ -48,7 +48,7 @@ LISTEN_RETRY_DELAY = 0.1
 MAPPED_PORT_RETRIES = 3
 
 #: the connector's logger: the split into modules changes no log line
-_log = Logger(namespace="txdilation.selection.connector")
+_log = Logger()
 
 
 class Advertiser:

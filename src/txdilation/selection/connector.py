@@ -65,7 +65,7 @@ __all__ = [
     "ipaddrs",
 ]
 
-_log = Logger(namespace="txdilation.selection.connector")
+_log = Logger()
 
 
 @implementer(ICandidateOwner, IDilationConnector)

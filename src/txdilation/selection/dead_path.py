@@ -55,7 +55,7 @@ STANDBY_PROBE_WAIT = 0.3
 #: running: a busy host) waits one more probe timeout, once: the answer may be unread yet
 LATE_SLACK = 0.1
 
-_log = Logger(namespace="txdilation.selection.dead_path")
+_log = Logger()
 
 
 class RttEstimator:

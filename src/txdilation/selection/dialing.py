@@ -62,7 +62,7 @@ if TYPE_CHECKING:
 __all__ = ["BuildProtocol", "Dial", "Dialer"]
 
 #: the connector's logger: the split into modules changes no log line
-_log = Logger(namespace="txdilation.selection.connector")
+_log = Logger()
 
 
 class Dialer:

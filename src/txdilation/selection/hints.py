@@ -15,6 +15,8 @@ from typing import Any
 
 from twisted.internet.address import HostnameAddress, IPv4Address, IPv6Address
 
+from txdilation.errors import ProtocolViolation
+
 
 @dataclass(frozen=True, slots=True)
 class DirectTCPV1Hint:
@@ -61,7 +63,7 @@ class RelayV1Hint:
 Hint = DirectTCPV1Hint | TorTCPV1Hint | RelayV1Hint
 
 
-class HintError(ValueError):
+class HintError(ValueError, ProtocolViolation):
     """A hint (from the peer or from the command line) could not be understood."""
 
 

@@ -54,7 +54,7 @@ def normalize_ping_interval(ping_interval: float | int | None) -> float:
     return float(ping_interval)
 
 
-_log = Logger(namespace="txdilation.selection.liveness")
+_log = Logger()
 
 
 class Liveness:

@@ -42,7 +42,7 @@ POLL_INTERVAL = 2.0
 #: seconds after the last event of a burst before it is reported
 SETTLE = 0.05
 
-_log = Logger(namespace="txdilation.selection.netwatch")
+_log = Logger()
 
 # rtnetlink message types that mean "the paths out of this host may have changed"
 # (linux/rtnetlink.h: RTM_NEWLINK, RTM_DELLINK, RTM_NEWADDR, RTM_DELADDR, RTM_NEWROUTE,

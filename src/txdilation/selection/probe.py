@@ -34,7 +34,7 @@ from txdilation.wire.contracts import IDilationReactor
 
 __all__ = ["ReachabilityProber", "proves_reachable"]
 
-_log = Logger(namespace="txdilation.selection.probe")
+_log = Logger()
 
 
 def proves_reachable(outcome: object) -> bool:

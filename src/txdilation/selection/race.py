@@ -37,7 +37,7 @@ from txdilation.selection.upgrade import RetrySchedule
 from txdilation.wire.contracts import ICandidateOwner, IDilationReactor
 from txdilation.wire.roles import LEADER
 
-_log = Logger(namespace="txdilation.selection.connector")
+_log = Logger()
 
 __all__ = [
     "MAPPED_GRACE",

@@ -58,7 +58,7 @@ def _local_host(transport: Any) -> str | None:
 
 __all__ = ["MOVED", "RETIRE_GRACE", "STANDBY_PING_INTERVAL", "LinkOwner", "SelectedLink"]
 
-_log = Logger(namespace="txdilation.selection.selected")
+_log = Logger()
 
 
 class LinkOwner(Protocol):

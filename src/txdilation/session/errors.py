@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from txdilation.errors import UsageMistake
+
 __all__ = ["CannotStart", "ConfigError"]
 
 
-class ConfigError(ValueError):
+class ConfigError(ValueError, UsageMistake):
     """The session's settings are wrong; the message says which one and why."""
 
 

@@ -37,7 +37,7 @@ from txdilation.wire.waiting import Waiters
 
 __all__ = ["Forwarder"]
 
-_log = Logger(namespace="txdilation.session.forwarding")
+_log = Logger()
 
 
 _BOILERPLATE = ("An error occurred while connecting: ", "Connection was refused by other side: ")

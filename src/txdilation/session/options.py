@@ -22,6 +22,7 @@ from typing import Any, NoReturn
 
 from twisted.python import usage
 
+from txdilation.errors import UsageMistake
 from txdilation.session.config import (
     DEFAULT_APPID,
     DEFAULT_MAILBOX,
@@ -40,7 +41,7 @@ from txdilation.values import BadValue, is_wildcard, parse_seconds
 __all__ = ["SessionOptions", "StartRefused", "version_text"]
 
 
-class StartRefused(usage.UsageError):
+class StartRefused(usage.UsageError, UsageMistake):
     """The options are right but the session cannot start now (:class:`CannotStart`): the
     command prints the message as its one line and exits with :attr:`exit_status`, 1."""
 

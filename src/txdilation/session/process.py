@@ -52,7 +52,7 @@ PARENT_POLL_SECONDS = 0.5
 CUT_SIGNAL = getattr(signal, "SIGUSR2", None)
 """The debug signal that aborts the current L2 connection (None where it does not exist)."""
 
-_log = Logger(namespace="txdilation.session.process")
+_log = Logger()
 
 
 def prepare(config: SessionConfig) -> None:

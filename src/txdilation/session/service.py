@@ -27,13 +27,14 @@ from txdilation.session.core import SessionCore, SessionEvents
 from txdilation.session.forwarding import Forwarder
 from txdilation.session.observe import LinkState
 from txdilation.session.status import StatusWriter
-from txdilation.session.statuslog import StatusLog
+from txdilation.session.statuslog import NAMESPACE, StatusLog
 from txdilation.settings import Settings
 from txdilation.wire.machines import complete
 
 __all__ = ["Session", "SessionService", "session_machine"]
 
-_log = Logger(namespace="txdilation.session")
+#: the session's lines are "[txdilation.session] ..." (users and docs/plugin.md read them)
+_log = Logger(namespace=NAMESPACE)
 
 
 def _build_session_machine() -> TypeMachine[SessionEvents, SessionCore]:

@@ -63,7 +63,7 @@ KINDS: Final = frozenset(
 StatusEvent = dict[str, Any]
 """One event: ``{"kind": ..., "ts": ..., "seq": ..., <fields>}``."""
 
-_log = Logger(namespace="txdilation.session.status")
+_log = Logger()
 
 
 class StatusWriter:

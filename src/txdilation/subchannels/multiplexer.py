@@ -54,7 +54,7 @@ from txdilation.wire.records import Ack, Close, Data, Open, Ping
 from txdilation.wire.roles import LEADER, Role
 from txdilation.wire.waiting import OneShot
 
-_log = Logger(namespace="txdilation.subchannels.multiplexer")
+_log = Logger()
 
 T = TypeVar("T")
 

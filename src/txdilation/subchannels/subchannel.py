@@ -17,9 +17,9 @@ exceptions close this subchannel only; ``on_closed`` exactly once, right after
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from typing import Protocol as TypingProtocol
 
-import attrs
 from twisted.internet.interfaces import (
     IAddress,
     IConsumer,
@@ -63,7 +63,7 @@ from txdilation.wire.limits import DEFAULT_MAX_RECORD_SIZE, RECORD_OVERHEAD
 #: record a txdilation peer accepts by default (``TXDILATION_MAX_RECORD_SIZE``).
 MAX_WRITE_LENGTH = DEFAULT_MAX_RECORD_SIZE - RECORD_OVERHEAD
 
-_log = Logger(namespace="txdilation.subchannels.subchannel")
+_log = Logger()
 
 
 @implementer(IAddress)
@@ -75,11 +75,15 @@ class _WormholeAddress:
 
 
 @implementer(IAddress)
-@attrs.frozen
+@dataclass(frozen=True, slots=True)
 class SubchannelAddress:
     """``getPeer()`` of a subchannel and the ``buildProtocol`` argument: its subprotocol name."""
 
-    subprotocol: str = attrs.field(validator=attrs.validators.instance_of(str))
+    subprotocol: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.subprotocol, str):
+            raise TypeError(f"subprotocol must be a str, not {type(self.subprotocol).__name__}")
 
 
 class Sender(TypingProtocol):

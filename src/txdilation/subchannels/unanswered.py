@@ -40,7 +40,7 @@ stock Leader dials again at once, a stock Follower answers our ``reconnect`` at 
 sender then ends within about this long of its last acknowledgement; were the peer only
 slow, nothing is lost: everything it was sent was acknowledged, and the CLOSE replays."""
 
-_log = Logger(namespace="txdilation.subchannels.unanswered")
+_log = Logger()
 
 
 class Closing(Protocol):

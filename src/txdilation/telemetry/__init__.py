@@ -1,11 +1,11 @@
 """Session telemetry: schema ``txdilation-telemetry/1`` events about one dilated wormhole.
 
 Layer: observability, beside the protocol (no protocol logic here); what the rest of
-txdilation imports (``vocabulary``: the schema's values; ``sinks``: where records go;
-``recorder``: the recorder). The Manager, the Connector and the Multiplexer call one method per
-event; each builds one flat record for ``twisted.logger`` (namespace ``txdilation.telemetry``),
-the ``events_path`` JSON-lines file when named, and an optional ``sink``. Time comes from the
-``IReactorTime`` passed in.
+txdilation imports (``vocabulary``: the schema's values; ``causes``: a lost link's cause in
+words; ``sinks``: where records go; ``recorder``: the recorder). The Manager, the Connector and
+the Multiplexer call one method per event; each builds one flat record for ``twisted.logger``
+(namespace ``txdilation.telemetry``), the ``events_path`` JSON-lines file when named, and an
+optional ``sink``. Time comes from the ``IReactorTime`` passed in.
 
 Invariants: every record validates against ``telemetry-schema.json``; every string in a record
 is from a fixed vocabulary, a hex identifier made here, or the schema name (never a code, key,

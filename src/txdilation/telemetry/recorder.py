@@ -15,6 +15,7 @@ from twisted.logger import Logger
 
 from txdilation._version import IMPLEMENTATION, __version__
 from txdilation.settings import TelemetrySettings
+from txdilation.telemetry.causes import LOST_REASON, NOTICED_BY_CAUSE
 from txdilation.telemetry.stream import RecordStream
 from txdilation.telemetry.traffic import PeriodicTraffic, TrafficStats, traffic_fields
 from txdilation.telemetry.vocabulary import (
@@ -36,6 +37,7 @@ from txdilation.telemetry.vocabulary import (
     as_hint_counts,
     vocabulary,
 )
+from txdilation.wire.reasons import Cause
 
 
 class Telemetry(RecordStream):
@@ -187,28 +189,34 @@ class Telemetry(RecordStream):
             fields["via_mapping"] = True
         self._emit("connection_selected", fields)
 
-    def connection_lost(self, reason: str, uptime_s: float | None = None) -> None:
+    def connection_lost(self, reason: Cause | str, uptime_s: float | None = None) -> None:
         """The selected connection is gone.
 
-        :param reason: one of :data:`LOST_REASONS` (anything else is recorded as ``other``).
+        :param reason: the loss's cause (recorded as ``telemetry.causes.LOST_REASON`` names
+            it), or one of :data:`LOST_REASONS` (anything else is recorded as ``other``).
         :param uptime_s: seconds since selection; computed from the clock when None.
         """
         if uptime_s is None and self._selected_at is not None:
             uptime_s = self._clock.seconds() - self._selected_at
         self._selected_at = None
+        if isinstance(reason, Cause):
+            reason = LOST_REASON[reason]
         fields = {"reason": vocabulary(reason, LOST_REASONS), "uptime_s": as_duration(uptime_s)}
         self._emit("connection_lost", fields)
 
-    def recovered(self, died: str, noticed_by: str, gap_s: float | None) -> None:
+    def recovered(self, died: str, noticed_by: Cause | str, gap_s: float | None) -> None:
         """A new link was selected after the previous one was lost (emit right after its
         ``connection_selected``, so the record carries the new generation).
 
         :param died: the lost link's path, ``direct`` or ``relay`` (:data:`PATHS`).
-        :param noticed_by: how the loss was noticed, one of :data:`NOTICED_BY` (see
-            :func:`noticed_by`).
+        :param noticed_by: the loss's cause (how it was noticed follows from it:
+            ``telemetry.causes.NOTICED_BY_CAUSE``), or how it was noticed, one of
+            :data:`NOTICED_BY` (see :func:`noticed_by`).
         :param gap_s: seconds from the last record received on the lost link (or from its
             loss, if none arrived) to this selection.
         """
+        if isinstance(noticed_by, Cause):
+            noticed_by = NOTICED_BY_CAUSE[noticed_by]
         fields = {
             "died": vocabulary(died, PATHS),
             "noticed_by": vocabulary(noticed_by, NOTICED_BY),

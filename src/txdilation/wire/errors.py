@@ -2,15 +2,19 @@
 
 Wire-level errors all derive from :class:`DilationProtocolError`: whoever catches one drops the
 offending connection (or subchannel) with the error's message as the logged reason, never the
-process. Application-facing errors keep stock magic-wormhole's names.
+process. Application-facing errors keep stock magic-wormhole's names. Each is in one family of
+``txdilation.errors`` (stock's ``UnknownDilationMessageType`` and ``UnknownMessageType`` are the
+real errors for those events, under stock's names: ``txdilation._stock.manager``).
 """
 
 from __future__ import annotations
 
 from wormhole.errors import WormholeClosed
 
+from txdilation.errors import LinkFailure, ProtocolViolation, UsageMistake
 
-class DilationProtocolError(Exception):
+
+class DilationProtocolError(ProtocolViolation):
     """The peer (or something pretending to be it) broke the wire protocol."""
 
 
@@ -29,39 +33,31 @@ class NoiseError(DilationProtocolError):
 # --- application-facing errors (names as in stock wormhole._dilation) ---
 
 
-class OldPeerCannotDilateError(Exception):
+class OldPeerCannotDilateError(LinkFailure):
     """The peer shares no ``can-dilate`` version with us."""
 
 
-class CanOnlyDilateOnceError(Exception):
+class CanOnlyDilateOnceError(UsageMistake):
     """``dilate()`` was called a second time on the same wormhole."""
 
 
-class UnknownDilationMessageType(Exception):
-    """A DILATE-n message had an unknown ``type`` (logged and ignored)."""
-
-
-class UnexpectedKCM(Exception):
+class UnexpectedKCM(ProtocolViolation):
     """A KCM arrived on a connection that was already selected."""
 
 
-class UnknownMessageType(Exception):
-    """A record of an unknown kind reached the manager."""
-
-
-class AlreadyClosedError(Exception):
+class AlreadyClosedError(UsageMistake):
     """``write()`` or ``loseConnection()`` on a subchannel that is already closed."""
 
 
-class NormalCloseUsedOnHalfCloseable(Exception):
+class NormalCloseUsedOnHalfCloseable(UsageMistake):
     """``loseConnection()`` was used where ``loseWriteConnection()`` is required."""
 
 
-class HalfCloseUsedOnNonHalfCloseable(Exception):
+class HalfCloseUsedOnNonHalfCloseable(UsageMistake):
     """``loseWriteConnection()`` on a subchannel whose protocol is not half-closeable."""
 
 
-class UnexpectedSubprotocol(Exception):
+class UnexpectedSubprotocol(ProtocolViolation):
     """The peer opened a subchannel for a name we do not expect."""
 
 
@@ -77,6 +73,6 @@ class CloseForMissingSubchannelError(DilationProtocolError):
     """CLOSE arrived for a subchannel id we do not know."""
 
 
-class WormholeClosedError(WormholeClosed):  # type: ignore[misc]
+class WormholeClosedError(WormholeClosed, LinkFailure):  # type: ignore[misc]
     """The wormhole was closed before this operation could complete (a
     ``wormhole.errors.WormholeClosed``, so handlers written for stock's errors catch it)."""

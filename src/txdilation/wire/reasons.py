@@ -6,8 +6,8 @@ A :class:`LinkLoss` is a :class:`Cause` (what happened: what code decides on) an
 given up or found gone (the L2 connection, the selected link's liveness and dead-path checks,
 the Manager's lifecycle), and travels as it is: to the Connector and its telemetry attempts
 (``selection.attempts``), to the selected link's owner, to the loss telemetry
-(``mailbox.losses``) and to the log lines. Nothing reads the message to decide anything, so
-rewording a log line changes no telemetry.
+(``mailbox.losses``, which ``telemetry.causes`` puts in words) and to the log lines.
+Nothing reads the message to decide anything, so rewording a log line changes no telemetry.
 
 Invariants: every loss has exactly one cause; the causes are the ways a connection ends, not
 the telemetry vocabulary (each consumer maps them onto its own values, with a test that every

@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 
+from txdilation.errors import UsageMistake
 from txdilation.wrap.environment import child_environment
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (this starts fast)
@@ -56,7 +57,7 @@ _OPTIONS = ("--semantics", "--events", "--proof")
 _RESTORED_SIGNALS = ("SIGPIPE", "SIGXFZ", "SIGXFSZ")
 
 
-class UsageError(Exception):
+class UsageError(UsageMistake):
     """A mistake on the command line or in a ``TXDILATION_*`` variable: one line."""
 
 
