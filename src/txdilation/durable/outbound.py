@@ -54,6 +54,7 @@ from zope.interface import implementer
 
 from txdilation.durable.producers import ProducerSet
 from txdilation.durable.queue import SendQueue
+from txdilation.durable.sent_log import SentLog
 from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR, InFlightLimit
 from txdilation.wire.contracts import IDilatedConnection, ISentLog
 from txdilation.wire.limits import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
@@ -71,7 +72,7 @@ _log = Logger(namespace="txdilation.durable.outbound")
 class _OutboundEvents(TypingProtocol):
     """Lifecycle inputs of :class:`Outbound`."""
 
-    def connection_made(self, connection: IDilatedConnection, log: ISentLog | None) -> bool:
+    def connection_made(self, connection: IDilatedConnection, log: ISentLog) -> bool:
         "A connection was selected (writes noted in ``log``): True, the facade replays."
 
     def connection_lost(self) -> None:
@@ -94,7 +95,7 @@ class _OutboundCore:
     connection: IDilatedConnection | None = None
     #: where new records may be written at once: the connection while ``producing``, else None
     sink: IDilatedConnection | None = None
-    #: the connection's link's log of writes (its dead-path detector reads it), if any
+    #: the log of writes to the connection (its link's, read by its dead-path detector)
     sent_log: ISentLog | None = None
     stopped: bool = False
 
@@ -122,7 +123,7 @@ def _build_outbound_machine() -> TypeMachine[_OutboundEvents, _OutboundCore]:
     @producing.upon(I.connection_made).to(producing)
     @paused.upon(I.connection_made).to(producing)
     def use_connection(
-        m: _OutboundEvents, c: _OutboundCore, connection: IDilatedConnection, log: ISentLog | None
+        m: _OutboundEvents, c: _OutboundCore, connection: IDilatedConnection, log: ISentLog
     ) -> bool:
         c.release()  # a second connection_made without connection_lost replaces the first
         c.queue.rewind()
@@ -200,6 +201,7 @@ class Outbound:
         self.records_acked = 0
         """Records retired by the peer's ACKs."""
         self._pong_sent_while_paused = False
+        self._own_log: SentLog | None = None  # the log of writes when no link gave one
         self._acknowledged: Waiters[None] = Waiters()
         #: when_retired()'s waiters by seqnum, and those seqnums as a heap (the lowest first)
         self._retired: dict[int, Waiters[None]] = {}
@@ -224,6 +226,11 @@ class Outbound:
     def next_seqnum(self) -> int:
         """The seqnum the next record will get (also: how many records were sent)."""
         return self._core.queue.next_seqnum
+
+    @property
+    def sent_log(self) -> ISentLog | None:
+        """The log of writes to the connection (its link's, or our own), None without one."""
+        return self._core.sent_log
 
     @property
     def bytes_retransmitted(self) -> int:
@@ -258,14 +265,13 @@ class Outbound:
         queue = core.queue
         immediately = sink is not None and not queue.has_unsent
         if immediately:
-            assert sink is not None
+            assert sink is not None and core.sent_log is not None
             self._last_write = size  # _sent(), inlined: this is the per-record path
+            now = core.sent_log.sent(record.seqnum)
             window = self.window
             if not window.sampling:
-                window.sent(record.seqnum, self.bytes_acked, self._clock.seconds())
+                window.sent(record.seqnum, self.bytes_acked, now)
             queue.add(record, size, sent=True)
-            if core.sent_log is not None:
-                core.sent_log.sent(record.seqnum)
             sink.send_record(record)
         else:
             queue.add(record, size, sent=False)
@@ -278,12 +284,18 @@ class Outbound:
             self._window_full = True
             self._producers.pause_all()
 
-    def _sent(self, record: SequencedRecord, size: int) -> None:
-        """``record`` (a batch's first; its largest has ``size`` bytes) is written now."""
+    def _sent(self, batch: list[SequencedRecord], size: int) -> None:
+        """``batch`` (its largest has ``size`` bytes) is written now: the link's log notes it
+        by its last seqnum (an ACK retires it once it covers all of it); a sample of the window
+        starts at its first (as for one record: the peer's first ACK after it ends the sample),
+        at the time the log noted."""
         self._last_write = size
+        log = self._core.sent_log
+        assert log is not None  # there is one while there is a connection to write to
+        now = log.sent(batch[-1].seqnum)
         window = self.window
         if not window.sampling:
-            window.sent(record.seqnum, self.bytes_acked, self._clock.seconds())
+            window.sent(batch[0].seqnum, self.bytes_acked, now)
 
     def _flush(self) -> None:
         """Write what is queued and unsent, batch by batch, while the transport takes it: its
@@ -291,9 +303,7 @@ class Outbound:
         core, queue = self._core, self._core.queue
         while core.sink is not None and queue.has_unsent:
             batch = queue.take_unsent(WRITE_BATCH_BYTES)
-            self._sent(batch[0], queue.largest_taken)
-            if core.sent_log is not None:
-                core.sent_log.sent(batch[-1].seqnum)
+            self._sent(batch, queue.largest_taken)
             core.sink.send_records(batch)
 
     def _in_flight_limit(self) -> int:
@@ -324,6 +334,8 @@ class Outbound:
         self.bytes_acked += queue.ack(resp_seqnum)
         self.records_acked += before - len(queue)
         self.window.acked(resp_seqnum, self.bytes_acked, self._clock.seconds())
+        if self._own_log is not None:
+            self._own_log.retire(resp_seqnum)
         release = False
         if self._over_budget and queue.queued_bytes <= self._max_bytes // 2:
             self._over_budget = False
@@ -375,10 +387,15 @@ class Outbound:
 
     def connection_made(self, connection: IDilatedConnection, log: ISentLog | None = None) -> None:
         """Use ``connection``: register as its producer, replay everything queued, go on;
-        note each write in ``log`` (its link's, read by the dead-path detector)."""
+        note each write in ``log`` (its link's, read by the dead-path detector and retired by
+        the link's own ACKs) or, without one, in a log of our own that every ACK retires."""
         self._pong_sent_while_paused = False
         self.window.reset()
         self._last_write = 0
+        if log is None:
+            log = self._own_log = SentLog(self._clock)
+        else:
+            self._own_log = None
         if self._machine.connection_made(connection, log):
             self._flush()
         self._check_window()

@@ -12,7 +12,9 @@ txdilation's Inbound each ``ACK_THRESHOLD_BYTES`` or ``ACK_DELAY``)::
 Invariants:
 
 - one sample at a time: the first record written while no sample is outstanding is its
-  marker; the first ACK covering the marker ends it with a round trip (now - written) and a
+  marker (a batch's first record), written at the time the link's log of writes
+  (``durable.sent_log``) noted; the first ACK covering the marker, on whichever link it came
+  (the peer's progress, not one path's), ends it with a round trip (now - written) and a
   delivery rate: the bytes acknowledged since the marker was written, over the time since the
   last ACK before it (BBR's rule: a burst of ACKs cannot make the rate look faster than the
   path);
