@@ -101,7 +101,6 @@ MAX_MODULE_LINES = 400
 #: it may have until then: none may grow, and one back under the limit must leave this list
 OVER_THE_LIMIT = {
     "durable/inbound.py": 423,
-    "durable/outbound.py": 460,
     "link/connection.py": 410,
     "pairing/lobby.py": 409,
     "selection/connector.py": 416,

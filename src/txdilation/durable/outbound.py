@@ -34,31 +34,28 @@ Invariants:
   that registered no producer are never blocked (Twisted gives us no way to stop them); their
   bytes are counted and do pause everybody else.
 
-The lifecycle (``disconnected``, ``producing``, ``paused``, ``stopped``) is the module-level
-Automat machine ``outbound_machine``; the per-record path is plain code.
+The lifecycle (``disconnected``, ``producing``, ``paused``, ``stopped``) is the Automat machine
+of :mod:`txdilation.durable.outbound_lifecycle`; the per-record path is plain code.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Hashable
-from dataclasses import dataclass, field
-from typing import Protocol as TypingProtocol
 
-from automat import TypeMachine, TypeMachineBuilder
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IPullProducer, IPushProducer, IReactorTime
 from twisted.internet.task import Cooperator
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from txdilation.durable.outbound_lifecycle import OutboundCore, outbound_machine
 from txdilation.durable.producers import ProducerSet
 from txdilation.durable.queue import SendQueue
 from txdilation.durable.sent_log import SentLog
 from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR, InFlightLimit
 from txdilation.wire.contracts import IDilatedConnection, ISentLog
 from txdilation.wire.limits import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
-from txdilation.wire.machines import complete
 from txdilation.wire.records import Ack, Close, Data, Open, Ping, Pong, SequencedRecord
 from txdilation.wire.waiting import Waiters
 
@@ -67,101 +64,6 @@ WRITE_BATCH_BYTES = 256 * 1024
 
 
 _log = Logger(namespace="txdilation.durable.outbound")
-
-
-class _OutboundEvents(TypingProtocol):
-    """Lifecycle inputs of :class:`Outbound`."""
-
-    def connection_made(self, connection: IDilatedConnection, log: ISentLog) -> bool:
-        "A connection was selected (writes noted in ``log``): True, the facade replays."
-
-    def connection_lost(self) -> None:
-        "The connection is gone: queue from now on."
-
-    def pause(self) -> None:
-        "The connection's transport asks us to stop writing."
-
-    def resume(self) -> bool:
-        "The connection's transport can take more: True when the facade may flush now."
-
-    def stop(self) -> None:
-        "The wormhole is closing."
-
-
-@dataclass
-class _OutboundCore:
-    push_producer: IPushProducer
-    queue: SendQueue = field(default_factory=SendQueue)
-    connection: IDilatedConnection | None = None
-    #: where new records may be written at once: the connection while ``producing``, else None
-    sink: IDilatedConnection | None = None
-    #: the log of writes to the connection (its link's, read by its dead-path detector)
-    sent_log: ISentLog | None = None
-    stopped: bool = False
-
-    def release(self) -> None:
-        if self.connection is not None:
-            self.connection.unregisterProducer()
-        self.connection = self.sink = self.sent_log = None
-
-
-def no_write(m: _OutboundEvents, c: _OutboundCore, *args: object) -> bool:
-    return False
-
-
-def _build_outbound_machine() -> TypeMachine[_OutboundEvents, _OutboundCore]:
-    b = TypeMachineBuilder(_OutboundEvents, _OutboundCore)
-    disconnected = b.state("disconnected")
-    producing = b.state("producing")
-    paused = b.state("paused")
-    stopped = b.state("stopped")
-    alive = (disconnected, producing, paused)
-    everywhere = (*alive, stopped)
-    I = _OutboundEvents  # noqa: E741 (a short alias keeps the transition table readable)
-
-    @disconnected.upon(I.connection_made).to(producing)
-    @producing.upon(I.connection_made).to(producing)
-    @paused.upon(I.connection_made).to(producing)
-    def use_connection(
-        m: _OutboundEvents, c: _OutboundCore, connection: IDilatedConnection, log: ISentLog
-    ) -> bool:
-        c.release()  # a second connection_made without connection_lost replaces the first
-        c.queue.rewind()
-        c.connection = c.sink = connection
-        c.sent_log = log
-        connection.registerProducer(c.push_producer, True)
-        return True  # the replay: the facade writes it, this machine at rest
-
-    @producing.upon(I.connection_lost).to(disconnected)
-    @paused.upon(I.connection_lost).to(disconnected)
-    def stop_using(m: _OutboundEvents, c: _OutboundCore) -> None:
-        c.release()
-
-    @producing.upon(I.pause).to(paused)
-    def hold(m: _OutboundEvents, c: _OutboundCore) -> None:
-        c.sink = None
-
-    @paused.upon(I.resume).to(producing)
-    def go_on(m: _OutboundEvents, c: _OutboundCore) -> bool:
-        c.sink = c.connection
-        return True
-
-    for state in alive:
-
-        @state.upon(I.stop).to(stopped)
-        def finish(m: _OutboundEvents, c: _OutboundCore) -> None:
-            c.release()
-            c.queue.clear()
-            c.stopped = True
-
-    # Harmless repeats: a transport that pauses/resumes twice or after we let it go, a
-    # connection_lost without a connection, anything after stop (documented as ignored).
-    complete(b, everywhere, (I.connection_made, I.resume), otherwise=lambda _input: no_write)
-    complete(b, everywhere)
-    return b.build()
-
-
-outbound_machine = _build_outbound_machine()
 
 
 @implementer(IPushProducer)
@@ -207,7 +109,7 @@ class Outbound:
         self._retired: dict[int, Waiters[None]] = {}
         self._retired_seqnums: list[int] = []
         self._producers = ProducerSet(cooperator, self._log)
-        self._core = _OutboundCore(push_producer=self)
+        self._core = OutboundCore(push_producer=self)
         self._machine = outbound_machine(self._core)
 
     # --- introspection (tests, status) ---
