@@ -5,19 +5,10 @@ a subchannel (anything with ``remote_data``/``remote_close``, see :class:`Delive
 
 Invariants:
 
-- every OPEN/DATA/CLOSE is acknowledged, duplicates too; ACKs are cumulative and delayed: one
-  ``Ack(highest processed seqnum)`` goes out ``ack_delay`` (:data:`ACK_DELAY`, 5 ms) after the
-  first record it covers, or at the end of the reactor turn in which an OPEN or CLOSE arrived,
-  the DATA bytes it covers reached ``ack_threshold_bytes`` (:data:`ACK_THRESHOLD_BYTES`, 1 MiB),
-  or a record arrived after ``ack_delay`` without an ACK going out (the link was quiet: a lone
-  record's ACK is not delayed, so a sender timing its round trips by our ACKs, see
-  ``durable.window``, measures the path, not our delay; a reply written in that turn leaves in
-  the same send), whichever comes first. So a sender never waits more than ``ack_delay`` for
-  an ACK, and never at all while it has ``ack_threshold_bytes`` in flight (under any sender's
-  window: ours is at least ``DEFAULT_IN_FLIGHT_FLOOR``, 2 MiB, see ``durable.window``; stock
-  has none). ACKs are sent only while connected: a connection lost with an ACK pending drops it
-  (the peer replays what we did not acknowledge on the next connection, and that replay is
-  acknowledged);
+- every OPEN/DATA/CLOSE is acknowledged, duplicates too, by a cumulative
+  ``Ack(highest processed seqnum)`` at most ``ack_delay`` (:data:`ACK_DELAY`, 5 ms) later, at
+  the end of the turn after ``ack_threshold_bytes`` (:data:`ACK_THRESHOLD_BYTES`, 1 MiB) of
+  DATA (when and why: :mod:`txdilation.durable.acks`); only while connected;
 - a record is processed only if its seqnum is above the highest processed one (start -1);
 - an OPEN with scid 0, the wrong parity for the peer's role, or a name outside
   ``expected_subprotocols`` is answered with CLOSE; a duplicate OPEN is logged and ignored;
@@ -31,13 +22,10 @@ Invariants:
   whole connection's reading paused, until they are back under half of it. ACK processing is
   never affected by a paused subchannel.
 
-Each subchannel's route is one :class:`~txdilation.durable.routes.Route` (its life: pending,
-attached, paused, discarding, forgotten; what it holds), and what they hold together is their
-:class:`~txdilation.durable.routes.Holdings`. The read-pausing lifecycle is
-the machine of ``txdilation.durable.inbound_lifecycle``: it alone knows whether reading is
-paused (told when what paused subchannels hold crosses the bound, or half of it, on the way
-down); the per-record path is plain code, gated by the connection and the stop the machine's
-transitions set.
+Each subchannel's route is one :class:`~txdilation.durable.routes.Route`, what they hold
+together their :class:`~txdilation.durable.routes.Holdings`; whether reading is paused is kept
+by the machine of :mod:`txdilation.durable.inbound_lifecycle` alone. The per-record path is
+plain code, gated by the connection and the stop the machine's transitions set.
 """
 
 from __future__ import annotations
@@ -47,7 +35,7 @@ from collections.abc import Callable, Iterable
 from twisted.internet.interfaces import IProtocolFactory, IReactorTime
 from twisted.logger import Logger
 
-from txdilation.durable.acks import DelayedAck
+from txdilation.durable.acks import ACK_DELAY, ACK_THRESHOLD_BYTES, DelayedAck
 from txdilation.durable.inbound_lifecycle import InboundCore, inbound_machine
 from txdilation.durable.routes import ATTACHED, DISCARDING, PENDING, Delivery, Holdings, Route
 from txdilation.wire.contracts import IDilatedConnection
@@ -64,11 +52,6 @@ from txdilation.wire.limits import (
 )
 from txdilation.wire.records import Ack, Close, Data, Open, SequencedRecord
 from txdilation.wire.roles import LEADER, Role
-
-#: seconds an ACK waits for more records to cover (one ACK per batch, not per TCP read)
-ACK_DELAY = 0.005
-#: received DATA bytes not yet acknowledged at which the ACK goes out at the end of the turn
-ACK_THRESHOLD_BYTES = 2**20
 
 _log = Logger(namespace="txdilation.durable.inbound")
 
@@ -310,7 +293,7 @@ class Inbound:
             return
         route.attach(delivery)
         delivery.start()
-        self._drain(route)
+        route.drain()
 
     def add_local(self, scid: int, delivery: Delivery) -> None:
         """Route records for ``scid`` (a subchannel we opened) to ``delivery``."""
@@ -390,18 +373,8 @@ class Inbound:
     def _drain_later(self, route: Route) -> None:
         route.drain_call = None
         before = self._holdings.buffered
-        self._drain(route)
+        route.drain()
         self._buffered_changed(before)
-
-    def _drain(self, route: Route) -> None:
-        """Deliver what ``route`` holds, in order, until it pauses or is forgotten."""
-        while route.holding and route.delivers:
-            assert route.delivery is not None
-            item = route.take()
-            if item is None:
-                route.delivery.remote_close()
-            else:
-                route.delivery.remote_data(item)
 
     def _buffered_changed(self, before: int) -> None:
         """What paused subchannels hold went from ``before`` to now: past the bound, or back
