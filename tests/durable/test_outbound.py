@@ -11,7 +11,8 @@ from twisted.internet.task import Clock, Cooperator
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
-from txdilation.durable.outbound import RECORD_OVERHEAD, Outbound, SendQueue, outbound_machine
+from txdilation.durable.outbound import RECORD_OVERHEAD, Outbound, SendQueue
+from txdilation.durable.outbound_lifecycle import outbound_machine
 from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR, GAIN
 from txdilation.testing import missing_transitions
 from txdilation.testing.fakes import FakeDilatedConnection, FakePullProducer, FakePushProducer

@@ -1,13 +1,13 @@
 """L4 inbound: when the cumulative ACK goes out (I/O-free but for the timer it is given).
 
 A :class:`DelayedAck` coalesces ACKs: one goes out ``delay`` seconds after the first record it
-covers, or at the end of the reactor turn once an OPEN or CLOSE arrived or the DATA bytes it
-covers reached ``threshold`` bytes, or at the end of the turn when a record arrives more than
-``delay`` after the last ACK went out (a quiet link: a lone record's ACK is not delayed, so a
-sender timing its round trips by our ACKs, ``durable.window``, measures the path and not our
-delay), whichever comes first (the numbers and why are in
-``txdilation.durable.inbound``). It only decides when: ``send()`` writes the ACK of the
-highest record processed by then.
+covers, or at the end of the reactor turn once an OPEN or CLOSE arrived, the DATA it covers
+reached ``threshold`` bytes, or a record arrived more than ``delay`` after the last ACK (a
+quiet link: a lone record's ACK is not delayed, so a sender timing round trips by our ACKs
+measures the path, not our delay), whichever comes first. The defaults (:data:`ACK_DELAY`
+5 ms, :data:`ACK_THRESHOLD_BYTES` 1 MiB) fit any sender's window (ours is at least 2 MiB;
+stock has none). It only decides when: ``send()`` writes the ACK of the highest record
+processed by then. Why: docs/module-notes.md.
 
 Invariants: at most one ACK is scheduled at a time; :meth:`DelayedAck.cancel` drops the pending
 one and what it covered (a new connection starts afresh: the peer replays what we did not
@@ -20,7 +20,12 @@ from collections.abc import Callable
 
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 
-__all__ = ["DelayedAck"]
+__all__ = ["ACK_DELAY", "ACK_THRESHOLD_BYTES", "DelayedAck"]
+
+#: seconds an ACK waits for more records to cover (one ACK per batch, not per TCP read)
+ACK_DELAY = 0.005
+#: received DATA bytes not yet acknowledged at which the ACK goes out at the end of the turn
+ACK_THRESHOLD_BYTES = 2**20
 
 
 class DelayedAck:

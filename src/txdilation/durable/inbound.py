@@ -5,13 +5,13 @@ a subchannel's :class:`~txdilation.durable.routes.Route` (see :class:`Delivery`)
 is the machine of :mod:`txdilation.durable.inbound_lifecycle`
 (state-diagrams/inbound_lifecycle.svg); the per-record path is plain code behind its gates.
 
-Invariants: every OPEN/DATA/CLOSE is acknowledged, duplicates too, by cumulative ACKs delayed
-at most ``ack_delay`` (sooner on OPEN/CLOSE, ``ack_threshold_bytes`` or a quiet link), only
-while connected; a record is processed only if its seqnum is above the highest processed; a
-bad OPEN is answered with CLOSE, unknown scids ignored; OPENs nobody listens on yet are held
-within ``max_pending_open_bytes``; a paused subchannel's records wait in its own buffer, and
-the connection's reading pauses only above ``max_buffered_inbound_bytes`` (resumes at half);
-ACKs never wait on a paused subchannel. In full: docs/module-notes.md.
+Invariants: every OPEN/DATA/CLOSE is acknowledged, duplicates too, by cumulative ACKs, when
+:mod:`txdilation.durable.acks` says, only while connected; a record is processed only if
+its seqnum is above the highest processed; a bad OPEN is answered with CLOSE, unknown scids
+ignored; OPENs nobody listens on yet are held within ``max_pending_open_bytes``; a paused
+subchannel's records wait in its own buffer, and the connection's reading pauses only above
+``max_buffered_inbound_bytes`` (resumes at half); ACKs never wait on a paused subchannel. In
+full: docs/module-notes.md.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from twisted.internet.interfaces import IProtocolFactory, IReactorTime
 from twisted.logger import Logger
 
-from txdilation.durable.acks import DelayedAck
+from txdilation.durable.acks import ACK_DELAY, ACK_THRESHOLD_BYTES, DelayedAck
 from txdilation.durable.inbound_lifecycle import InboundCore, inbound_machine
 from txdilation.durable.routes import ATTACHED, DISCARDING, PENDING, Delivery, Holdings, Route
 from txdilation.wire.contracts import IDilatedConnection
@@ -38,11 +38,6 @@ from txdilation.wire.limits import (
 )
 from txdilation.wire.records import Ack, Close, Data, Open, SequencedRecord
 from txdilation.wire.roles import LEADER, Role
-
-#: seconds an ACK waits for more records to cover (one ACK per batch, not per TCP read)
-ACK_DELAY = 0.005
-#: received DATA bytes not yet acknowledged at which the ACK goes out at the end of the turn
-ACK_THRESHOLD_BYTES = 2**20
 
 _log = Logger()
 
@@ -284,7 +279,7 @@ class Inbound:
             return
         route.attach(delivery)
         delivery.start()
-        self._drain(route)
+        route.drain()
 
     def add_local(self, scid: int, delivery: Delivery) -> None:
         """Route records for ``scid`` (a subchannel we opened) to ``delivery``."""
@@ -364,18 +359,8 @@ class Inbound:
     def _drain_later(self, route: Route) -> None:
         route.drain_call = None
         before = self._holdings.buffered
-        self._drain(route)
+        route.drain()
         self._buffered_changed(before)
-
-    def _drain(self, route: Route) -> None:
-        """Deliver what ``route`` holds, in order, until it pauses or is forgotten."""
-        while route.holding and route.delivers:
-            assert route.delivery is not None
-            item = route.take()
-            if item is None:
-                route.delivery.remote_close()
-            else:
-                route.delivery.remote_data(item)
 
     def _buffered_changed(self, before: int) -> None:
         """What paused subchannels hold went from ``before`` to now: past the bound, or back

@@ -3,8 +3,8 @@
 Every OPEN, DATA and CLOSE a subchannel sends passes through :class:`Outbound`, which writes
 it to the connection and notes the write in the link's ``SentLog``
 (:mod:`txdilation.durable.sent_log`); so do the PONGs it gates (:meth:`Outbound.answer_ping`);
-ACK and PING never do. Lifecycle: ``outbound_machine`` (state-diagrams/outbound.svg); the
-per-record path is plain code.
+ACK and PING never do. Lifecycle: the machine of :mod:`txdilation.durable.outbound_lifecycle`
+(state-diagrams/outbound_lifecycle.svg); the per-record path is plain code.
 
 Invariants: one seqnum counter per wormhole, from 0, never reset; a record stays queued until
 a cumulative ACK covers it; each new connection gets every queued record again, in seqnum
@@ -18,22 +18,20 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Hashable
-from dataclasses import dataclass, field
-from typing import Protocol as TypingProtocol
 
-from automat import TypeMachine, TypeMachineBuilder
 from twisted.internet.defer import Deferred, succeed
 from twisted.internet.interfaces import IPullProducer, IPushProducer, IReactorTime
 from twisted.internet.task import Cooperator
 from twisted.logger import Logger
 from zope.interface import implementer
 
+from txdilation.durable.outbound_lifecycle import OutboundCore, outbound_machine
 from txdilation.durable.producers import ProducerSet
 from txdilation.durable.queue import SendQueue
+from txdilation.durable.sent_log import SentLog
 from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR, InFlightLimit
 from txdilation.wire.contracts import IDilatedConnection, ISentLog
 from txdilation.wire.limits import DEFAULT_MAX_UNACKED_BYTES, RECORD_OVERHEAD
-from txdilation.wire.machines import complete
 from txdilation.wire.records import Ack, Close, Data, Open, Ping, Pong, SequencedRecord
 from txdilation.wire.waiting import Waiters
 
@@ -42,101 +40,6 @@ WRITE_BATCH_BYTES = 256 * 1024
 
 
 _log = Logger()
-
-
-class _OutboundEvents(TypingProtocol):
-    """Lifecycle inputs of :class:`Outbound`."""
-
-    def connection_made(self, connection: IDilatedConnection, log: ISentLog | None) -> bool:
-        "A connection was selected (writes noted in ``log``): True, the facade replays."
-
-    def connection_lost(self) -> None:
-        "The connection is gone: queue from now on."
-
-    def pause(self) -> None:
-        "The connection's transport asks us to stop writing."
-
-    def resume(self) -> bool:
-        "The connection's transport can take more: True when the facade may flush now."
-
-    def stop(self) -> None:
-        "The wormhole is closing."
-
-
-@dataclass
-class _OutboundCore:
-    push_producer: IPushProducer
-    queue: SendQueue = field(default_factory=SendQueue)
-    connection: IDilatedConnection | None = None
-    #: where new records may be written at once: the connection while ``producing``, else None
-    sink: IDilatedConnection | None = None
-    #: the connection's link's log of writes (its dead-path detector reads it), if any
-    sent_log: ISentLog | None = None
-    stopped: bool = False
-
-    def release(self) -> None:
-        if self.connection is not None:
-            self.connection.unregisterProducer()
-        self.connection = self.sink = self.sent_log = None
-
-
-def no_write(m: _OutboundEvents, c: _OutboundCore, *args: object) -> bool:
-    return False
-
-
-def _build_outbound_machine() -> TypeMachine[_OutboundEvents, _OutboundCore]:
-    b = TypeMachineBuilder(_OutboundEvents, _OutboundCore)
-    disconnected = b.state("disconnected")
-    producing = b.state("producing")
-    paused = b.state("paused")
-    stopped = b.state("stopped")
-    alive = (disconnected, producing, paused)
-    everywhere = (*alive, stopped)
-    I = _OutboundEvents  # noqa: E741 (a short alias keeps the transition table readable)
-
-    @disconnected.upon(I.connection_made).to(producing)
-    @producing.upon(I.connection_made).to(producing)
-    @paused.upon(I.connection_made).to(producing)
-    def use_connection(
-        m: _OutboundEvents, c: _OutboundCore, connection: IDilatedConnection, log: ISentLog | None
-    ) -> bool:
-        c.release()  # a second connection_made without connection_lost replaces the first
-        c.queue.rewind()
-        c.connection = c.sink = connection
-        c.sent_log = log
-        connection.registerProducer(c.push_producer, True)
-        return True  # the replay: the facade writes it, this machine at rest
-
-    @producing.upon(I.connection_lost).to(disconnected)
-    @paused.upon(I.connection_lost).to(disconnected)
-    def stop_using(m: _OutboundEvents, c: _OutboundCore) -> None:
-        c.release()
-
-    @producing.upon(I.pause).to(paused)
-    def hold(m: _OutboundEvents, c: _OutboundCore) -> None:
-        c.sink = None
-
-    @paused.upon(I.resume).to(producing)
-    def go_on(m: _OutboundEvents, c: _OutboundCore) -> bool:
-        c.sink = c.connection
-        return True
-
-    for state in alive:
-
-        @state.upon(I.stop).to(stopped)
-        def finish(m: _OutboundEvents, c: _OutboundCore) -> None:
-            c.release()
-            c.queue.clear()
-            c.stopped = True
-
-    # Harmless repeats: a transport that pauses/resumes twice or after we let it go, a
-    # connection_lost without a connection, anything after stop (documented as ignored).
-    complete(b, everywhere, (I.connection_made, I.resume), otherwise=lambda _input: no_write)
-    complete(b, everywhere)
-    return b.build()
-
-
-outbound_machine = _build_outbound_machine()
 
 
 @implementer(IPushProducer)
@@ -176,12 +79,13 @@ class Outbound:
         self.records_acked = 0
         """Records retired by the peer's ACKs."""
         self._pong_sent_while_paused = False
+        self._own_log: SentLog | None = None  # the log of writes when no link gave one
         self._acknowledged: Waiters[None] = Waiters()
         #: when_retired()'s waiters by seqnum, and those seqnums as a heap (the lowest first)
         self._retired: dict[int, Waiters[None]] = {}
         self._retired_seqnums: list[int] = []
         self._producers = ProducerSet(cooperator, self._log)
-        self._core = _OutboundCore(push_producer=self)
+        self._core = OutboundCore(push_producer=self)
         self._machine = outbound_machine(self._core)
 
     # --- introspection (tests, status) ---
@@ -200,6 +104,11 @@ class Outbound:
     def next_seqnum(self) -> int:
         """The seqnum the next record will get (also: how many records were sent)."""
         return self._core.queue.next_seqnum
+
+    @property
+    def sent_log(self) -> ISentLog | None:
+        """The log of writes to the connection (its link's, or our own), None without one."""
+        return self._core.sent_log
 
     @property
     def bytes_retransmitted(self) -> int:
@@ -234,14 +143,13 @@ class Outbound:
         queue = core.queue
         immediately = sink is not None and not queue.has_unsent
         if immediately:
-            assert sink is not None
+            assert sink is not None and core.sent_log is not None
             self._last_write = size  # _sent(), inlined: this is the per-record path
+            now = core.sent_log.sent(record.seqnum)
             window = self.window
             if not window.sampling:
-                window.sent(record.seqnum, self.bytes_acked, self._clock.seconds())
+                window.sent(record.seqnum, self.bytes_acked, now)
             queue.add(record, size, sent=True)
-            if core.sent_log is not None:
-                core.sent_log.sent(record.seqnum)
             sink.send_record(record)
         else:
             queue.add(record, size, sent=False)
@@ -254,12 +162,18 @@ class Outbound:
             self._window_full = True
             self._producers.pause_all()
 
-    def _sent(self, record: SequencedRecord, size: int) -> None:
-        """``record`` (a batch's first; its largest has ``size`` bytes) is written now."""
+    def _sent(self, batch: list[SequencedRecord], size: int) -> None:
+        """``batch`` (its largest has ``size`` bytes) is written now: the link's log notes it
+        by its last seqnum (an ACK retires it once it covers all of it); a sample of the window
+        starts at its first (as for one record: the peer's first ACK after it ends the sample),
+        at the time the log noted."""
         self._last_write = size
+        log = self._core.sent_log
+        assert log is not None  # there is one while there is a connection to write to
+        now = log.sent(batch[-1].seqnum)
         window = self.window
         if not window.sampling:
-            window.sent(record.seqnum, self.bytes_acked, self._clock.seconds())
+            window.sent(batch[0].seqnum, self.bytes_acked, now)
 
     def _flush(self) -> None:
         """Write what is queued and unsent, batch by batch, while the transport takes it: its
@@ -267,9 +181,7 @@ class Outbound:
         core, queue = self._core, self._core.queue
         while core.sink is not None and queue.has_unsent:
             batch = queue.take_unsent(WRITE_BATCH_BYTES)
-            self._sent(batch[0], queue.largest_taken)
-            if core.sent_log is not None:
-                core.sent_log.sent(batch[-1].seqnum)
+            self._sent(batch, queue.largest_taken)
             core.sink.send_records(batch)
 
     def _in_flight_limit(self) -> int:
@@ -300,6 +212,8 @@ class Outbound:
         self.bytes_acked += queue.ack(resp_seqnum)
         self.records_acked += before - len(queue)
         self.window.acked(resp_seqnum, self.bytes_acked, self._clock.seconds())
+        if self._own_log is not None:
+            self._own_log.retire(resp_seqnum)
         release = False
         if self._over_budget and queue.queued_bytes <= self._max_bytes // 2:
             self._over_budget = False
@@ -351,10 +265,15 @@ class Outbound:
 
     def connection_made(self, connection: IDilatedConnection, log: ISentLog | None = None) -> None:
         """Use ``connection``: register as its producer, replay everything queued, go on;
-        note each write in ``log`` (its link's, read by the dead-path detector)."""
+        note each write in ``log`` (its link's, read by the dead-path detector and retired by
+        the link's own ACKs) or, without one, in a log of our own that every ACK retires."""
         self._pong_sent_while_paused = False
         self.window.reset()
         self._last_write = 0
+        if log is None:
+            log = self._own_log = SentLog(self._clock)
+        else:
+            self._own_log = None
         if self._machine.connection_made(connection, log):
             self._flush()
         self._check_window()

@@ -191,6 +191,16 @@ class Route:
             self.drain_call.cancel()
             self.drain_call = None
 
+    def drain(self) -> None:
+        """Deliver what it holds, in order, until it pauses or is forgotten."""
+        while self.holding and self.delivers:
+            assert self.delivery is not None
+            item = self.take()
+            if item is None:
+                self.delivery.remote_close()
+            else:
+                self.delivery.remote_data(item)
+
     def take(self) -> bytes | None:
         """The next item to deliver (it leaves the holdings); only while :attr:`holding`."""
         assert self.held is not None

@@ -1,9 +1,12 @@
 """L4: one link's sequenced writes, oldest first, until the ACKs that arrive on it retire them.
 
 Outbound notes each write to the link here, once (the highest seqnum written, and when), as it
-writes to the connection itself: the link is not on the write path. The link's dead-path
-detector (``selection.dead_path``) owns the log and reads it: the time of the oldest write not
-yet acknowledged (when to probe) and of the newest one an ACK retired (a round trip).
+writes to the connection itself: the link is not on the write path. This is the one record of
+when a write left: the link's dead-path detector (``selection.dead_path``) owns the log and
+reads the time of the oldest write not yet acknowledged (when to probe) and of the newest one
+an ACK retired (a round trip); Outbound's in-flight window (``durable.window``) takes the time
+:meth:`SentLog.sent` stamped as its sample's start. An Outbound given no link's log keeps one
+of its own (``on_write=None``), which every ACK retires.
 
 Invariants: seqnums and times never decrease from one entry to the next; an entry is retired
 once; after :meth:`SentLog.close` nothing is noted and nothing is held (I/O-free but for the
@@ -28,22 +31,26 @@ class SentLog:
     """The writes of one link not yet acknowledged (see the module docstring).
 
     :param clock: stamps each write.
-    :param on_write: called after each write is noted (the detector arms its timer).
+    :param on_write: called after each write is noted (the detector arms its timer), if given.
     """
 
-    def __init__(self, clock: IReactorTime, on_write: Callable[[], None]) -> None:
+    def __init__(self, clock: IReactorTime, on_write: Callable[[], None] | None = None) -> None:
         self._clock = clock
         self._on_write = on_write
         self.writes: deque[tuple[int, float]] = deque()
         """(highest seqnum written, when) per write, oldest first."""
         self.closed = False
 
-    def sent(self, seqnum: int) -> None:
-        """Sequenced records up to ``seqnum`` were written to the link now."""
+    def sent(self, seqnum: int) -> float:
+        """Sequenced records up to ``seqnum`` (a write's last) were written to the link now:
+        the time noted (read from the clock after :meth:`close` too, noting nothing)."""
+        now = self._clock.seconds()
         if self.closed:
-            return
-        self.writes.append((seqnum, self._clock.seconds()))
-        self._on_write()
+            return now
+        self.writes.append((seqnum, now))
+        if self._on_write is not None:
+            self._on_write()
+        return now
 
     def retire(self, resp_seqnum: int) -> float | None:
         """An ACK for everything up to ``resp_seqnum`` arrived on the link: forget the writes

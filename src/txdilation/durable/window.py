@@ -4,8 +4,9 @@ An interactive record waits behind every byte written before it that the peer ha
 processed; :class:`InFlightLimit` bounds those bytes from the peer's ACKs alone (stock's wire
 carries nothing else): ``limit = clamp(GAIN x delivery rate x round trip, floor, ceiling)``.
 
-Invariants: one sample at a time (a marker record, ended by the first ACK covering it; BBR's
-rate rule); the rate is the largest of the last :data:`RATE_SAMPLES`; the round trip the
+Invariants: one sample at a time (a marker record, a batch's first, stamped when the link's
+log of writes ``durable.sent_log`` noted it, ended by the first ACK covering it on any link;
+BBR's rate rule); the rate is the largest of the last :data:`RATE_SAMPLES`; the round trip the
 smallest on the connection, only ever falling; :meth:`reset` on a new connection starts again
 from ``floor``; ``floor`` <= limit <= ``ceiling`` (``max_unacked_bytes``). Why:
 docs/module-notes.md.

@@ -117,8 +117,9 @@ class ISentLog(Interface):
     """Where L4 notes its writes to one link, as it writes them to the link's connection
     (``durable.sent_log.SentLog``, which the link's dead-path detector reads)."""
 
-    def sent(seqnum: int) -> None:
-        """Sequenced records up to ``seqnum`` were written to the link now."""
+    def sent(seqnum: int) -> float:
+        """Sequenced records up to ``seqnum`` (a write's last) were written to the link now:
+        returns the time noted (the in-flight window's sample starts then)."""
 
 
 class ICandidateOwner(Interface):
