@@ -98,32 +98,19 @@ class ReadmeCommandTests(unittest.SynchronousTestCase):
 #: the most lines a module of ``txdilation`` may have (docs/architecture.md): one concern each
 MAX_MODULE_LINES = 400
 
-#: modules still over :data:`MAX_MODULE_LINES` (issue 32 splits them), each with the most lines
-#: it may have until then: none may grow, and one back under the limit must leave this list
-OVER_THE_LIMIT = {
-    "session/config.py": 491,
-}
-
 
 class ModuleSizeTests(unittest.SynchronousTestCase):
     """No module of ``src/txdilation`` is over :data:`MAX_MODULE_LINES` lines."""
 
     def test_no_module_over_the_limit(self) -> None:
-        """Every module is at most MAX_MODULE_LINES lines long, but those listed in
-        OVER_THE_LIMIT, which are still over it and no longer than listed."""
+        """Every module is at most MAX_MODULE_LINES lines long."""
         package = REPO_ROOT / "src" / "txdilation"
-        sizes = {
-            path.relative_to(package).as_posix(): len(path.read_text().splitlines())
-            for path in package.rglob("*.py")
-        }
         too_long = {
-            name: lines
-            for name, lines in sorted(sizes.items())
-            if lines > OVER_THE_LIMIT.get(name, MAX_MODULE_LINES)
+            path.relative_to(package).as_posix(): lines
+            for path in sorted(package.rglob("*.py"))
+            if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES
         }
         self.assertEqual(too_long, {}, f"over {MAX_MODULE_LINES} lines: split by concern")
-        back_under = sorted(n for n in OVER_THE_LIMIT if sizes.get(n, 0) <= MAX_MODULE_LINES)
-        self.assertEqual(back_under, [], "under the limit now: remove from OVER_THE_LIMIT")
 
 
 #: the most lines a module docstring of ``txdilation`` may have, quotes included: the layer and

@@ -24,17 +24,13 @@ from urllib.parse import urlsplit
 
 from txdilation.selection.hints import HintError
 from txdilation.selection.relays import parse_relay_location
+from txdilation.session.dilation_keys import DILATION_SETTINGS, DILATION_TYPES, dilation_settings
 from txdilation.session.endpoints import ForwardSpec, validate_client, validate_server
 from txdilation.session.errors import ConfigError
-from txdilation.settings import Settings
 from txdilation.values import (
     BadValue,
     check_code,
-    listen_address,
-    parse_port,
     parse_seconds,
-    parse_size,
-    parse_switch,
 )
 
 if sys.version_info >= (3, 11):
@@ -75,100 +71,6 @@ LOG_LEVELS: Final = ("debug", "info", "warn", "error", "critical")
 """``log-level`` values (see ``txdilation.logs``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class DilationSetting:
-    """One library setting a session can set: its key, variable, kind and meaning."""
-
-    key: str
-    kind: str  # "seconds", "seconds-or-0", "bytes", "port", "port-or-0", "address", "addresses",
-    # "switch"
-    help: str
-
-    @property
-    def variable(self) -> str:
-        return f"TXDILATION_{self.key.upper().replace('-', '_')}"
-
-
-DILATION_SETTINGS: Final = (
-    DilationSetting(
-        "listen-interface",
-        "address",
-        "Interface the direct-hint listener binds [default: all].",
-    ),
-    DilationSetting(
-        "listen-port",
-        "port-or-0",
-        "TCP port the direct-hint listener binds [default: 0, a new one each generation].",
-    ),
-    DilationSetting(
-        "hint-addresses",
-        "addresses",
-        "Comma-separated addresses advertised in direct hints [default: discovered].",
-    ),
-    DilationSetting(
-        "hint-port",
-        "port",
-        "Port advertised in direct hints (a port forward) [default: the listener's].",
-    ),
-    DilationSetting(
-        "punch",
-        "switch",
-        "TCP hole punching through NATs, on or off [default: on].",
-    ),
-    DilationSetting(
-        "port-mapping",
-        "switch",
-        "Ask the home router for a port forward (PCP, NAT-PMP, UPnP), on or off [default: on].",
-    ),
-    DilationSetting(
-        "handshake-timeout",
-        "seconds",
-        "Seconds a connection may take from TCP connect to selection [default: 30].",
-    ),
-    DilationSetting(
-        "peer-timeout",
-        "seconds-or-0",
-        "Seconds without a sign of the peer before it is presumed gone; 0: never [default: 600].",
-    ),
-    DilationSetting(
-        "max-unacked-bytes",
-        "bytes",
-        "Unacknowledged outbound bytes above which senders are paused [default: 64MiB].",
-    ),
-    DilationSetting(
-        "max-buffered-inbound-bytes",
-        "bytes",
-        "Bytes paused subchannels may hold before reading stops [default: 4MiB].",
-    ),
-    DilationSetting(
-        "max-pending-open-bytes",
-        "bytes",
-        "Bytes held for subchannels nobody listens on yet [default: 4MiB].",
-    ),
-    DilationSetting(
-        "max-record-size",
-        "bytes",
-        "Largest record accepted from the peer [default: 64MiB].",
-    ),
-    DilationSetting(
-        "traffic-interval",
-        "seconds-or-0",
-        "Seconds between periodic traffic telemetry records; 0: none [default: 60].",
-    ),
-)
-"""The library settings a session can set, each also a ``TXDILATION_*`` variable (docs/api.md)."""
-
-_DILATION_TYPES: Final[dict[str, tuple[type, ...]]] = {  # str: as given on the command line
-    "address": (str,),
-    "addresses": (str, list),
-    "switch": (bool, str),
-    "port": (int, str),
-    "port-or-0": (int, str),
-    "seconds": (int, float, str),
-    "seconds-or-0": (int, float, str),
-    "bytes": (int, str),
-}
-
 _SCALARS: Final[dict[str, tuple[type, ...]]] = {
     "mailbox": (str,),
     "appid": (str,),
@@ -183,7 +85,7 @@ _SCALARS: Final[dict[str, tuple[type, ...]]] = {
     "drain-timeout": (int, float),
     "close-timeout": (int, float),
     "log-level": (str,),
-    **{d.key: _DILATION_TYPES[d.kind] for d in DILATION_SETTINGS},
+    **{d.key: DILATION_TYPES[d.kind] for d in DILATION_SETTINGS},
 }
 _TABLES: Final = ("listen", "connect")
 
@@ -364,7 +266,7 @@ def build_config(raw: Mapping[str, Any]) -> SessionConfig:
         ),
         close_timeout=_seconds("close-timeout", raw.get("close-timeout", DEFAULT_CLOSE_TIMEOUT)),
         log_level=log_level,
-        dilation=_dilation_settings(raw),
+        dilation=dilation_settings(raw),
         pairing=pairing,
     )
 
@@ -390,46 +292,6 @@ def check_mailbox_url(url: str) -> None:
         raise ConfigError(f"mailbox {url!r} has no host; {example}")
     if port == 0:
         raise ConfigError(f"mailbox {url!r}: port 0 is not a port; {example}")
-
-
-def _dilation_settings(raw: Mapping[str, Any]) -> tuple[tuple[str, object], ...]:
-    """The Dilation settings given in ``raw`` as ``(field, typed value)``, checked by the
-    library's own ``Settings`` (so a value it would refuse is refused before anything
-    starts)."""
-    given: list[tuple[str, object]] = []
-    for setting in (s for s in DILATION_SETTINGS if s.key in raw):
-        field = setting.key.replace("-", "_")  # the name of its Settings field
-        try:
-            value = _typed(setting.kind, raw[setting.key])
-            Settings().replacing(**{field: value})
-        except ValueError as e:
-            raise ConfigError(f"{setting.key}: {e}") from None
-        given.append((field, value))
-    return tuple(given)
-
-
-def _typed(kind: str, value: Any) -> object:
-    """``value`` (from TOML or an option) as the library setting's typed value."""
-    if kind == "address":
-        return listen_address(str(value))
-    if kind == "switch":
-        return parse_switch(value)
-    if kind == "addresses":
-        items = value if isinstance(value, list) else str(value).split(",")
-        if not all(isinstance(a, str) for a in items):
-            raise ValueError("expected addresses (strings)")
-        addresses = tuple(a.strip() for a in items if a.strip())
-        if not addresses or any("," in a for a in addresses):
-            raise ValueError("expected one or more addresses, comma-separated (or a list)")
-        return addresses
-    if kind in ("port", "port-or-0"):
-        return parse_port(value, zero=kind == "port-or-0")
-    if kind in ("seconds", "seconds-or-0"):
-        return parse_seconds(value, zero=kind == "seconds-or-0") or None  # 0: never, none
-    size = parse_size(value)
-    if size <= 0:
-        raise BadValue("a positive number of bytes", value)
-    return size
 
 
 def _seconds(key: str, value: float, *, zero_ok: bool = False) -> float:
