@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from twisted.internet.interfaces import IReactorTime
-from twisted.logger import Logger
 
 from txdilation._version import IMPLEMENTATION, __version__
 from txdilation.settings import TelemetrySettings
@@ -31,7 +30,6 @@ from txdilation.telemetry.vocabulary import (
     PATHS,
     RELAY_TRANSPORTS,
     Record,
-    Sink,
     as_count,
     as_duration,
     as_hint_counts,
@@ -48,28 +46,13 @@ class Telemetry(RecordStream):
     return None and are cheap; none does network I/O.
     """
 
-    def __init__(
-        self,
-        clock: IReactorTime,
-        *,
-        session_id: str | None = None,
-        sink: Sink | None = None,
-        events_path: str | None = None,
-        log: Logger | None = None,
-        log_records: bool = True,
-    ) -> None:
-        """See :class:`~txdilation.telemetry.stream.RecordStream` for the parameters."""
-        super().__init__(
-            clock,
-            session_id=session_id,
-            sink=sink,
-            events_path=events_path,
-            log=log,
-            log_records=log_records,
-        )
+    def _begin(self) -> None:
+        """The event state of one wormhole (the parameters: :class:`RecordStream`)."""
         self._requested_at: float | None = None
         self._selected_at: float | None = None
-        self._periodic = PeriodicTraffic(clock, lambda stats: self._emit_traffic(stats, False))
+        self._periodic = PeriodicTraffic(
+            self._clock, lambda stats: self._emit_traffic(stats, False)
+        )
         self._traffic_source: Callable[[], TrafficStats] | None = None
         self._next_attempt = 1
         self._subchannels_opened_at: dict[int, float] = {}

@@ -70,6 +70,11 @@ class RecordStream:
         self._role: str | None = None
         self._generation: int | None = None
         self._pair: str | None = None
+        self._begin()
+
+    def _begin(self) -> None:
+        """Set up a subclass's own state, last in ``__init__`` (so that subclasses do not
+        repeat its parameters to forward them)."""
 
     def set_role(self, role: Role | str) -> None:
         """Record our role on later records.
