@@ -12,7 +12,7 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint
 from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import Clock, deferLater
+from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial import unittest
 from zope.interface import implementer
@@ -27,6 +27,7 @@ from tests.support.faults import (
     run_timeline,
     start_fault_proxy,
 )
+from tests.support.waits import sleep, wait_until
 
 LOOPBACK = "127.0.0.1"
 
@@ -95,19 +96,6 @@ class Writer(Recorder):
         self.paused = True
 
 
-async def sleep(seconds: float) -> None:
-    await deferLater(reactor, seconds, lambda: None)
-
-
-async def eventually(check: Any, timeout: float = 5.0) -> None:
-    """Poll ``check()`` every 10 ms until it is true (or fail after ``timeout``)."""
-    for _ in range(int(timeout / 0.01)):
-        if check():
-            return
-        await sleep(0.01)
-    raise AssertionError(f"condition not reached within {timeout} s")
-
-
 class ProxyTestBase(unittest.TestCase):
     """A recording (optionally echoing) server on loopback with a FaultProxy in front of it."""
 
@@ -146,7 +134,7 @@ class ProxyTestBase(unittest.TestCase):
         return proto
 
     async def server_for(self, index: int) -> Recorder:
-        await eventually(lambda: len(self.servers) > index)
+        await wait_until(lambda: len(self.servers) > index, 5.0)
         server = self.servers[index]
         await server.made
 
@@ -190,7 +178,7 @@ class ForwardingTests(ProxyTestBase):
         reason = yield server.lost
         self.assertEqual(len(server.data), 100_000)
         self.assertIsInstance(reason, ConnectionDone)
-        yield defer.ensureDeferred(eventually(lambda: self.proxy.live_connections == 0))
+        yield defer.ensureDeferred(wait_until(lambda: self.proxy.live_connections == 0, 5.0))
 
 
 class BackPressureTests(ProxyTestBase):
@@ -205,7 +193,7 @@ class BackPressureTests(ProxyTestBase):
         server = yield defer.ensureDeferred(self.server_for(0))
         server.transport.pauseProducing()
         writer.start_writing()
-        yield defer.ensureDeferred(eventually(lambda: writer.paused))
+        yield defer.ensureDeferred(wait_until(lambda: writer.paused, 5.0))
         yield defer.ensureDeferred(sleep(0.2))
         (link,) = self.proxy._links
         self.assertLessEqual(link.pipes[UP].queued, QUEUE_LIMIT + 65536)
@@ -317,7 +305,7 @@ class BlackholeTests(ProxyTestBase):
         self.proxy.blackhole(drain=True)
         writer.start_writing()
         yield defer.ensureDeferred(
-            eventually(lambda: self.proxy.stats.bytes_discarded == len(writer.payload))
+            wait_until(lambda: self.proxy.stats.bytes_discarded == len(writer.payload), 5.0)
         )
         self.proxy.heal()
         yield defer.ensureDeferred(sleep(0.1))

@@ -11,7 +11,9 @@ names the file and line. The checks themselves are tested on small snippets: eac
   through ``wire.waiting`` (``OneShot``, ``Waiters``);
 - machines: every ``TypeMachineBuilder(Inputs, Core)`` names its input protocol ``*Events``
   and its core ``*Core``, and its builder calls ``wire.machines.complete()`` before
-  ``build()``; every machine built so has a transition for every (state, input) pair.
+  ``build()``; every machine built so has a transition for every (state, input) pair;
+- test waits: no test module but ``tests/support/waits.py`` calls ``deferLater`` or defines a
+  sleep/wait helper of its own.
 """
 
 from __future__ import annotations
@@ -294,3 +296,73 @@ class IdiomTests(SynchronousTestCase):
                     machines += 1
                     self.assertEqual(missing_transitions(value), [], f"{name}.{attribute}")
         self.assertGreaterEqual(machines, 8)
+
+
+# ---------------------------------------------------------------------------------------------
+# tests wait one way (tests/support/waits.py)
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+#: The one test module that may call ``deferLater``: the shared waits themselves.
+WAITS_MODULE = TESTS_DIR / "support" / "waits.py"
+
+#: Module-level names a test module's own sleep or wait helper would take.
+WAIT_HELPER_NAMES = frozenset({"sleep", "until", "wait_until", "eventually", "wait_for"})
+
+
+def own_wait_helpers(source: str) -> list[tuple[int, str]]:
+    """(line, what) of each call to ``deferLater`` and each module-level function named like a
+    sleep or wait helper, in ``source``."""
+    tree = ast.parse(source)
+    found = [
+        (node.lineno, f"def {node.name}")
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.name in WAIT_HELPER_NAMES
+    ]
+    found += [
+        (node.lineno, "deferLater()")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _callee(node).rsplit(".", 1)[-1] == "deferLater"
+    ]
+    return sorted(found)
+
+
+class OwnWaitHelperCheckTests(SynchronousTestCase):
+    """The test-waits check finds what it must, and only that."""
+
+    def test_finds_own_sleeps_and_waits(self) -> None:
+        """A module-level sleep/until helper and any deferLater call (bare or through
+        ``task.``) are found; a method named sleep (a simulated world's) and calls of the shared
+        helpers are not."""
+        source = (
+            "async def sleep(reactor, seconds):\n"
+            "    await deferLater(reactor, seconds, lambda: None)\n"
+            "def until(p):\n"
+            "    return task.deferLater(reactor, 0, lambda: None)\n"
+            "class World:\n"
+            "    def sleep(self, seconds):\n"
+            "        self.clock.advance(seconds)\n"
+            "async def test():\n"
+            "    await wait_until(lambda: True, 1.0)\n"
+            "    await waits.sleep(0.1)\n"
+        )
+        self.assertEqual(
+            own_wait_helpers(source),
+            [(1, "def sleep"), (2, "deferLater()"), (3, "def until"), (4, "deferLater()")],
+        )
+
+
+class TestsWaitOneWayTests(SynchronousTestCase):
+    """Real-reactor tests wait through tests/support/waits.py only."""
+
+    def test_no_test_module_has_its_own_wait_helper(self) -> None:
+        """No module under tests/ but tests/support/waits.py calls ``deferLater`` or defines a
+        module-level sleep/wait helper of its own."""
+        found = [
+            f"{path.relative_to(TESTS_DIR.parent)}:{line}: {what}"
+            for path in sorted(TESTS_DIR.rglob("*.py"))
+            if path != WAITS_MODULE
+            for line, what in own_wait_helpers(path.read_text(encoding="utf-8"))
+        ]
+        self.assertEqual(found, [], "wait with tests.support.waits (sleep, wait_until)")

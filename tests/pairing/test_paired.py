@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.protocol import Factory
-from twisted.internet.task import deferLater
 from twisted.logger import globalLogBeginner
 from twisted.trial.unittest import TestCase
 
@@ -21,6 +20,7 @@ import txdilation
 from tests.pairing.support import records
 from tests.session.test_service import Client, HalfCloseEcho
 from tests.support.harness import RealServersMixin
+from tests.support.waits import sleep
 from txdilation.pairing import ratchet
 from txdilation.pairing.options import PairingOptions
 from txdilation.pairing.record import PairingRecord
@@ -129,7 +129,7 @@ class PairedTests(RealServersMixin, TestCase):
         meetings = [f["generation"] for k, f in a.events if k == "meeting"]
         self.assertEqual(set(meetings), {1})
         while "ratchet" not in a.kinds() or "ratchet" not in b.kinds():
-            await deferLater(self.reactor, 0.05, lambda: None)
+            await sleep(0.05, self.reactor)
         ra, rb = PairingStore(a_path).load(), PairingStore(b_path).load()
         self.assertEqual((ra.current, rb.current), (rb.current, ra.current))
         self.assertEqual(ra.current.number, 2)
@@ -145,7 +145,7 @@ class PairedTests(RealServersMixin, TestCase):
         a, b = Side(self, a_path), Side(self, b_path)
         a.paired.start()
         b.paired.start()
-        await deferLater(self.reactor, 1.5, lambda: None)
+        await sleep(1.5, self.reactor)
         for side in (a, b):
             self.assertNotIn("reconnected", side.kinds())
             self.assertEqual(side.failures, [])
@@ -172,8 +172,8 @@ class PairedTests(RealServersMixin, TestCase):
         for _ in range(60):
             if any(f.get("cause") == "impostor" for k, f in a.events + thief.events):
                 break
-            await deferLater(self.reactor, 0.05, lambda: None)
-        await deferLater(self.reactor, 1.0, lambda: None)
+            await sleep(0.05, self.reactor)
+        await sleep(1.0, self.reactor)
         for side in (a, thief):
             self.assertNotIn("reconnected", side.kinds())
         reported = [f for k, f in a.events if f.get("cause") == "impostor"]
@@ -197,7 +197,7 @@ class PairedTests(RealServersMixin, TestCase):
         a = Side(self, a_path)
         a.paired.start()
         while "warning" not in a.kinds():
-            await deferLater(self.reactor, 0.05, lambda: None)
+            await sleep(0.05, self.reactor)
         warning = dict(a.events)["warning"]
         self.assertIn("cannot reach the mailbox server", warning["message"])
         self.assertEqual(a.failures, [])
@@ -222,7 +222,7 @@ class PairedTests(RealServersMixin, TestCase):
             await a.paired.when_dilated()
             self.assertEqual(await self.exchange(b, a, b"x"), b"x")
             if number in (4, 12):
-                await deferLater(self.reactor, 1.0, lambda: None)  # closes finish
+                await sleep(1.0, self.reactor)  # closes finish
                 _forget_buffered_log_events()
                 gc.collect()
                 counts[number] = collections.Counter(

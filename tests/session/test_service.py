@@ -18,13 +18,14 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, c
 from twisted.internet.error import ConnectionDone, ConnectionRefusedError
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import Clock, deferLater
+from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
 import txdilation
 from tests.support.harness import LOOPBACK, RealServersMixin
+from tests.support.waits import sleep
 from txdilation.session.config import build_config
 from txdilation.session.service import Session, session_machine
 from txdilation.session.status import EventLog, StatusWriter
@@ -240,7 +241,7 @@ class SessionTests(SessionTestsMixin, TestCase):
         client = await self.connect_to(a_log, "svc")
         client.transport.write(b"half a request")
         while len(client.data) < 14:
-            await deferLater(self.reactor, 0.01, lambda: None)
+            await sleep(0.01, self.reactor)
         client.transport.abortConnection()
         warning = await a_log.next_event("warning")
         self.assertIn("svc #1: the local client reset the connection", warning["message"])
@@ -284,7 +285,7 @@ class SessionTests(SessionTestsMixin, TestCase):
         client = await self.connect_to(a_log, "svc")
         client.transport.write(b"partial")
         while len(client.data) < 7:
-            await deferLater(self.reactor, 0.01, lambda: None)
+            await sleep(0.01, self.reactor)
         return a, a_log, b_log, client
 
     def assert_cut(self, log: EventLog, detail: str) -> None:
