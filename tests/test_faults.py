@@ -194,7 +194,6 @@ class BackPressureTests(ProxyTestBase):
         server.transport.pauseProducing()
         writer.start_writing()
         yield defer.ensureDeferred(wait_until(lambda: writer.paused, 5.0))
-        yield defer.ensureDeferred(sleep(0.2))
         (link,) = self.proxy._links
         self.assertLessEqual(link.pipes[UP].queued, QUEUE_LIMIT + 65536)
         self.assertLess(writer.offset, len(writer.payload))
@@ -250,10 +249,9 @@ class CutCarriedTests(ProxyTestBase):
         self.assertEqual(self.proxy.cut(carried=1024), 1)
         yield busy.lost
         self.assertEqual(self.proxy.live_connections, 2)
-        yield defer.ensureDeferred(sleep(0.1))
         self.assertFalse(quiet.lost.called)
         self.assertFalse(silent.lost.called)
-        self.assertEqual(self.proxy.cut(), 2)
+        self.assertEqual(self.proxy.cut(), 2)  # the first cut left both others live
         yield quiet.lost
         yield silent.lost
 
@@ -271,11 +269,15 @@ class BlackholeTests(ProxyTestBase):
         yield server.wait_for(7)
         self.assertEqual(self.proxy.blackhole(), 1)
         client.transport.write(b"during")
-        yield defer.ensureDeferred(sleep(0.3))
-        self.assertEqual(bytes(server.data), b"before ")
+        # held, not timed: the proxy no longer reads the client, so neither the bytes nor the
+        # close can pass it (a wait would only show they had not passed yet)
+        (link,) = self.proxy._links
+        self.assertFalse(link.pipes[UP].reading)
+        self.assertEqual(link.pipes[UP].forwarded, 7)
         client.transport.loseConnection()
         yield client.lost
-        yield defer.ensureDeferred(sleep(0.2))
+        self.assertFalse(link.pipes[UP].reading)
+        self.assertEqual(bytes(server.data), b"before ")
         self.assertFalse(server.lost.called)
         self.proxy.heal()
         yield server.wait_for(13)
@@ -327,7 +329,9 @@ class StallThrottleDelayTests(ProxyTestBase):
         client.transport.write(b"one ")
         client.transport.write(b"two")
         yield server.wait_for(7)
-        yield defer.ensureDeferred(sleep(0.2))
+        (link,) = self.proxy._links
+        self.assertFalse(link.pipes[DOWN].reading)  # the echo is held, not timed
+        self.assertEqual(link.pipes[DOWN].forwarded, 0)
         self.assertEqual(bytes(client.data), b"")
         self.proxy.unstall(DOWN)
         yield client.wait_for(7)
@@ -340,7 +344,9 @@ class StallThrottleDelayTests(ProxyTestBase):
         client = yield defer.ensureDeferred(self.client())
         client.transport.write(b"held")
         server = yield defer.ensureDeferred(self.server_for(0))
-        yield defer.ensureDeferred(sleep(0.2))
+        (link,) = self.proxy._links
+        self.assertFalse(link.pipes[UP].reading)  # held, not timed
+        self.assertEqual(link.pipes[UP].forwarded, 0)
         self.assertEqual(bytes(server.data), b"")
         self.proxy.heal()
         yield client.wait_for(4)
@@ -388,7 +394,9 @@ class DownTests(ProxyTestBase):
         yield first.lost
         held = yield defer.ensureDeferred(self.client())
         held.transport.write(b"waited")
-        yield defer.ensureDeferred(sleep(0.2))
+        yield defer.ensureDeferred(wait_until(lambda: self.proxy.stats.accepted == 2, 5.0))
+        (link,) = self.proxy._links
+        self.assertIsNone(link.connecting)  # not connected onward while down
         self.assertEqual(len(self.servers), 1)
         self.proxy.up()
         server = yield defer.ensureDeferred(self.server_for(1))

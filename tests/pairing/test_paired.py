@@ -20,7 +20,7 @@ import txdilation
 from tests.pairing.support import records
 from tests.session.test_service import Client, HalfCloseEcho
 from tests.support.harness import RealServersMixin
-from tests.support.waits import sleep
+from tests.support.waits import sleep, wait_until
 from txdilation.pairing import ratchet
 from txdilation.pairing.options import PairingOptions
 from txdilation.pairing.record import PairingRecord
@@ -135,28 +135,35 @@ class PairedTests(RealServersMixin, TestCase):
         self.assertEqual(ra.current.number, 2)
 
     async def test_no_generation_in_common_never_meets(self) -> None:
-        """A still at generation 0 (a file from before), B at 1 only: neither meets, nothing is
-        dilated, both files are left as they were."""
+        """A still at generation 0 (a file from before), B at 1 only: they never meet, and B's
+        file is left as it was. Not a wait of a fixed time: B, started first, stays unmet for as
+        long as a copy of B's old file (generation 0, started after it) takes to meet A, so a
+        meeting on no common generation would have had the time to happen."""
         a0, b0 = records(self.mailbox.url)
         staged = ratchet.stage(b0, b"n" * 32)
         assert staged.pending is not None
         b1 = ratchet.commit(staged, staged.pending.fingerprint)
         a_path, b_path = self.files(a0, b1)
         a, b = Side(self, a_path), Side(self, b_path)
+        await a.paired.listener_for("echo").listen(Factory.forProtocol(HalfCloseEcho))
         a.paired.start()
         b.paired.start()
-        await sleep(1.5, self.reactor)
-        for side in (a, b):
-            self.assertNotIn("reconnected", side.kinds())
-            self.assertEqual(side.failures, [])
-        self.assertEqual(PairingStore(a_path).load().current, a0.current)
+        old_b = Side(self, self.files(b0, b0)[0])
+        old_b.paired.start()
+        await a.paired.when_dilated()
+        self.assertEqual(await self.exchange(a, old_b, b"on generation 0"), b"on generation 0")
+        self.assertEqual({f["generation"] for k, f in a.events if k == "meeting"}, {0})
+        self.assertNotIn("meeting", b.kinds())
+        self.assertNotIn("reconnected", b.kinds())
+        self.assertEqual(b.failures, [])
         self.assertEqual(PairingStore(b_path).load().current, b1.current)
 
     async def test_rollback_refused(self) -> None:
         """A holds generation G and a pending G+1 (B committed G+1, A crashed before hearing
         it). A copy of B's file from before that meeting (G only) never meets A: A reports it
         (it proves no receipt of the last meeting) and still holds G+1; the real B then meets A
-        on G+1."""
+        on G+1, and A's meetings, from the start to then, were all on G+1 (none with the
+        copy)."""
         a0, b0 = records(self.mailbox.url)
         receipt, secret = os.urandom(32), b"n" * 32
         fp = a0.current.fingerprint
@@ -169,13 +176,11 @@ class PairedTests(RealServersMixin, TestCase):
         await a.paired.listener_for("echo").listen(Factory.forProtocol(HalfCloseEcho))
         a.paired.start()
         thief.paired.start()
-        for _ in range(60):
-            if any(f.get("cause") == "impostor" for k, f in a.events + thief.events):
-                break
-            await sleep(0.05, self.reactor)
-        await sleep(1.0, self.reactor)
-        for side in (a, thief):
-            self.assertNotIn("reconnected", side.kinds())
+        await wait_until(
+            lambda: any(f.get("cause") == "impostor" for k, f in a.events),
+            10.0,
+            "A to report the old copy",
+        )
         reported = [f for k, f in a.events if f.get("cause") == "impostor"]
         self.assertTrue(reported, a.events)
         self.assertIn("receipt", reported[0]["message"])
@@ -186,7 +191,10 @@ class PairedTests(RealServersMixin, TestCase):
         b.paired.start()
         await a.paired.when_dilated()
         self.assertEqual(await self.exchange(a, b, b"no rollback"), b"no rollback")
+        # A met on G+1 only, all along: never the copy, whose only generation is G
         self.assertEqual({f["generation"] for k, f in a.events if k == "meeting"}, {1})
+        self.assertNotIn("meeting", thief.kinds())
+        self.assertNotIn("reconnected", thief.kinds())
 
     async def test_unreachable_mailbox_is_reported(self) -> None:
         """A pairing whose mailbox server cannot be reached: one warning saying so (it keeps
