@@ -25,9 +25,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from automat import TypeMachine
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.support.harness import SRC_DIR
+from tests.support.waits import POLL_INTERVAL, sleep, wait_until
 from txdilation.testing import missing_transitions
 
 PACKAGE_DIR = SRC_DIR / "txdilation"
@@ -366,3 +369,30 @@ class TestsWaitOneWayTests(SynchronousTestCase):
             for line, what in own_wait_helpers(path.read_text(encoding="utf-8"))
         ]
         self.assertEqual(found, [], "wait with tests.support.waits (sleep, wait_until)")
+
+
+class SharedWaitsTests(SynchronousTestCase):
+    """The shared waits themselves, on a Clock."""
+
+    def test_wait_until_fires_once_true_and_fails_naming_what_after_timeout(self) -> None:
+        """``wait_until`` fires on the first poll that finds the predicate true, and fails
+        naming what it waited for once ``timeout`` passed; ``sleep`` fires after its delay."""
+        clock = Clock()
+        ready: list[bool] = []
+        met = Deferred.fromCoroutine(wait_until(lambda: ready, 1.0, "ready", clock))
+        clock.advance(POLL_INTERVAL)
+        self.assertNoResult(met)
+        ready.append(True)
+        clock.advance(POLL_INTERVAL)
+        self.successResultOf(met)
+
+        never = Deferred.fromCoroutine(wait_until(lambda: False, 0.5, "nothing", clock))
+        clock.pump([POLL_INTERVAL] * 60)
+        failure = self.failureResultOf(never, AssertionError)
+        self.assertIn("timed out after 0.5 s waiting for nothing", str(failure.value))
+
+        slept = sleep(2.0, clock)
+        clock.advance(1.9)
+        self.assertNoResult(slept)
+        clock.advance(0.1)
+        self.successResultOf(slept)
