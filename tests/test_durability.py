@@ -35,13 +35,13 @@ from typing import Any
 
 import pytest
 from twisted.internet import defer
-from twisted.internet.task import deferLater
 from twisted.trial import unittest
 
 from tests.support import figures
 from tests.support.faults import Every, FaultProxy, free_port, start_fault_proxy
 from tests.support.harness import PeerResult, RealServersMixin, run_peer_pair, start_mailbox_server
 from tests.support.peer_scenarios import collected_size, payload, stream_seed
+from tests.support.waits import sleep
 
 LEADER = "f" * 16  # the higher side leads
 FOLLOWER = "0" * 16
@@ -63,10 +63,6 @@ def expected_stream(seed: str, total: int, chunk: int = CHUNK) -> str:
         remaining -= len(piece)
         index += 1
     return digest.hexdigest()
-
-
-async def sleep(reactor: Any, seconds: float) -> None:
-    await deferLater(reactor, seconds, lambda: None)
 
 
 def status_events(peer: PeerResult) -> list[dict[str, Any]]:
@@ -149,7 +145,7 @@ class FaultScenarios(RealServersMixin, unittest.TestCase):
     async def wait_for_traffic(self, proxy: FaultProxy, at_least: int = 1) -> None:
         """Until the proxy has forwarded ``at_least`` bytes each way (dilation is up)."""
         while min(proxy.stats.bytes_up, proxy.stats.bytes_down) < at_least:
-            await sleep(self.reactor, 0.02)
+            await sleep(0.02)
 
     def cutter(self, pairing: Pairing, proxy: FaultProxy, interval: float = CUT_INTERVAL) -> Every:
         """Cut the link every ``interval`` seconds until stopped (bounded by the test)."""
@@ -210,9 +206,9 @@ class FaultScenarios(RealServersMixin, unittest.TestCase):
         proxy, leader_args, follower_args = await self.path(pairing, variant, **roles)
         run = defer.ensureDeferred(self.pair(leader_args, follower_args))
         await self.wait_for_traffic(proxy)
-        await sleep(self.reactor, 0.5)
+        await sleep(0.5)
         self.assertGreaterEqual(proxy.down(), 1)
-        await sleep(self.reactor, 3.0)
+        await sleep(3.0)
         proxy.up()
         leader, follower = await run
         opened, collected = (leader, follower) if opener == "leader" else (follower, leader)
@@ -248,7 +244,7 @@ class FaultScenarios(RealServersMixin, unittest.TestCase):
         )
         run = defer.ensureDeferred(self.pair(leader_args, follower_args))
         await self.wait_for_traffic(proxy, 8192)
-        await sleep(self.reactor, 1.0)
+        await sleep(1.0)
         holed_at = time.time()
         self.assertGreaterEqual(proxy.blackhole(), 1)
         leader, follower = await run
@@ -296,9 +292,9 @@ class FaultScenarios(RealServersMixin, unittest.TestCase):
         run = defer.ensureDeferred(self.pair(leader_args, follower_args, mailbox_url=mailbox.url))
         await self.wait_for_traffic(proxy, 2 << 20)
         await mailbox.stop()
-        await sleep(self.reactor, 0.3)
+        await sleep(0.3)
         self.assertGreaterEqual(proxy.cut(), 1)
-        await sleep(self.reactor, 2.0)
+        await sleep(2.0)
         mailbox_box[0] = await start_mailbox_server(self.reactor, channel_db=db, port=mailbox.port)
         leader, follower = await run
         self.assertEqual(

@@ -353,17 +353,17 @@ class EndpointsTests(RealServersMixin, TestCase):
         )
 
     async def test_client_with_unreachable_mailbox_fails_at_once(self) -> None:
-        """A client given a code whose mailbox server cannot be reached fails within seconds
-        (not after its 120 s timeout, blaming the peer) with the cause in words."""
+        """A client given a code whose mailbox server cannot be reached fails with the cause
+        in words, not after its 120 s timeout blaming the peer: the failure is the mailbox's
+        ServerConnectionError, before ``within``'s 20 s bound, not a TimeoutError (how soon
+        depends on the machine's load: not asserted)."""
         from wormhole.errors import ServerConnectionError
 
         client = clientFromString(
             self.reactor,
             "dilation:subprotocol=x:code=4-a-b:mailbox=" + escaped("ws://127.0.0.1:1/v1"),
         )
-        started = self.reactor.seconds()
         e = await self.assertFailure(self.within(client.connect(Factory())), ServerConnectionError)
-        self.assertLess(self.reactor.seconds() - started, 15)
         self.assertIn("cannot reach the mailbox server", in_words(e))
         self.assertIn("check mailbox=", in_words(e))
 

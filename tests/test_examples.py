@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.defer import Deferred
-from twisted.internet.task import deferLater
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
 from tests.support.harness import REPO_ROOT, RealServersMixin
+from tests.support.waits import sleep
 from txdilation.session.child import SessionProcess, spawn_session
 
 EXAMPLES = REPO_ROOT / "examples"
@@ -128,7 +128,7 @@ class ExamplesTests(RealServersMixin, TestCase):
             self.assertTrue(
                 process.running, f"{process.name} ended:\n{process.tail()}\n{process.other_output}"
             )
-            await deferLater(self.reactor, 0.05, lambda: None)
+            await sleep(0.05, self.reactor)
             waited += 0.05
         output = "\n".join(process.other_output)
         self.fail(f"{process.name}: no line matching {pattern!r}\n{output}\n{process.tail()}")

@@ -12,7 +12,7 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint
 from twisted.internet.error import ConnectionDone
 from twisted.internet.interfaces import IPushProducer
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import Clock, deferLater
+from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial import unittest
 from zope.interface import implementer
@@ -27,6 +27,7 @@ from tests.support.faults import (
     run_timeline,
     start_fault_proxy,
 )
+from tests.support.waits import sleep, wait_until
 
 LOOPBACK = "127.0.0.1"
 
@@ -95,19 +96,6 @@ class Writer(Recorder):
         self.paused = True
 
 
-async def sleep(seconds: float) -> None:
-    await deferLater(reactor, seconds, lambda: None)
-
-
-async def eventually(check: Any, timeout: float = 5.0) -> None:
-    """Poll ``check()`` every 10 ms until it is true (or fail after ``timeout``)."""
-    for _ in range(int(timeout / 0.01)):
-        if check():
-            return
-        await sleep(0.01)
-    raise AssertionError(f"condition not reached within {timeout} s")
-
-
 class ProxyTestBase(unittest.TestCase):
     """A recording (optionally echoing) server on loopback with a FaultProxy in front of it."""
 
@@ -146,7 +134,7 @@ class ProxyTestBase(unittest.TestCase):
         return proto
 
     async def server_for(self, index: int) -> Recorder:
-        await eventually(lambda: len(self.servers) > index)
+        await wait_until(lambda: len(self.servers) > index, 5.0)
         server = self.servers[index]
         await server.made
 
@@ -190,7 +178,7 @@ class ForwardingTests(ProxyTestBase):
         reason = yield server.lost
         self.assertEqual(len(server.data), 100_000)
         self.assertIsInstance(reason, ConnectionDone)
-        yield defer.ensureDeferred(eventually(lambda: self.proxy.live_connections == 0))
+        yield defer.ensureDeferred(wait_until(lambda: self.proxy.live_connections == 0, 5.0))
 
 
 class BackPressureTests(ProxyTestBase):
@@ -205,8 +193,7 @@ class BackPressureTests(ProxyTestBase):
         server = yield defer.ensureDeferred(self.server_for(0))
         server.transport.pauseProducing()
         writer.start_writing()
-        yield defer.ensureDeferred(eventually(lambda: writer.paused))
-        yield defer.ensureDeferred(sleep(0.2))
+        yield defer.ensureDeferred(wait_until(lambda: writer.paused, 5.0))
         (link,) = self.proxy._links
         self.assertLessEqual(link.pipes[UP].queued, QUEUE_LIMIT + 65536)
         self.assertLess(writer.offset, len(writer.payload))
@@ -262,10 +249,9 @@ class CutCarriedTests(ProxyTestBase):
         self.assertEqual(self.proxy.cut(carried=1024), 1)
         yield busy.lost
         self.assertEqual(self.proxy.live_connections, 2)
-        yield defer.ensureDeferred(sleep(0.1))
         self.assertFalse(quiet.lost.called)
         self.assertFalse(silent.lost.called)
-        self.assertEqual(self.proxy.cut(), 2)
+        self.assertEqual(self.proxy.cut(), 2)  # the first cut left both others live
         yield quiet.lost
         yield silent.lost
 
@@ -283,11 +269,15 @@ class BlackholeTests(ProxyTestBase):
         yield server.wait_for(7)
         self.assertEqual(self.proxy.blackhole(), 1)
         client.transport.write(b"during")
-        yield defer.ensureDeferred(sleep(0.3))
-        self.assertEqual(bytes(server.data), b"before ")
+        # held, not timed: the proxy no longer reads the client, so neither the bytes nor the
+        # close can pass it (a wait would only show they had not passed yet)
+        (link,) = self.proxy._links
+        self.assertFalse(link.pipes[UP].reading)
+        self.assertEqual(link.pipes[UP].forwarded, 7)
         client.transport.loseConnection()
         yield client.lost
-        yield defer.ensureDeferred(sleep(0.2))
+        self.assertFalse(link.pipes[UP].reading)
+        self.assertEqual(bytes(server.data), b"before ")
         self.assertFalse(server.lost.called)
         self.proxy.heal()
         yield server.wait_for(13)
@@ -317,7 +307,7 @@ class BlackholeTests(ProxyTestBase):
         self.proxy.blackhole(drain=True)
         writer.start_writing()
         yield defer.ensureDeferred(
-            eventually(lambda: self.proxy.stats.bytes_discarded == len(writer.payload))
+            wait_until(lambda: self.proxy.stats.bytes_discarded == len(writer.payload), 5.0)
         )
         self.proxy.heal()
         yield defer.ensureDeferred(sleep(0.1))
@@ -339,7 +329,9 @@ class StallThrottleDelayTests(ProxyTestBase):
         client.transport.write(b"one ")
         client.transport.write(b"two")
         yield server.wait_for(7)
-        yield defer.ensureDeferred(sleep(0.2))
+        (link,) = self.proxy._links
+        self.assertFalse(link.pipes[DOWN].reading)  # the echo is held, not timed
+        self.assertEqual(link.pipes[DOWN].forwarded, 0)
         self.assertEqual(bytes(client.data), b"")
         self.proxy.unstall(DOWN)
         yield client.wait_for(7)
@@ -352,7 +344,9 @@ class StallThrottleDelayTests(ProxyTestBase):
         client = yield defer.ensureDeferred(self.client())
         client.transport.write(b"held")
         server = yield defer.ensureDeferred(self.server_for(0))
-        yield defer.ensureDeferred(sleep(0.2))
+        (link,) = self.proxy._links
+        self.assertFalse(link.pipes[UP].reading)  # held, not timed
+        self.assertEqual(link.pipes[UP].forwarded, 0)
         self.assertEqual(bytes(server.data), b"")
         self.proxy.heal()
         yield client.wait_for(4)
@@ -400,7 +394,9 @@ class DownTests(ProxyTestBase):
         yield first.lost
         held = yield defer.ensureDeferred(self.client())
         held.transport.write(b"waited")
-        yield defer.ensureDeferred(sleep(0.2))
+        yield defer.ensureDeferred(wait_until(lambda: self.proxy.stats.accepted == 2, 5.0))
+        (link,) = self.proxy._links
+        self.assertIsNone(link.connecting)  # not connected onward while down
         self.assertEqual(len(self.servers), 1)
         self.proxy.up()
         server = yield defer.ensureDeferred(self.server_for(1))

@@ -38,7 +38,6 @@ from fowl.messages import WormholeError
 from twisted.internet.defer import Deferred, DeferredList, DeferredQueue
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import deferLater
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
@@ -47,6 +46,7 @@ from tests.support.execs import proof_lines
 from tests.support.fowl_errors import PREFIX as FOWLD_ERROR
 from tests.support.fowld import SITE_DIR, Fowld, cut_links
 from tests.support.harness import REPO_ROOT, RealServersMixin
+from tests.support.waits import sleep
 from txdilation import __version__
 
 TOTAL = 64 << 20
@@ -433,7 +433,7 @@ class FowldForwardingTests(RealServersMixin, TestCase):
             for message in proc.messages[after:]:
                 if message.get("kind") in kinds:
                     return message
-            await deferLater(self.reactor, 0.05, lambda: None)
+            await sleep(0.05, self.reactor)
         return None
 
     _stock_reference: dict[str, Any] | None = None

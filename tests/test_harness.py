@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from twisted.internet import defer, task
+from twisted.internet import defer
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint
 from twisted.internet.error import ConnectionRefusedError
 from twisted.internet.protocol import Factory, Protocol
@@ -38,6 +38,7 @@ from tests.support.harness import (
     start_transit_relay,
     stock_loopback,
 )
+from tests.support.waits import sleep
 
 APPID = "lothar.com/txdilation/harness-test"
 
@@ -292,7 +293,7 @@ class TrialWaitTests(unittest.SynchronousTestCase):
             timeout = 0.5
 
             def test_fires(self) -> defer.Deferred[None]:
-                return task.deferLater(reactor, 0.01, lambda: None)
+                return sleep(0.01, reactor)
 
             def test_hangs(self) -> defer.Deferred[None]:
                 return defer.Deferred()
@@ -323,7 +324,7 @@ class TrialWaitTests(unittest.SynchronousTestCase):
             raise unittest.SkipTest("only meaningful under pytest (tests/conftest.py loaded)")
         from twisted.internet import reactor
 
-        pytest_twisted.blockon(task.deferLater(reactor, 0, lambda: None))
+        pytest_twisted.blockon(sleep(0, reactor))
         self.assertIsNotNone(conftest._GreenletAwareWait._reactor_greenlet())
         self._check(self._run_inner())
         gc.collect()  # a timed-out test's failure left unhandled would be logged here (and fail)

@@ -25,11 +25,10 @@ from tests.support.hostile import (
     Mailbox,
     connect_raw,
     record_figures,
-    sleep,
-    until,
     use_environment,
     vm_status_kib,
 )
+from tests.support.waits import sleep, wait_until
 from txdilation.link.connection import DEFAULT_HANDSHAKE_TIMEOUT
 from txdilation.link.framer import PROLOGUE_FOLLOWER, PROLOGUE_LEADER, Framer
 from txdilation.settings import Limits
@@ -95,7 +94,7 @@ class HostileListenerTests(TestCase):
         mailbox = Mailbox(holding=True)
         self.addCleanup(lambda: ensureDeferred(mailbox.stop()))
         apis = mailbox.dilate()
-        await until(lambda: mailbox.ports(0) and mailbox.ports(1), 10, "both listeners")
+        await wait_until(lambda: mailbox.ports(0) and mailbox.ports(1), 10, "both listeners")
         owners = {}
         for index in (0, 1):
             role = mailbox.role(index)
@@ -128,12 +127,14 @@ class HostileListenerTests(TestCase):
         # by a snapshot of all of them: on a loaded machine opening the ~200 idle ones can
         # take longer than the handshake timeout, so the first are closed (on time) before
         # the last are open.
-        await until(lambda: not any(a.open for a in bad), TIMEOUT + 5, "bad inputs closed")
+        await wait_until(lambda: not any(a.open for a in bad), TIMEOUT + 5, "bad inputs closed")
         for attacker, reason in bad.items():
             # closed for what it sent, not by the handshake timeout
             self.assertIn(reason, self.log.drop_reasons().get(attacker.local_port, ""))
 
-        await until(lambda: not any(a.open for a in slow), TIMEOUT + 5, "idle connections closed")
+        await wait_until(
+            lambda: not any(a.open for a in slow), TIMEOUT + 5, "idle connections closed"
+        )
         for attacker in slow:
             assert attacker.closed_at is not None and attacker.sent_at is not None
             self.assertGreaterEqual(
@@ -157,7 +158,7 @@ class HostileListenerTests(TestCase):
         mailbox.release()
         await DeferredList([api.when_dilated() for api in apis], fireOnOneErrback=True)
         await self.echo(apis)
-        await until(lambda: not any(a.open for a in second), TIMEOUT + 5, "second wave closed")
+        await wait_until(lambda: not any(a.open for a in second), TIMEOUT + 5, "second wave closed")
 
         handled = len(bad) + len(slow) + len(second)
         self.assertLess(rss_growth, 64 * 1024, f"RSS grew by {rss_growth} KiB")

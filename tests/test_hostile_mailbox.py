@@ -24,9 +24,9 @@ from tests.support.hostile import (
     LogCapture,
     RogueMailbox,
     rogue_follower_selected,
-    until,
     use_environment,
 )
+from tests.support.waits import wait_until
 from txdilation.mailbox.manager import Manager
 from txdilation.selection.dial_endpoint import tcp_client_endpoint as _tcp_client_endpoint
 from txdilation.selection.hints import DirectTCPV1Hint, RelayV1Hint, TorTCPV1Hint, parse_hints
@@ -231,7 +231,7 @@ class MalformedMessagesDuringDilationTests(TestCase):
         await api.listener_for("x").listen(Keep())
         raw.send_record(Open(0, 2, "x"))
         raw.send_record(Data(1, 2, b"after the garbage"))
-        await until(lambda: received, 5, "data delivered")
+        await wait_until(lambda: received, 5, "data delivered")
         self.assertEqual(received, [b"after the garbage"])
         self.assertEqual(mailbox.count("reconnect"), 0)
         self.assertGreaterEqual(len(log.events), 2 * len(garbage) - 2)

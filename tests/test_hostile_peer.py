@@ -32,9 +32,9 @@ from tests.support.hostile import (
     RogueMailbox,
     record_figures,
     rogue_connection,
-    until,
     use_environment,
 )
+from tests.support.waits import wait_until
 from txdilation.wire.records import KCM, Ack, Close, Data, Open, Ping, Pong, Record, encode_record
 from txdilation.wire.roles import FOLLOWER, LEADER, Role
 
@@ -103,7 +103,7 @@ class RoguePeerMixin:
         mailbox = RogueMailbox()
         self.addCleanup(lambda: ensureDeferred(mailbox.stop()))
         api = mailbox.start(HIGHEST_SIDE if self.rogue_role is LEADER else LOWEST_SIDE)
-        await until(mailbox.ports, 10, "the attacked peer's hints")
+        await wait_until(mailbox.ports, 10, "the attacked peer's hints")
         raw = await self.connect(mailbox)
         await api.when_dilated()
         factory = RecordingFactory()
@@ -111,7 +111,7 @@ class RoguePeerMixin:
         s = Session(mailbox, api, factory, raw, self.our_scid, 0)
         self.send(s, Open(0, s.scid, "x"))
         self.send(s, Data(0, s.scid, b"before"))
-        await until(lambda: factory.built and received(s.protocol), 5, "first DATA delivered")
+        await wait_until(lambda: factory.built and received(s.protocol), 5, "first DATA delivered")
         s.protocol.transport.write(FROM_US)
         await raw.wait_for(is_data(FROM_US))
         await raw.wait_for(acked(1))
@@ -126,7 +126,7 @@ class RoguePeerMixin:
         """The current connection carries DATA on the rogue's subchannel, acknowledged."""
         seqnum = s.next_seqnum
         self.send(s, Data(0, s.scid, payload))
-        await until(lambda: payload in received(s.protocol), 5, f"{payload!r} delivered")
+        await wait_until(lambda: payload in received(s.protocol), 5, f"{payload!r} delivered")
         await s.raw.wait_for(acked(seqnum))
 
     async def survives_drop(self, s: Session, reason: str) -> None:
@@ -134,17 +134,19 @@ class RoguePeerMixin:
         generation replays our unacked data, dedups the rogue's replay, carries new data."""
         port = s.raw.local_port
         await s.raw.closed
-        await until(lambda: port in self.log.drop_reasons(), 5, "the drop logged")
+        await wait_until(lambda: port in self.log.drop_reasons(), 5, "the drop logged")
         self.assertIn(reason, self.log.drop_reasons()[port])
         s.protocol.transport.write(b"while down")
         before = len(s.mailbox.ports())
         if self.rogue_role is FOLLOWER:
-            await until(lambda: s.mailbox.count("reconnect") == s.generation, 5, "reconnect")
+            await wait_until(lambda: s.mailbox.count("reconnect") == s.generation, 5, "reconnect")
             s.mailbox.tell(type="reconnecting")
         else:
             s.mailbox.tell(type="reconnect")
-            await until(lambda: s.mailbox.count("reconnecting") == s.generation, 5, "reconnecting")
-        await until(lambda: len(s.mailbox.ports()) > before, 5, "new hints")
+            await wait_until(
+                lambda: s.mailbox.count("reconnecting") == s.generation, 5, "reconnecting"
+            )
+        await wait_until(lambda: len(s.mailbox.ports()) > before, 5, "new hints")
         s.generation += 1
         s.raw = await self.connect(s.mailbox)
         # our side replays what the rogue never acknowledged, in order
@@ -198,7 +200,7 @@ class RoguePeerMixin:
             s = await self.session()
             at_limit = b"L" * (LIMIT - 9)
             self.send(s, Data(0, s.scid, at_limit))
-            await until(lambda: at_limit in received(s.protocol), 5, "record at the limit")
+            await wait_until(lambda: at_limit in received(s.protocol), 5, "record at the limit")
             self.send(s, Data(0, s.scid, b"O" * LIMIT))
             await self.survives_drop(s, "exceeds the limit")
             s.raw.transport.write(b"\xff\xff\xff\xff")  # type: ignore[union-attr]

@@ -16,7 +16,9 @@ names the file and line. The checks themselves are tested on small snippets: eac
   private attribute of the package beyond an allow-list that gives each one's reason;
 - loggers: every ``Logger`` is ``Logger()`` (named after its module) or uses a ``*NAMESPACE``
   constant where the namespace is observable text; no module imports attrs (dataclasses), but
-  ``ATTRS_MODULES``.
+  ``ATTRS_MODULES``;
+- test waits: no test module but ``tests/support/waits.py`` calls ``deferLater`` or defines a
+  sleep/wait helper of its own.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from automat import TypeMachine
+from twisted.internet.defer import Deferred
+from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.support.harness import REPO_ROOT, SRC_DIR
@@ -39,6 +43,7 @@ from tests.support.hygiene import (
     reach_ins,
     undocumented_tests,
 )
+from tests.support.waits import POLL_INTERVAL, sleep, wait_until
 from txdilation.testing import missing_transitions
 
 PACKAGE_DIR = SRC_DIR / "txdilation"
@@ -488,3 +493,100 @@ class NamespaceAndDataclassIdiomTests(SynchronousTestCase):
                 found.extend(f"{_relative(path)}:{line}" for line in lines)
         self.assertEqual(found, [], "use dataclasses")
         self.assertEqual(sorted(allowed), sorted(ATTRS_MODULES))
+
+
+# ---------------------------------------------------------------------------------------------
+# tests wait one way (tests/support/waits.py)
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+#: The one test module that may call ``deferLater``: the shared waits themselves.
+WAITS_MODULE = TESTS_DIR / "support" / "waits.py"
+
+#: Module-level names a test module's own sleep or wait helper would take.
+WAIT_HELPER_NAMES = frozenset({"sleep", "until", "wait_until", "eventually", "wait_for"})
+
+
+def own_wait_helpers(source: str) -> list[tuple[int, str]]:
+    """(line, what) of each call to ``deferLater`` and each module-level function named like a
+    sleep or wait helper, in ``source``."""
+    tree = ast.parse(source)
+    found = [
+        (node.lineno, f"def {node.name}")
+        for node in tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.name in WAIT_HELPER_NAMES
+    ]
+    found += [
+        (node.lineno, "deferLater()")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _callee(node).rsplit(".", 1)[-1] == "deferLater"
+    ]
+    return sorted(found)
+
+
+class OwnWaitHelperCheckTests(SynchronousTestCase):
+    """The test-waits check finds what it must, and only that."""
+
+    def test_finds_own_sleeps_and_waits(self) -> None:
+        """A module-level sleep/until helper and any deferLater call (bare or through
+        ``task.``) are found; a method named sleep (a simulated world's) and calls of the shared
+        helpers are not."""
+        source = (
+            "async def sleep(reactor, seconds):\n"
+            "    await deferLater(reactor, seconds, lambda: None)\n"
+            "def until(p):\n"
+            "    return task.deferLater(reactor, 0, lambda: None)\n"
+            "class World:\n"
+            "    def sleep(self, seconds):\n"
+            "        self.clock.advance(seconds)\n"
+            "async def test():\n"
+            "    await wait_until(lambda: True, 1.0)\n"
+            "    await waits.sleep(0.1)\n"
+        )
+        self.assertEqual(
+            own_wait_helpers(source),
+            [(1, "def sleep"), (2, "deferLater()"), (3, "def until"), (4, "deferLater()")],
+        )
+
+
+class TestsWaitOneWayTests(SynchronousTestCase):
+    """Real-reactor tests wait through tests/support/waits.py only."""
+
+    def test_no_test_module_has_its_own_wait_helper(self) -> None:
+        """No module under tests/ but tests/support/waits.py calls ``deferLater`` or defines a
+        module-level sleep/wait helper of its own."""
+        found = [
+            f"{path.relative_to(TESTS_DIR.parent)}:{line}: {what}"
+            for path in sorted(TESTS_DIR.rglob("*.py"))
+            if path != WAITS_MODULE
+            for line, what in own_wait_helpers(path.read_text(encoding="utf-8"))
+        ]
+        self.assertEqual(found, [], "wait with tests.support.waits (sleep, wait_until)")
+
+
+class SharedWaitsTests(SynchronousTestCase):
+    """The shared waits themselves, on a Clock."""
+
+    def test_wait_until_fires_once_true_and_fails_naming_what_after_timeout(self) -> None:
+        """``wait_until`` fires on the first poll that finds the predicate true, and fails
+        naming what it waited for once ``timeout`` passed; ``sleep`` fires after its delay."""
+        clock = Clock()
+        ready: list[bool] = []
+        met = Deferred.fromCoroutine(wait_until(lambda: ready, 1.0, "ready", clock))
+        clock.advance(POLL_INTERVAL)
+        self.assertNoResult(met)
+        ready.append(True)
+        clock.advance(POLL_INTERVAL)
+        self.successResultOf(met)
+
+        never = Deferred.fromCoroutine(wait_until(lambda: False, 0.5, "nothing", clock))
+        clock.pump([POLL_INTERVAL] * 60)
+        failure = self.failureResultOf(never, AssertionError)
+        self.assertIn("timed out after 0.5 s waiting for nothing", str(failure.value))
+
+        slept = sleep(2.0, clock)
+        clock.advance(1.9)
+        self.assertNoResult(slept)
+        clock.advance(0.1)
+        self.successResultOf(slept)

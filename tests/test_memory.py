@@ -35,10 +35,9 @@ from tests.support.hostile import (
     RogueMailbox,
     record_figures,
     rogue_follower_selected,
-    sleep,
-    until,
     use_environment,
 )
+from tests.support.waits import sleep, wait_until
 from tests.test_stock_interop_harness import FOLLOWER, LEADER
 from txdilation.durable.window import DEFAULT_IN_FLIGHT_FLOOR
 from txdilation.link import connection as l2
@@ -180,7 +179,7 @@ class BoundedQueueTests(TestCase):
         for d in mailbox.dilators:
             d._manager._debug_stall_connector = held.append
         apis[0]._manager.connection.abort()
-        await until(lambda: len(held) == 2, 5, "both new generations held back")
+        await wait_until(lambda: len(held) == 2, 5, "both new generations held back")
         written_when_down = writer.written
         peak = 0
         for _ in range(150):
@@ -194,7 +193,7 @@ class BoundedQueueTests(TestCase):
             d._manager._debug_stall_connector = False
         for connector in held:
             connector.start()
-        await until(lambda: reader.bytes == 16 * MiB, 30, "all data after the link is back")
+        await wait_until(lambda: reader.bytes == 16 * MiB, 30, "all data after the link is back")
         self.assertEqual(reader.digest.digest(), writer.digest.digest())
 
     @property
@@ -234,7 +233,7 @@ class BoundedQueueTests(TestCase):
         self.assertGreater(sent_peak, min(sent_bound, DEFAULT_IN_FLIGHT_FLOOR) // 2)
         self.assertEqual([api._manager.connection for api in apis], connections)
         reader.transport.resumeProducing()
-        await until(lambda: reader.bytes == 32 * MiB, 30, "all data after resuming")
+        await wait_until(lambda: reader.bytes == 32 * MiB, 30, "all data after resuming")
         self.assertEqual(reader.digest.digest(), writer.digest.digest())
         self.assertEqual([api._manager.connection for api in apis], connections)
 
@@ -266,7 +265,7 @@ class RecordSizeTests(TestCase):
         self.assertRaises(ValueError, client.transport.write, bytes(MiB - RECORD_OVERHEAD + 1))
         self.assertEqual(multiplexer_of(apis[0]).unacknowledged_records, queued)
         client.transport.write(bytes(MiB - RECORD_OVERHEAD))
-        await until(lambda: reader.bytes == MiB - RECORD_OVERHEAD, 10, "the largest write")
+        await wait_until(lambda: reader.bytes == MiB - RECORD_OVERHEAD, 10, "the largest write")
         self.assertIs(apis[0]._manager.connection, connection)
 
 
@@ -286,7 +285,7 @@ class PendingOpenTests(TestCase):
         mailbox = RogueMailbox()
         self.addCleanup(lambda: ensureDeferred(mailbox.stop()))
         api = mailbox.start(LOWEST_SIDE)
-        await until(mailbox.ports, 10, "hints")
+        await wait_until(mailbox.ports, 10, "hints")
         raw = await rogue_follower_selected(mailbox)
         self.addCleanup(raw.abort)
         await api.when_dilated()
@@ -308,7 +307,7 @@ class PendingOpenTests(TestCase):
             return readers[-1]
 
         await api.listener_for("nobody").listen(Factory.forProtocol(build))
-        await until(lambda: sum(r.bytes for r in readers) == kept * CHUNK, 5, "held data")
+        await wait_until(lambda: sum(r.bytes for r in readers) == kept * CHUNK, 5, "held data")
         self.assertEqual(len(readers), kept)
 
 

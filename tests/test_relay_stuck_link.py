@@ -23,9 +23,10 @@ from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.protocol import Factory, Protocol
 from twisted.trial.unittest import TestCase
 
-from tests.mailbox.test_manager import Collector, DilatedPairBase, deferLater, reactor
+from tests.mailbox.test_manager import Collector, DilatedPairBase, reactor
 from tests.mailbox.test_peer_departure import kinds, role_index
 from tests.support.harness import LOOPBACK
+from tests.support.waits import sleep
 from txdilation.testing.servers import start_transit_relay
 
 MiB = 2**20
@@ -65,7 +66,7 @@ class RelayLeavesSurvivorOpenTests(TestCase):
                 try:
                     answer += sock.recv(3 - len(answer))
                 except BlockingIOError:
-                    yield deferLater(0.01)
+                    yield sleep(0.01)
             self.assertEqual(answer, b"ok\n")
         # flood until every buffer on the way to A is full: the relay pauses B and B's own
         # sends have been refused for a while (nothing moves any more)
@@ -81,20 +82,20 @@ class RelayLeavesSurvivorOpenTests(TestCase):
             except BlockingIOError:
                 if blocked_since is None:
                     blocked_since = reactor.seconds()
-                yield deferLater(0.01)
+                yield sleep(0.01)
         b.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         b.close()  # a reset
-        yield deferLater(0.2)
+        yield sleep(0.2)
         for _ in range(10):
             a.send(b"y" * 1000)
-            yield deferLater(0.02)
+            yield sleep(0.02)
         received, ended = 0, False
         deadline = reactor.seconds() + 3.0
         while reactor.seconds() < deadline and not ended:
             try:
                 data = a.recv(MiB)
             except BlockingIOError:
-                yield deferLater(0.01)
+                yield sleep(0.01)
                 continue
             except ConnectionError:
                 ended = True
@@ -159,7 +160,7 @@ class LinkLostThroughStuckRelayTests(DilatedPairBase):
         for offset in range(0, len(payload), 65536):
             client.transport.write(payload[offset : offset + 65536])
         while not _relay_paused_a_side(relay.transit):
-            yield deferLater(0.01)
+            yield sleep(0.01)
         lm, fm = dilators[leader]._manager, dilators[follower]._manager
         first = lm.connection
         self.assertIsNotNone(first)
@@ -167,15 +168,15 @@ class LinkLostThroughStuckRelayTests(DilatedPairBase):
         reply = b"reply from the Leader"
         sinks.built[0].transport.write(reply)
         while lm.connection is first or lm.connection is None:
-            yield deferLater(0.01)
+            yield sleep(0.01)
         sent = [body for _, body in pipes[follower].sent]
         self.assertIn({"type": "link-lost", "generation": 0}, sent)
         self.assertEqual(kinds(pipes[follower]).count("reconnecting"), 1)
         sinks.built[0].transport.resumeProducing()
         while sinks.built[0].received < len(payload):
-            yield deferLater(0.01)
+            yield sleep(0.01)
         self.assertEqual(sinks.built[0].received, len(payload))
         self.assertEqual(sinks.built[0].digest.digest(), hashlib.sha256(payload).digest())
         yield client.wait_for(len(reply))
-        yield deferLater(0.1)
+        yield sleep(0.1)
         self.assertEqual(b"".join(client.received), reply)

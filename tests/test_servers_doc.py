@@ -29,11 +29,11 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
 from twisted.internet.protocol import Factory
-from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from tests.session.test_service import Client, HalfCloseEcho
 from tests.support.harness import LOOPBACK, REPO_ROOT
+from tests.support.waits import sleep
 from txdilation.session.child import SessionProcess, run_command, spawn_session
 
 DOC = REPO_ROOT / "docs" / "servers.md"
@@ -111,7 +111,7 @@ class ServersDocTests(TestCase):
                 client.transport.abortConnection()
                 return
             except Exception:
-                await deferLater(self.reactor, 0.05, lambda: None)
+                await sleep(0.05, self.reactor)
         self.fail(f"{process.name} never listened on {port}\n{self.tails()}")
 
     async def printed(self, process: SessionProcess, text: str) -> None:
@@ -120,7 +120,7 @@ class ServersDocTests(TestCase):
             if text in process.stderr or any(text in line for line in process.other_output):
                 return
             self.assertTrue(process.running, self.tails())
-            await deferLater(self.reactor, 0.05, lambda: None)
+            await sleep(0.05, self.reactor)
         self.fail(f"{process.name} never printed {text!r}\n{self.tails()}")
 
     def tails(self) -> str:

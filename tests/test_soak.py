@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 import pytest
 from twisted.internet.defer import Deferred, DeferredSemaphore, gatherResults
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
-from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from tests.support.harness import LOOPBACK, RealServersMixin
 from tests.support.hogs import start_hogs
+from tests.support.waits import sleep
 from txdilation.demo.traffic import Exchange, ExchangeFactory
 from txdilation.session.child import SessionProcess, run_command, spawn_session
 
@@ -178,7 +178,7 @@ class SoakSlowTests(RealServersMixin, TestCase):
         while not (service.built and service.built[0].done.called):
             if reactor.seconds() > give_up:
                 raise AssertionError("the service's stream never ended")
-            await deferLater(reactor, 0.01, lambda: None)
+            await sleep(0.01, reactor)
         for t in timers:
             if t.active():
                 t.cancel()

@@ -25,11 +25,11 @@ from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
 from twisted.internet.error import ConnectionDone
 from twisted.internet.protocol import Factory
-from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from tests.session.test_service import Client, HalfCloseEcho
 from tests.support.harness import LOOPBACK, REPO_ROOT, RealServersMixin
+from tests.support.waits import sleep
 from txdilation.session.child import SessionProcess, run_command, spawn_session
 
 APPID = "txdilation.test/stops"
@@ -85,7 +85,7 @@ class ProcessTestCase(RealServersMixin, TestCase):
                 if re.search(pattern, text):
                     return text
             self.assertTrue(process.running, process.tail() + "\n".join(process.other_output))
-            await deferLater(self.reactor, 0.05, lambda: None)
+            await sleep(0.05, self.reactor)
         self.fail(f"no line {pattern!r}\n{process.tail()}\n" + "\n".join(process.other_output))
 
     async def ended(self, process: SessionProcess, seconds: float = 30) -> int | None:
@@ -130,7 +130,7 @@ class RunSignalTests(ProcessTestCase):
         client.transport.write(b"still talking")
         await self.within(b.next_event("subchannel-opened"), 30, a, b)
         while len(client.data) < 13:
-            await deferLater(self.reactor, 0.02, lambda: None)
+            await sleep(0.02, self.reactor)
 
         # what A printed so far is docs/command.md's example, in its order
         doc = (REPO_ROOT / "docs" / "command.md").read_text()
@@ -203,7 +203,7 @@ class DemoSignalTests(TestCase):
             if any(line.startswith("sending ") for line in demo.other_output):
                 break
             self.assertTrue(demo.running, demo.tail() + "\n".join(demo.other_output))
-            await deferLater(reactor, 0.05, lambda: None)
+            await sleep(0.05, reactor)
         pids = [int(p) for line in demo.other_output for p in re.findall(r"\(pid (\d+)\)", line)]
         self.assertEqual(len(pids), 2, demo.other_output)
         self.assertTrue(all(alive(pid) for pid in pids))
@@ -213,7 +213,7 @@ class DemoSignalTests(TestCase):
         for _ in range(int(seconds / 0.1)):
             if not any(alive(pid) for pid in pids):
                 return
-            await deferLater(self.reactor, 0.1, lambda: None)
+            await sleep(0.1, self.reactor)
         self.fail(f"still running after {seconds} s: {[p for p in pids if alive(p)]}")
 
     async def test_sigterm(self) -> None:

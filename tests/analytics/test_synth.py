@@ -25,11 +25,11 @@ import pytest
 from twisted.internet import reactor
 from twisted.internet.defer import Deferred, inlineCallbacks
 from twisted.internet.protocol import Factory
-from twisted.internet.task import deferLater
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.mailbox.test_manager import Collector, DilatedPairBase, EchoProtocol
 from tests.support.harness import restore_env, start_transit_relay
+from tests.support.waits import sleep
 from txdilation import telemetry as tm
 
 from ._spark import have_spark, spark
@@ -310,7 +310,7 @@ class RealShapeTests(DilatedPairBase):
         client = yield apis[1].connector_for("echo").connect(Factory.forProtocol(Collector))
         client.transport.write(b"x" * 1000)
         yield client.wait_for(1000)
-        yield deferLater(reactor, REAL_INTERVAL * 2.5, lambda: None)
+        yield sleep(REAL_INTERVAL * 2.5)
         dilators[1]._manager.connection.disconnect()
         client.transport.write(b"y")
         yield client.wait_for(1001)

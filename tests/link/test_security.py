@@ -38,9 +38,9 @@ from tests.support.hostile import (
     reactor,
     record_figures,
     rogue_connection,
-    until,
     use_environment,
 )
+from tests.support.waits import wait_until
 from txdilation.link.framer import PROLOGUE_FOLLOWER, PROLOGUE_LEADER, Framer
 from txdilation.wire.records import KCM, Data, Open, encode_record
 from txdilation.wire.roles import FOLLOWER, LEADER
@@ -220,7 +220,7 @@ class RelayWithoutKeyTests(TestCase):
             message = MARKER + tag + bytes(600)
             written.append(message)
             client.transport.write(message)
-            await until(lambda: len(received) == len(written), 20, f"{tag!r} delivered")
+            await wait_until(lambda: len(received) == len(written), 20, f"{tag!r} delivered")
 
         await send(b"-plain")
         for mode in ("flip", "forge", "replay", "drop"):
@@ -336,7 +336,7 @@ class ReplayTests(TestCase):
         mailbox.hint_rule = lambda sender, body: None  # generation 2: nobody learns hints yet
         before = len(mailbox.ports(owner))
         owner_manager.connection.abort()
-        await until(lambda: len(mailbox.ports(owner)) > before, 10, "generation 2 listener")
+        await wait_until(lambda: len(mailbox.ports(owner)) > before, 10, "generation 2 listener")
         replayer = Attacker(bytes(recorded))
         await connect_raw(mailbox.ports(owner)[-1], replayer)
         await replayer.closed
@@ -352,7 +352,7 @@ class ReplayTests(TestCase):
 
         mailbox.hint_rule = None
         mailbox.deliver_withheld()
-        await until(lambda: owner_manager.connection is not None, 10, "generation 2 selected")
+        await wait_until(lambda: owner_manager.connection is not None, 10, "generation 2 selected")
         record_figures(self, hostile_connections_handled=1)
 
 
@@ -382,7 +382,7 @@ class LosingConnectionTests(TestCase):
         mailbox = RogueMailbox()
         self.addCleanup(lambda: ensureDeferred(mailbox.stop()))
         api = mailbox.start(HIGHEST_SIDE if rogue_role is LEADER else LOWEST_SIDE)
-        await until(mailbox.ports, 10, "hints")
+        await wait_until(mailbox.ports, 10, "hints")
         candidates = [await rogue_connection(mailbox, rogue_role, auto_kcm=False) for _ in range(2)]
         for raw in candidates:
             self.addCleanup(raw.abort)
@@ -403,7 +403,7 @@ class LosingConnectionTests(TestCase):
             raw.transport.writeSequence([b for pair in parts for b in pair])  # type: ignore[union-attr]
         await api.when_dilated()
         await api.listener_for("x").listen(Factory.forProtocol(Keep))
-        await until(lambda: received, 5, "the winner's DATA")
+        await wait_until(lambda: received, 5, "the winner's DATA")
         winner = received[0][-1] - ord("0")
         await candidates[1 - winner].closed
         self.assertEqual(received, [b"from candidate %d" % winner])
@@ -430,7 +430,7 @@ class WrongKeyTests(TestCase):
             mailbox = RogueMailbox()
             self.addCleanup(lambda m=mailbox: ensureDeferred(m.stop()))
             mailbox.start(side)
-            await until(mailbox.ports, 10, "hints")
+            await wait_until(mailbox.ports, 10, "hints")
             impostor = RawL2(rogue_role, os.urandom(32))
             await connect_raw(mailbox.ports()[-1], impostor)
             await impostor.closed
@@ -438,6 +438,6 @@ class WrongKeyTests(TestCase):
                 self.assertIn("reading handshake message failed", str(impostor.error))
             else:
                 port = impostor.local_port
-                await until(lambda port=port: port in log.drop_reasons(), 5, "the drop logged")
+                await wait_until(lambda port=port: port in log.drop_reasons(), 5, "the drop logged")
                 self.assertIn("NoiseError", log.drop_reasons()[port])
             self.assertIsNone(mailbox.dilator._manager.connection)

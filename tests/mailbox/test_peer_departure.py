@@ -23,6 +23,7 @@ from wormhole._status import (
     WormholeStatus,
 )
 
+from tests.support.waits import sleep
 from txdilation._stock import manager as stock_manager
 from txdilation._stock.manager import Dilator
 from txdilation.mailbox.manager import Manager
@@ -40,7 +41,6 @@ from .test_manager import (
     EchoProtocol,
     MailboxPipe,
     clock_manager,
-    deferLater,
     make_pair,
     reactor,
 )
@@ -121,7 +121,7 @@ class ClosingAnnouncementTests(DilatedPairBase):
         pipes[follower].send = hold  # type: ignore[method-assign]
         dilators[leader]._manager.connection.abort()
         while "reconnect" not in kinds(pipes[leader]):
-            yield deferLater(0.01)
+            yield sleep(0.01)
         dilators[follower]._T.close("happy")
         self.assertEqual(kinds(pipes[follower])[-1], "closing")
         for phase, plaintext in held:
@@ -168,7 +168,7 @@ class LinkLostTests(DilatedPairBase):
             conn.transport.pauseProducing()
         started = reactor.seconds()
         while dilators[leader]._manager.connection is firsts[leader]:
-            yield deferLater(0.01)
+            yield sleep(0.01)
         self.assertLess(reactor.seconds() - started, leader_limit)
         sent = [body for _, body in pipes[follower].sent]
         self.assertIn({"type": "link-lost", "generation": 0}, sent)
@@ -448,7 +448,7 @@ class CloseFlushTests(DilatedPairBase):
         client = yield apis[stayer].connector_for("x").connect(Factory.forProtocol(Collector))
         client.transport.write(b"last words")
         while not served or b"".join(served[0].received) != b"last words":
-            yield deferLater(0.01)
+            yield sleep(0.01)
         manager = dilators[closer]._manager
         first = manager.connection
         first.abort()  # the link is cut...
@@ -457,7 +457,7 @@ class CloseFlushTests(DilatedPairBase):
         self.assertEqual(boss.closes, 0)  # held: the stayer has not acknowledged the CLOSE
         yield client.lost
         while boss.closes == 0:
-            yield deferLater(0.01)
+            yield sleep(0.01)
         self.assertEqual(boss.closes, 1)
         self.assertIsNot(manager.connection, first)
         self.assertEqual(manager.multiplexer.unacknowledged_records, 0)

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from twisted.internet.protocol import Factory
-from twisted.internet.task import deferLater
 from twisted.logger import globalLogBeginner
 from twisted.trial.unittest import TestCase
 
@@ -21,6 +20,7 @@ import txdilation
 from tests.pairing.support import records
 from tests.session.test_service import Client, HalfCloseEcho
 from tests.support.harness import RealServersMixin
+from tests.support.waits import sleep, wait_until
 from txdilation.pairing import ratchet
 from txdilation.pairing.options import PairingOptions
 from txdilation.pairing.record import PairingRecord
@@ -129,34 +129,41 @@ class PairedTests(RealServersMixin, TestCase):
         meetings = [f["generation"] for k, f in a.events if k == "meeting"]
         self.assertEqual(set(meetings), {1})
         while "ratchet" not in a.kinds() or "ratchet" not in b.kinds():
-            await deferLater(self.reactor, 0.05, lambda: None)
+            await sleep(0.05, self.reactor)
         ra, rb = PairingStore(a_path).load(), PairingStore(b_path).load()
         self.assertEqual((ra.current, rb.current), (rb.current, ra.current))
         self.assertEqual(ra.current.number, 2)
 
     async def test_no_generation_in_common_never_meets(self) -> None:
-        """A still at generation 0 (a file from before), B at 1 only: neither meets, nothing is
-        dilated, both files are left as they were."""
+        """A still at generation 0 (a file from before), B at 1 only: they never meet, and B's
+        file is left as it was. Not a wait of a fixed time: B, started first, stays unmet for as
+        long as a copy of B's old file (generation 0, started after it) takes to meet A, so a
+        meeting on no common generation would have had the time to happen."""
         a0, b0 = records(self.mailbox.url)
         staged = ratchet.stage(b0, b"n" * 32)
         assert staged.pending is not None
         b1 = ratchet.commit(staged, staged.pending.fingerprint)
         a_path, b_path = self.files(a0, b1)
         a, b = Side(self, a_path), Side(self, b_path)
+        await a.paired.listener_for("echo").listen(Factory.forProtocol(HalfCloseEcho))
         a.paired.start()
         b.paired.start()
-        await deferLater(self.reactor, 1.5, lambda: None)
-        for side in (a, b):
-            self.assertNotIn("reconnected", side.kinds())
-            self.assertEqual(side.failures, [])
-        self.assertEqual(PairingStore(a_path).load().current, a0.current)
+        old_b = Side(self, self.files(b0, b0)[0])
+        old_b.paired.start()
+        await a.paired.when_dilated()
+        self.assertEqual(await self.exchange(a, old_b, b"on generation 0"), b"on generation 0")
+        self.assertEqual({f["generation"] for k, f in a.events if k == "meeting"}, {0})
+        self.assertNotIn("meeting", b.kinds())
+        self.assertNotIn("reconnected", b.kinds())
+        self.assertEqual(b.failures, [])
         self.assertEqual(PairingStore(b_path).load().current, b1.current)
 
     async def test_rollback_refused(self) -> None:
         """A holds generation G and a pending G+1 (B committed G+1, A crashed before hearing
         it). A copy of B's file from before that meeting (G only) never meets A: A reports it
         (it proves no receipt of the last meeting) and still holds G+1; the real B then meets A
-        on G+1."""
+        on G+1, and A's meetings, from the start to then, were all on G+1 (none with the
+        copy)."""
         a0, b0 = records(self.mailbox.url)
         receipt, secret = os.urandom(32), b"n" * 32
         fp = a0.current.fingerprint
@@ -169,13 +176,11 @@ class PairedTests(RealServersMixin, TestCase):
         await a.paired.listener_for("echo").listen(Factory.forProtocol(HalfCloseEcho))
         a.paired.start()
         thief.paired.start()
-        for _ in range(60):
-            if any(f.get("cause") == "impostor" for k, f in a.events + thief.events):
-                break
-            await deferLater(self.reactor, 0.05, lambda: None)
-        await deferLater(self.reactor, 1.0, lambda: None)
-        for side in (a, thief):
-            self.assertNotIn("reconnected", side.kinds())
+        await wait_until(
+            lambda: any(f.get("cause") == "impostor" for k, f in a.events),
+            10.0,
+            "A to report the old copy",
+        )
         reported = [f for k, f in a.events if f.get("cause") == "impostor"]
         self.assertTrue(reported, a.events)
         self.assertIn("receipt", reported[0]["message"])
@@ -186,7 +191,10 @@ class PairedTests(RealServersMixin, TestCase):
         b.paired.start()
         await a.paired.when_dilated()
         self.assertEqual(await self.exchange(a, b, b"no rollback"), b"no rollback")
+        # A went to meetings on G+1 only, all along: never to the copy's, whose only generation
+        # is G (the copy may go to one, A never comes)
         self.assertEqual({f["generation"] for k, f in a.events if k == "meeting"}, {1})
+        self.assertNotIn("reconnected", thief.kinds())
 
     async def test_unreachable_mailbox_is_reported(self) -> None:
         """A pairing whose mailbox server cannot be reached: one warning saying so (it keeps
@@ -197,7 +205,7 @@ class PairedTests(RealServersMixin, TestCase):
         a = Side(self, a_path)
         a.paired.start()
         while "warning" not in a.kinds():
-            await deferLater(self.reactor, 0.05, lambda: None)
+            await sleep(0.05, self.reactor)
         warning = dict(a.events)["warning"]
         self.assertIn("cannot reach the mailbox server", warning["message"])
         self.assertEqual(a.failures, [])
@@ -222,7 +230,7 @@ class PairedTests(RealServersMixin, TestCase):
             await a.paired.when_dilated()
             self.assertEqual(await self.exchange(b, a, b"x"), b"x")
             if number in (4, 12):
-                await deferLater(self.reactor, 1.0, lambda: None)  # closes finish
+                await sleep(1.0, self.reactor)  # closes finish
                 _forget_buffered_log_events()
                 gc.collect()
                 counts[number] = collections.Counter(

@@ -10,10 +10,10 @@ from twisted.internet import reactor as _reactor
 from twisted.internet.defer import inlineCallbacks
 from twisted.internet.endpoints import TCP4ServerEndpoint
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import deferLater
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.support.faults import free_port
+from tests.support.waits import sleep
 from txdilation.selection.connector import Connector, ConnectorSettings
 from txdilation.settings import NetworkSettings
 from txdilation.wire.roles import LEADER
@@ -57,7 +57,7 @@ def first_hints(case: TestCase, owner: RecordingOwner) -> Any:
     for _ in range(300):
         if owner.hint_messages:
             return owner.hint_messages[0]
-        yield deferLater(reactor, 0.01, lambda: None)
+        yield sleep(0.01)
     case.fail("no hints published")
 
 
@@ -92,7 +92,7 @@ class FixedPortTests(TestCase):
         )
         c, owner = self.connector(port)
         c.start()
-        yield deferLater(reactor, 0.25, lambda: None)
+        yield sleep(0.25)
         self.assertEqual(owner.hint_messages, [])
         self.assertTrue(c.busy)
         yield blocker.stopListening()
@@ -109,10 +109,10 @@ class FixedPortTests(TestCase):
         )
         c, owner = self.connector(port)
         c.start()
-        yield deferLater(reactor, 0.15, lambda: None)
+        yield sleep(0.15)
         c.events.stop()
         yield blocker.stopListening()
-        yield deferLater(reactor, 0.3, lambda: None)
+        yield sleep(0.3)
         self.assertEqual(c._advertiser.listeners, [])
         self.assertIsNone(c._advertiser.listen_retry)
         self.assertEqual(owner.hint_messages, [])

@@ -13,7 +13,8 @@ from twisted.internet.defer import DeferredList, ensureDeferred
 from twisted.internet.protocol import Protocol, ServerFactory
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
-from tests.support.hostile import Attacker, connect_raw, sleep, until
+from tests.support.hostile import Attacker, connect_raw
+from tests.support.waits import sleep, wait_until
 from txdilation.link.framer import PROLOGUE_FOLLOWER
 from txdilation.selection.connector import Connector, ConnectorSettings
 from txdilation.selection.listener import LISTEN_BACKLOG, OldestFirstCap, listen
@@ -147,7 +148,7 @@ class ListenTests(TestCase):
     async def _cap(self) -> None:
         c, owner = self.connector(cap=4)
         c.start()
-        await until(lambda: bool(owner.hint_messages), 10, "the listener's hints")
+        await wait_until(lambda: bool(owner.hint_messages), 10, "the listener's hints")
         port = owner.hint_messages[0][0]["port"]
         attackers: list[Attacker] = []
         self.addCleanup(lambda: DeferredList([a.closed for a in attackers]))
@@ -160,11 +161,11 @@ class ListenTests(TestCase):
             return a
 
         real = await attack(PROLOGUE_FOLLOWER)  # sends a correct prologue, then nothing
-        await until(
+        await wait_until(
             lambda: any(x.prologue_received for x in c._core.candidates), 5, "the prologue read"
         )
         idle = [await attack() for _ in range(6)]
-        await until(lambda: sum(a.open for a in idle) == 3, 5, "the oldest idle ones closed")
+        await wait_until(lambda: sum(a.open for a in idle) == 3, 5, "the oldest idle ones closed")
         await sleep(0.2)
         self.assertEqual([a.open for a in idle], [False] * 3 + [True] * 3)
         self.assertTrue(real.open, "the connection with a prologue was closed first")
@@ -172,10 +173,10 @@ class ListenTests(TestCase):
         garbage = await attack(b"GET / HTTP/1.1\r\n\r\n")  # admitted (closing idle[3]) ...
         # ... then closed, long before the 30 s handshake timeout (5 s: the bound of every
         # wait here; a tighter one raced a loaded machine's scheduling, not the listener)
-        await until(lambda: not garbage.open, 5, "bad bytes closed at once")
+        await wait_until(lambda: not garbage.open, 5, "bad bytes closed at once")
         more = [await attack() for _ in range(4)]
-        await until(lambda: not any(a.open for a in idle), 5, "all earlier idle ones closed")
-        await until(lambda: not more[0].open, 5, "then the oldest idle one")
+        await wait_until(lambda: not any(a.open for a in idle), 5, "all earlier idle ones closed")
+        await wait_until(lambda: not more[0].open, 5, "then the oldest idle one")
         await sleep(0.2)
         self.assertEqual([a.open for a in more], [False, True, True, True])
         self.assertTrue(real.open, "the connection with a prologue was closed before idle ones")

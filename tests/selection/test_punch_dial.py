@@ -17,11 +17,11 @@ from twisted.internet.endpoints import TCP4ClientEndpoint
 from twisted.internet.error import ConnectBindError, ConnectionRefusedError, TimeoutError
 from twisted.internet.interfaces import IWriteDescriptor
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import deferLater
 from twisted.internet.testing import MemoryReactorClock
 from twisted.trial.unittest import TestCase
 from zope.interface import implementer
 
+from tests.support.waits import sleep
 from txdilation.selection.punch import listen, sockets_reusable
 from txdilation.selection.punch_dial import ExpiryProbe, PunchEndpoint, _Connecting
 from txdilation.selection.punch_schedule import Verdict
@@ -165,7 +165,7 @@ class PunchEndpointTests(Fixture):
         self.assertEqual(held.st_rdev, os.stat(os.devnull).st_rdev)
         calls = [c for c in reactor.getDelayedCalls() if c.func is os.close]
         self.assertEqual([c.args for c in calls], [(number,)])
-        return deferLater(reactor, 0, lambda: None)
+        return sleep(0)
 
 
 @implementer(IWriteDescriptor)
@@ -228,7 +228,7 @@ class FreshTurnListenerTests(Fixture):
         self.addCleanup(lambda: [os.close(n) for n in spare])
         for end in ends:
             reactor.addWriter(end)
-        yield deferLater(reactor, 0.05, lambda: None)
+        yield sleep(0.05)
         [(freed, listener)] = opened
         self.addCleanup(listener.stopListening)
         self.assertEqual(listener.fileno(), freed)
@@ -247,7 +247,7 @@ class FreshTurnListenerTests(Fixture):
         """A listener stopped before its first turn is never put on the reactor."""
         listener = listen(reactor, Peers(), 0, LOOPBACK, reuse_port=True)
         yield listener.stopListening()
-        yield deferLater(reactor, 0, lambda: None)
+        yield sleep(0)
         self.assertNotIn(listener, reactor.getReaders())
 
 

@@ -19,8 +19,8 @@ from typing import Any
 from autobahn.twisted.websocket import WebSocketClientFactory, WebSocketClientProtocol
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint
-from twisted.internet.task import deferLater
 
+from tests.support.waits import sleep
 from txdilation.pairing import derive
 from txdilation.pairing.store import PairingStore
 from txdilation.testing.servers import MailboxServer
@@ -75,7 +75,7 @@ async def session(
     protocol = await factory.opened
     for message in messages:
         protocol.sendMessage(json.dumps(message).encode("utf-8"), False)
-    await deferLater(reactor, linger, lambda: None)
+    await sleep(linger, reactor)
     protocol.dropConnection(abort=True)
     received: list[dict[str, Any]] = factory.received
     return received

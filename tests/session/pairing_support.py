@@ -16,11 +16,11 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 from twisted.internet.protocol import Factory
-from twisted.internet.task import deferLater
 
 from tests.session.test_processes import STOP_WITHIN, ProcessesMixin
 from tests.session.test_service import Client, HalfCloseEcho
 from tests.support.harness import LOOPBACK
+from tests.support.waits import sleep
 from txdilation.session.child import SessionProcess, run_command, spawn_session
 
 APPID = "txdilation.test/pairing"
@@ -90,7 +90,7 @@ class PairedProcessesMixin(ProcessesMixin):
             await self.within(client.eof, f"the echo of {payload[:20]!r}", left)
             if bytes(client.data) == payload or self.reactor.seconds() > deadline:
                 return bytes(client.data)
-            await deferLater(self.reactor, 0.05, lambda: None)
+            await sleep(0.05, self.reactor)
 
     async def reconnected(self, process: SessionProcess, after: int = 0) -> dict[str, Any]:
         """The process's next ``reconnected`` event (from event number ``after`` on)."""

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Factory
-from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from tests.session.lobby_attacks import flood, lobby_ids, squat
@@ -30,6 +29,7 @@ from tests.session.pairing_support import APPID, PairedProcessesMixin
 from tests.session.test_processes import STOP_WITHIN
 from tests.session.test_service import HalfCloseEcho
 from tests.support.harness import LOOPBACK
+from tests.support.waits import sleep
 from txdilation.pairing.hello import BODY_LENGTH
 from txdilation.pairing.store import PairingStore
 from txdilation.session.child import SessionProcess, run_command, spawn_session
@@ -72,7 +72,7 @@ class PairingAttackSlowTests(PairedProcessesMixin, TestCase):
             both = [(k, v) for k, v in lobbies.items() if len(v) == 2]
             if both:
                 return both[0]
-            await deferLater(self.reactor, 0.05, lambda: None)
+            await sleep(0.05, self.reactor)
         self.fail(f"no rendezvous with two sides in the channel database: {lobbies}")
 
     async def test_squatter_cannot_lock_the_pair_out(self) -> None:
@@ -156,7 +156,7 @@ class PairingAttackSlowTests(PairedProcessesMixin, TestCase):
             await flood(self.reactor, self.mailbox, APPID, lobby, sides[0], bodies)
         a = await self.restart_a(a)
         self.assertEqual(await self.echo(a, b"after the flood"), b"after the flood")
-        await deferLater(self.reactor, 1.0, lambda: None)
+        await sleep(1.0, self.reactor)
         for side in (a, b):
             self.assertLessEqual(len(warnings_of(side, "rendezvous")), 8, side.tail())
         self.assertLess(peak_rss_kib(a), 200 * 1024)
@@ -224,4 +224,4 @@ async def _first_ended(reactor: Any, *processes: SessionProcess) -> SessionProce
         for process in processes:
             if not process.running:
                 return process
-        await deferLater(reactor, 0.05, lambda: None)
+        await sleep(0.05, reactor)

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 from twisted.internet.defer import Deferred
-from twisted.internet.task import deferLater
 from twisted.trial.unittest import TestCase
 
 from tests.session.pairing_support import APPID, PairedProcessesMixin
 from tests.session.test_processes import STOP_WITHIN
 from tests.support.harness import LOOPBACK, _spawn_peer
+from tests.support.waits import sleep
 from txdilation.pairing.store import PairingStore
 from txdilation.session.child import SessionProcess, run_command, spawn_session
 from txdilation.session.paired import FAULT_VARIABLE
@@ -164,7 +164,7 @@ class PairingRefusalSlowTests(PairedProcessesMixin, TestCase):
         coder = self.stranger("coder", "--code", code)
         await self.within(thief.next_event("waiting"), "the thief waiting")
         self.assertEqual(await self.echo(a, b"while the thief waits"), b"while the thief waits")
-        await deferLater(self.reactor, 1.5, lambda: None)
+        await sleep(1.5, self.reactor)
         for stranger in (thief, coder):
             for kind in ("peer-connected", "reconnected", "dilated"):
                 self.assertEqual(stranger.of_kind(kind), [], stranger.tail())
@@ -176,7 +176,7 @@ class PairingRefusalSlowTests(PairedProcessesMixin, TestCase):
         shutil.copy2(stale_b, self.paths["B"])
         b = self.side("B")
         await self.within(b.next_event("waiting"), "B waiting with its stale file")
-        await deferLater(self.reactor, 1.5, lambda: None)
+        await sleep(1.5, self.reactor)
         self.assertEqual(b.of_kind("reconnected") + b.of_kind("dilated"), [], b.tail())
         ra, rb = (PairingStore(self.paths[n]).load() for n in "AB")
         self.assertGreater(ra.current.number, rb.current.number)

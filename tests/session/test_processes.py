@@ -19,13 +19,13 @@ import pytest
 from twisted.internet.defer import CancelledError, Deferred, DeferredList, gatherResults
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
 from twisted.internet.protocol import Factory
-from twisted.internet.task import deferLater
 from twisted.internet.utils import getProcessOutputAndValue
 from twisted.trial.unittest import TestCase
 
 from tests.session.test_service import HalfCloseEcho
 from tests.support.harness import LOOPBACK, REPO_ROOT, RealServersMixin, _spawn_peer
 from tests.support.peer_scenarios import HalfCloseEchoClient, payload
+from tests.support.waits import sleep
 from txdilation.demo.traffic import Exchange, ExchangeFactory
 from txdilation.session.child import SessionProcess, spawn_session, twistd_command
 
@@ -192,7 +192,7 @@ class TwistdSessionsSlowTests(ProcessesMixin, TestCase):
         process = spawn_session(self.reactor, "C", [*argv, "--config", str(config)])
         self.addCleanup(process.terminate, self.reactor, STOP_WITHIN)
         while not status.exists() or b'"code"' not in status.read_bytes():
-            await deferLater(self.reactor, 0.05, lambda: None)
+            await sleep(0.05, self.reactor)
             self.assertTrue(process.running, process.tail())
         process.signal("INT")
         self.assertEqual(await process.ended, 0, process.tail())

@@ -18,13 +18,14 @@ from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, c
 from twisted.internet.error import ConnectionDone, ConnectionRefusedError
 from twisted.internet.interfaces import IHalfCloseableProtocol
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import Clock, deferLater
+from twisted.internet.task import Clock
 from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 from zope.interface import implementer
 
 import txdilation
 from tests.support.harness import LOOPBACK, RealServersMixin
+from tests.support.waits import sleep
 from txdilation.session.config import build_config
 from txdilation.session.service import Session, session_machine
 from txdilation.session.status import EventLog, StatusWriter
@@ -240,7 +241,7 @@ class SessionTests(SessionTestsMixin, TestCase):
         client = await self.connect_to(a_log, "svc")
         client.transport.write(b"half a request")
         while len(client.data) < 14:
-            await deferLater(self.reactor, 0.01, lambda: None)
+            await sleep(0.01, self.reactor)
         client.transport.abortConnection()
         warning = await a_log.next_event("warning")
         self.assertIn("svc #1: the local client reset the connection", warning["message"])
@@ -268,12 +269,16 @@ class SessionTests(SessionTestsMixin, TestCase):
         self.assertEqual(bytes(client.data), b"after the cut")
 
     async def test_rtt_samples(self) -> None:
-        """Keepalive round trips are reported as ``rtt`` events (milliseconds, generation)."""
+        """Keepalive round trips are reported as ``rtt`` events (milliseconds, generation): a
+        time that passed, no longer than the test waited for it (how long a round trip takes on
+        loopback depends on the machine's load: not asserted)."""
+        started = self.reactor.seconds()
         _, a_log, _, _ = await self.pair({}, {}, **{"ping-interval": 0.1})
         rtt = await a_log.next_event("rtt")
+        waited_ms = (self.reactor.seconds() - started) * 1000
         self.assertEqual(rtt["generation"], 1)
         self.assertGreater(rtt["rtt_ms"], 0)
-        self.assertLess(rtt["rtt_ms"], 1000)
+        self.assertLessEqual(rtt["rtt_ms"], waited_ms)
 
     async def open_forward(self, **settings: Any) -> tuple[Session, EventLog, EventLog, Client]:
         """A pair, and one forwarded connection through it that carried a few bytes."""
@@ -284,7 +289,7 @@ class SessionTests(SessionTestsMixin, TestCase):
         client = await self.connect_to(a_log, "svc")
         client.transport.write(b"partial")
         while len(client.data) < 7:
-            await deferLater(self.reactor, 0.01, lambda: None)
+            await sleep(0.01, self.reactor)
         return a, a_log, b_log, client
 
     def assert_cut(self, log: EventLog, detail: str) -> None:
@@ -318,15 +323,16 @@ class SessionTests(SessionTestsMixin, TestCase):
 
     async def test_stop_now_cuts_during_the_grace_period(self) -> None:
         """stop_now() (a second signal) during a 30 s grace period cuts at once: the stop ends
-        in seconds, the cut says it was forced."""
+        when stop_now() does, well before the grace period would have, and the cut says it was
+        forced (not that the grace period ended)."""
         a, a_log, b_log, client = await self.open_forward(**{"drain-timeout": 30})
+        started = self.reactor.seconds()
         stopped = a.stop("SIGINT")
         await a_log.next_event("stopping")
         self.assertFalse(stopped.called)
-        started = self.reactor.seconds()
         await a.stop_now("SIGINT")
         self.assertTrue(stopped.called)
-        self.assertLess(self.reactor.seconds() - started, 5.0)
+        self.assertLess(self.reactor.seconds() - started, 30)
         self.assert_cut(a_log, "the stop was forced (SIGINT)")
         await client.lost
         await b_log.next_event("closed")

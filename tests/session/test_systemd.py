@@ -28,12 +28,12 @@ from typing import Any
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, TCP4ServerEndpoint, connectProtocol
 from twisted.internet.protocol import Factory
-from twisted.internet.task import deferLater
 from twisted.trial.unittest import SkipTest, SynchronousTestCase, TestCase
 
 import txdilation
 from tests.session.test_service import Client, HalfCloseEcho
 from tests.support.harness import LOOPBACK, REPO_ROOT, RealServersMixin
+from tests.support.waits import sleep
 from txdilation.session.child import SessionProcess
 from txdilation.session.config import build_config
 from txdilation.session.status import EventLog, StatusWriter
@@ -215,7 +215,7 @@ class UnitMixin(RealServersMixin):
         try:
             return await d
         except Exception:
-            await deferLater(self.reactor, 0, lambda: None)
+            await sleep(0, self.reactor)
             self.fail(f"{what}:\n{process.tail()}\n" + "\n".join(process.other_output[-20:]))
         finally:
             if timer.active():

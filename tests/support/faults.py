@@ -642,14 +642,14 @@ async def run_timeline(
     :returns: the reactor time at which each action ran, in the order they ran.
     :raises Exception: whatever an action raised (later steps do not run).
     """
-    from twisted.internet.task import deferLater
+    from tests.support.waits import sleep
 
     started = reactor.seconds()
     ran: list[float] = []
     for offset, action in sorted(steps, key=lambda step: step[0]):
         wait = started + offset - reactor.seconds()
         if wait > 0:
-            await deferLater(reactor, wait, lambda: None)
+            await sleep(wait, reactor)
         action()
         ran.append(reactor.seconds())
     return ran

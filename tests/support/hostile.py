@@ -30,7 +30,7 @@ from twisted.internet import reactor as _reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.endpoints import TCP4ClientEndpoint, connectProtocol
 from twisted.internet.protocol import Protocol
-from twisted.internet.task import Cooperator, deferLater
+from twisted.internet.task import Cooperator
 from twisted.logger import formatEvent, globalLogPublisher
 from twisted.python.failure import Failure
 from wormhole._interfaces import ISend
@@ -75,23 +75,6 @@ def use_environment(test: Any, **extra: str) -> None:
     context = environment(**extra)
     context.__enter__()
     test.addCleanup(context.__exit__, None, None, None)
-
-
-def sleep(seconds: float) -> Deferred[None]:
-    """A Deferred that fires after ``seconds`` on the global reactor."""
-    return deferLater(reactor, seconds, lambda: None)
-
-
-async def until(predicate: Callable[[], object], timeout: float, what: str) -> None:
-    """Poll ``predicate`` every 10 ms until it is true.
-
-    :raises AssertionError: naming ``what`` when ``timeout`` seconds pass first.
-    """
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        await sleep(0.01)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -496,8 +479,6 @@ __all__ = [
     "record_figures",
     "rogue_connection",
     "rogue_follower_selected",
-    "sleep",
-    "until",
     "use_environment",
     "vm_status_kib",
 ]

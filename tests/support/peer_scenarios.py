@@ -57,11 +57,11 @@ from typing import Any
 from twisted.internet.defer import Deferred, gatherResults
 from twisted.internet.interfaces import IHalfCloseableProtocol, IPushProducer
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from tests.support.peer_stream import stream_recv, stream_send
+from tests.support.waits import sleep
 
 SETTLE_SECONDS = 0.2
 
@@ -164,7 +164,7 @@ class Peer:
             current = (self._last_status or {}).get("peer")
             if current in peers:
                 return str(current)
-            await deferLater(self.reactor, 0.01, lambda: None)
+            await sleep(0.01, self.reactor)
 
     @property
     def is_left(self) -> bool:
@@ -617,7 +617,7 @@ async def bulk_recv(peer: Peer) -> dict[str, Any]:
     if peer.args.linger:
         # let our CLOSE reply reach the sender (perhaps over a new connection) before we close
         peer.phase = "bulk-recv: lingering"
-        await deferLater(peer.reactor, peer.args.linger, lambda: None)
+        await sleep(peer.args.linger, peer.reactor)
     return {
         "bytes": receiver.bytes,
         "sha256": receiver.digest.hexdigest(),
@@ -647,7 +647,7 @@ def vm_hwm_kib() -> int | None:
 
 async def _settle(peer: Peer) -> None:
     """Let deliveries scheduled by ``w.close()`` for later reactor turns happen."""
-    await deferLater(peer.reactor, SETTLE_SECONDS, lambda: None)
+    await sleep(SETTLE_SECONDS, peer.reactor)
 
 
 async def close_first(peer: Peer) -> dict[str, Any]:
@@ -815,7 +815,7 @@ async def echo_steady(peer: Peer) -> dict[str, Any]:
         await client.exchange(payload(peer.args.seed, exchanges, 512))
         longest = max(longest, time.monotonic() - began)
         exchanges += 1
-        await deferLater(peer.reactor, 0.05, lambda: None)
+        await sleep(0.05, peer.reactor)
     peer.phase = "echo-steady: closing"
     await client.close()
     return {

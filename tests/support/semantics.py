@@ -35,9 +35,10 @@ from twisted.internet.interfaces import (
     IPushProducer,
 )
 from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 from zope.interface import implementer
+
+from tests.support.waits import sleep
 
 #: payloads up to this many bytes are recorded verbatim (as latin-1 text)
 VERBATIM_PAYLOAD = 48
@@ -369,7 +370,7 @@ class Ctx:
         await self.barrier_fn(name)
 
     async def sleep(self, seconds: float) -> None:
-        await deferLater(self.reactor, seconds, lambda: None)
+        await sleep(seconds, self.reactor)
 
     async def settle(self, d: Deferred[Any], seconds: float) -> None:
         """Wait until ``d`` fired or ``seconds`` passed, recording nothing (so that what the

@@ -7,11 +7,14 @@ recorded depends on them. Each scenario is written so that its trace is determin
 stock magic-wormhole (the suite checks this by running stock twice where asked): peers
 synchronise with barriers and waits on observed events, never on sleeps alone; where a
 scenario checks that something does NOT happen it waits a fixed time and records ``fired``.
+The scenarios of one shape (a opens one subchannel, b accepts it, each runs steps on its
+protocol) are rows of ``EXCHANGES`` run by one runner; the others are classes (``@scenario``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from twisted.internet.defer import Deferred
@@ -211,33 +214,6 @@ class _SendPing:
 # endpoints and ports
 
 
-@scenario("echo", "a opens a subchannel, b echoes; addresses, payloads, close by a")
-class _Echo:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is None:
-            return
-        addresses(ctx, protocol)
-        ctx.trace.add("connect result is the protocol", protocol is protocol.factory.protocols[0])
-        await ctx.barrier("addressed")
-        ctx.call("write", protocol.transport.write, b"hello")
-        await ctx.wait(protocol.when_received(5), "echo")
-        ctx.call("loseConnection", protocol.transport.loseConnection)
-        await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is None:
-            return
-        addresses(ctx, protocol)
-        await ctx.barrier("addressed")
-        await ctx.wait(protocol.when_received(5), "hello")
-        ctx.call("write", protocol.transport.write, bytes(protocol.received))
-        await lost(ctx, protocol)
-
-
 @scenario("connect-before-dilated", "connect()/listen() called before dilation completes")
 class _ConnectEarly:
     @staticmethod
@@ -344,26 +320,6 @@ class _EmptyNames:
         ctx.call("listener_for('')", dw.listener_for, "")
 
     b = a
-
-
-@scenario("unicode-name", "a non-ASCII subprotocol name reaches the peer intact")
-class _UnicodeName:
-    NAME = "ünïcödé/名前 x"
-
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx, _UnicodeName.NAME)
-        if protocol is not None:
-            addresses(ctx, protocol)
-            await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx, _UnicodeName.NAME)
-        if protocol is not None:
-            addresses(ctx, protocol)
-            ctx.call("loseConnection", protocol.transport.loseConnection)
-            await lost(ctx, protocol)
 
 
 @scenario("many-subchannels", "five subchannels opened at once, interleaved writes, each in order")
@@ -479,116 +435,6 @@ class _NoneListen:
 # writing
 
 
-@scenario("write-sequence", "writeSequence() is one record: one dataReceived at the peer")
-class _WriteSequence:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is not None:
-            ctx.call("writeSequence", protocol.transport.writeSequence, [b"ab", b"cd", b""])
-            ctx.call("writeSequence", protocol.transport.writeSequence, iter([b"ef"]))
-            await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is not None:
-            await ctx.wait(protocol.when_received(6), "data")
-            ctx.call("loseConnection", protocol.transport.loseConnection)
-            await lost(ctx, protocol)
-
-
-@scenario("message-boundaries", "each write() arrives as one dataReceived(), up to 1 MiB")
-class _Boundaries:
-    SIZES = (1, 1000, 65519, 65520, 1 << 20)
-
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is not None:
-            for i, size in enumerate(_Boundaries.SIZES):
-                protocol.transport.write(bytes([65 + i]) * size)
-            await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is not None:
-            await ctx.wait(protocol.when_received(sum(_Boundaries.SIZES)), "all data")
-            ctx.call("loseConnection", protocol.transport.loseConnection)
-            await lost(ctx, protocol)
-
-
-@scenario("empty-write", "write(b'') then write(b'x'): what the peer receives")
-class _EmptyWrite:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is not None:
-            ctx.call("write", protocol.transport.write, b"")
-            ctx.call("write", protocol.transport.write, b"x")
-            await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is not None:
-            await ctx.wait(protocol.when_received(1), "x")
-            await ctx.sleep(0.2)
-            ctx.call("loseConnection", protocol.transport.loseConnection)
-            await lost(ctx, protocol)
-
-
-@scenario("write-non-bytes", "write('text') is refused")
-class _WriteText:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is not None:
-            ctx.call("write(str)", protocol.transport.write, "text")
-            ctx.call("write", protocol.transport.write, b"bytes")
-            await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is not None:
-            await ctx.wait(protocol.when_received(5), "bytes")
-            ctx.call("loseConnection", protocol.transport.loseConnection)
-            await lost(ctx, protocol)
-
-
-@scenario("bulk-both-ways", "4 MiB each way in 64 KiB writes, at once")
-class _Bulk:
-    TOTAL = 4 << 20
-    CHUNK = 1 << 16
-
-    @staticmethod
-    def send(protocol: Any) -> None:
-        chunk = b"\x5a" * _Bulk.CHUNK
-        for _ in range(_Bulk.TOTAL // _Bulk.CHUNK):
-            protocol.transport.write(chunk)
-
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx, summarize=True)
-        if protocol is not None:
-            _Bulk.send(protocol)
-            await ctx.wait(protocol.when_received(_Bulk.TOTAL), "bulk", timeout=30)
-            await ctx.barrier("received")
-            ctx.call("loseConnection", protocol.transport.loseConnection)
-            await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx, summarize=True)
-        if protocol is not None:
-            _Bulk.send(protocol)
-            await ctx.wait(protocol.when_received(_Bulk.TOTAL), "bulk", timeout=30)
-            await ctx.barrier("received")
-            await lost(ctx, protocol)
-
-
 @scenario("link-cut", "the L2 link is cut between writes: all data once, in order")
 class _LinkCut:
     @staticmethod
@@ -618,160 +464,7 @@ class _LinkCut:
 
 
 # ---------------------------------------------------------------------------------------------
-# closing
-
-
-@scenario("close-by-opener", "a loseConnection(): both get connectionLost (reason types)")
-class _CloseByOpener:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is not None:
-            ctx.call("write", protocol.transport.write, b"bye")
-            ctx.call("loseConnection", protocol.transport.loseConnection)
-            ctx.trace.add("disconnecting", getattr(protocol.transport, "disconnecting", None))
-            await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is not None:
-            await lost(ctx, protocol)
-
-
-@scenario("close-by-accepter", "b loseConnection() on the subchannel a opened")
-class _CloseByAccepter:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is not None:
-            await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is not None:
-            ctx.call("loseConnection", protocol.transport.loseConnection)
-            await lost(ctx, protocol)
-
-
-@scenario("close-twice", "loseConnection() twice before the peer answers, and once after")
-class _CloseTwice:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is not None:
-            ctx.call("loseConnection", protocol.transport.loseConnection)
-            ctx.call("loseConnection again", protocol.transport.loseConnection)
-            await lost(ctx, protocol)
-            ctx.call("loseConnection after close", protocol.transport.loseConnection)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is not None:
-            await lost(ctx, protocol)
-            ctx.call("loseConnection after close", protocol.transport.loseConnection)
-
-
-@scenario("write-after-close", "write() after loseConnection(), and after connectionLost")
-class _WriteAfterClose:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is not None:
-            ctx.call("loseConnection", protocol.transport.loseConnection)
-            ctx.call("write while closing", protocol.transport.write, b"late")
-            await lost(ctx, protocol)
-            ctx.call("write after close", protocol.transport.write, b"later")
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is not None:
-            await lost(ctx, protocol)
-            ctx.call("write after close", protocol.transport.write, b"later")
-
-
-@scenario("half-close", "half-closeable protocols: a closes its write side first, then b")
-class _HalfClose:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx, half_close=True)
-        if protocol is None:
-            return
-        ctx.call("write", protocol.transport.write, b"request")
-        ctx.call("loseWriteConnection", protocol.transport.loseWriteConnection)
-        ctx.call("write after loseWriteConnection", protocol.transport.write, b"x")
-        await ctx.wait(protocol.read_lost, "readConnectionLost")
-        await ctx.pending("connectionLost", protocol.lost, 0.5)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx, half_close=True)
-        if protocol is None:
-            return
-        await ctx.wait(protocol.read_lost, "readConnectionLost")
-        ctx.call("write", protocol.transport.write, b"response")
-        ctx.call("loseWriteConnection", protocol.transport.loseWriteConnection)
-        await ctx.pending("connectionLost", protocol.lost, 0.5)
-
-
-@scenario("half-close-misuse", "loseConnection on a half-closeable protocol, and vice versa")
-class _HalfCloseMisuse:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx, half_close=True)
-        if protocol is None:
-            return
-        await ctx.barrier("b tried")
-        ctx.call("loseConnection", protocol.transport.loseConnection)
-        ctx.call("loseWriteConnection", protocol.transport.loseWriteConnection)
-        ctx.call("loseWriteConnection again", protocol.transport.loseWriteConnection)
-        await ctx.wait(protocol.read_lost, "readConnectionLost")
-        ctx.call("loseConnection after both", protocol.transport.loseConnection)
-        ctx.call("loseWriteConnection after both", protocol.transport.loseWriteConnection)
-        await ctx.pending("connectionLost", protocol.lost, 0.5)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is None:
-            return
-        ctx.call("loseWriteConnection", protocol.transport.loseWriteConnection)
-        await ctx.barrier("b tried")
-        await lost(ctx, protocol)
-
-
-# ---------------------------------------------------------------------------------------------
 # producers and flow control
-
-
-@scenario(
-    "push-producer",
-    "a registers a full IPushProducer and writes; b closes; what is called on the producer",
-)
-class _PushProducer:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is None:
-            return
-        producer = PushProducer(ctx.trace, "push")
-        ctx.call("registerProducer", protocol.transport.registerProducer, producer, True)
-        for i in range(3):
-            protocol.transport.write(f"chunk-{i}".encode())
-        await lost(ctx, protocol)
-        await ctx.sleep(0.2)
-        ctx.call("unregisterProducer after close", protocol.transport.unregisterProducer)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is not None:
-            await ctx.wait(protocol.when_received(21), "chunks")
-            ctx.call("loseConnection", protocol.transport.loseConnection)
-            await lost(ctx, protocol)
 
 
 @scenario(
@@ -816,123 +509,6 @@ class _PushWithoutStop:
             if name == "first":
                 ctx.call("loseConnection", protocol.transport.loseConnection)
             await lost(ctx, protocol)
-
-
-@scenario("pull-producer", "an IPullProducer writes five chunks, unregisters and closes")
-class _PullProducer:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is None:
-            return
-        chunks = [f"pull-{i};".encode() for i in range(5)]
-        producer = PullProducer(
-            ctx.trace, "pull", protocol.transport, chunks, then=protocol.transport.loseConnection
-        )
-        ctx.call("registerProducer", protocol.transport.registerProducer, producer, False)
-        await ctx.wait(producer.done, "all chunks produced")
-        await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is not None:
-            await lost(ctx, protocol)
-
-
-@scenario("register-producer-twice", "a second registerProducer() raises; unregister without one")
-class _RegisterTwice:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is None:
-            return
-        t = protocol.transport
-        ctx.call("registerProducer", t.registerProducer, PushProducer(ctx.trace, "one"), True)
-        ctx.call("registerProducer again", t.registerProducer, PushProducer(ctx.trace, "2"), True)
-        ctx.call("unregisterProducer", t.unregisterProducer)
-        ctx.call("unregisterProducer again", t.unregisterProducer)
-        ctx.call("loseConnection", t.loseConnection)
-        await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is not None:
-            await lost(ctx, protocol)
-
-
-@scenario("register-producer-after-close", "registerProducer() on a closed subchannel")
-class _RegisterAfterClose:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is None:
-            return
-        ctx.call("loseConnection", protocol.transport.loseConnection)
-        await lost(ctx, protocol)
-        producer = PushProducer(ctx.trace, "late")
-        ctx.call("registerProducer", protocol.transport.registerProducer, producer, True)
-        await ctx.sleep(0.3)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is not None:
-            await lost(ctx, protocol)
-
-
-@scenario("pause-reading", "b pauses its subchannel's reading, a writes, b resumes")
-class _PauseReading:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is None:
-            return
-        await ctx.barrier("paused")
-        for i in range(3):
-            protocol.transport.write(f"msg-{i}".encode())
-        await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is None:
-            return
-        ctx.call("pauseProducing", protocol.transport.pauseProducing)
-        await ctx.barrier("paused")
-        await ctx.sleep(0.5)
-        ctx.trace.add("received while paused", len(protocol.received))
-        ctx.call("resumeProducing", protocol.transport.resumeProducing)
-        await ctx.wait(protocol.when_received(15), "all messages")
-        ctx.call("loseConnection", protocol.transport.loseConnection)
-        await lost(ctx, protocol)
-
-
-@scenario("stop-producing", "b calls stopProducing() on its subchannel transport, a writes on")
-class _StopProducing:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        protocol = await opened(ctx)
-        if protocol is None:
-            return
-        await ctx.barrier("stopped")
-        await ctx.settle(protocol.lost, 1.0)  # b's CLOSE, if it sent one, travels the link
-        ctx.call("write", protocol.transport.write, b"after")
-        await ctx.barrier("written")
-        await ctx.sleep(0.3)
-        ctx.call("loseConnection", protocol.transport.loseConnection)
-        await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        protocol = await accepted(ctx)
-        if protocol is None:
-            return
-        ctx.call("stopProducing", protocol.transport.stopProducing)
-        await ctx.barrier("stopped")
-        await ctx.barrier("written")
-        await ctx.pending("connectionLost", protocol.lost, 1.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -995,72 +571,6 @@ class _RaisesInMade:
         if protocol is not None:
             await ctx.pending("connectionLost", protocol.lost, 1.0)
             ctx.trace.add("received", len(protocol.received))
-
-
-# ---------------------------------------------------------------------------------------------
-# applications calling back into the transport from inside its callbacks
-
-
-def _write(data: bytes) -> Callable[[Any], object]:
-    return lambda p: p.transport.write(data)
-
-
-@scenario(
-    "reentrant-calls",
-    "protocols write and close from inside connectionMade/dataReceived/connectionLost",
-)
-class _Reentrant:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        reactions = {"connectionMade": _write(b"hello")}
-        protocol = await opened(ctx, reactions=reactions)
-        if protocol is not None:
-            await lost(ctx, protocol)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        def answer_and_close(p: Any) -> None:
-            p.transport.write(b"world")
-            p.transport.loseConnection()
-            p.transport.write(b"too late")
-
-        reactions = {
-            "dataReceived": answer_and_close,
-            "connectionLost": lambda p: p.transport.loseConnection(),
-        }
-        protocol = await accepted(ctx, reactions=reactions)
-        if protocol is not None:
-            await lost(ctx, protocol)
-
-
-@scenario(
-    "reentrant-half-close",
-    "half-closeable protocols that answer and half-close from inside readConnectionLost",
-)
-class _ReentrantHalfClose:
-    @staticmethod
-    async def a(ctx: Ctx) -> None:
-        def request(p: Any) -> None:
-            p.transport.write(b"request")
-            p.transport.loseWriteConnection()
-
-        reactions = {"connectionMade": request}
-        protocol = await opened(ctx, half_close=True, reactions=reactions)
-        if protocol is not None:
-            await ctx.wait(protocol.read_lost, "readConnectionLost")
-            await ctx.pending("connectionLost", protocol.lost, 0.5)
-
-    @staticmethod
-    async def b(ctx: Ctx) -> None:
-        def respond(p: Any) -> None:
-            p.transport.write(b"response")
-            p.transport.loseWriteConnection()
-
-        reactions = {"readConnectionLost": respond}
-        protocol = await accepted(ctx, half_close=True, reactions=reactions)
-        if protocol is not None:
-            await ctx.wait(protocol.write_lost, "writeConnectionLost")
-            await ctx.pending("connectionLost", protocol.lost, 0.5)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1141,3 +651,428 @@ class _ConnectAfterClose:
         await dilated(ctx)
         await ctx.barrier("dilated")
         await ctx.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# the common shape, as a table: a opens one subchannel, b accepts it, each side runs its steps
+# on its protocol (nothing, if the subchannel never came); one row per scenario, one runner
+
+#: One step of one side: given the context and that side's protocol, what it does (awaited).
+Step = Callable[[Ctx, Any], Awaitable[object]]
+
+
+def call(label: str, method: str, *args: Any) -> Step:
+    """``ctx.call(label, transport.<method>, *args)``: the call and its result are recorded."""
+
+    async def step(ctx: Ctx, protocol: Any) -> None:
+        ctx.call(label, getattr(protocol.transport, method), *args)
+
+    return step
+
+
+def write(*chunks: bytes) -> Step:
+    """``transport.write(chunk)`` for each chunk, unrecorded (the peer's trace shows them)."""
+
+    async def step(ctx: Ctx, protocol: Any) -> None:
+        for chunk in chunks:
+            protocol.transport.write(chunk)
+
+    return step
+
+
+def receive(size: int, what: str, timeout: float = 10.0) -> Step:
+    """Wait until ``size`` bytes in all arrived (recorded as ``what`` on timeout)."""
+
+    async def step(ctx: Ctx, protocol: Any) -> None:
+        await ctx.wait(protocol.when_received(size), what, timeout=timeout)
+
+    return step
+
+
+def barrier(name: str) -> Step:
+    """Wait for the peer at the barrier ``name``."""
+
+    async def step(ctx: Ctx, protocol: Any) -> None:
+        await ctx.barrier(name)
+
+    return step
+
+
+def pause(seconds: float) -> Step:
+    """Let ``seconds`` pass (where the scenario checks that something does NOT happen)."""
+
+    async def step(ctx: Ctx, protocol: Any) -> None:
+        await ctx.sleep(seconds)
+
+    return step
+
+
+def pending(seconds: float, what: str = "connectionLost") -> Step:
+    """Record whether connectionLost comes within ``seconds``."""
+
+    async def step(ctx: Ctx, protocol: Any) -> None:
+        await ctx.pending(what, protocol.lost, seconds)
+
+    return step
+
+
+def register(label: str, producer: str, streaming: bool = True) -> Step:
+    """``ctx.call(label, transport.registerProducer, PushProducer(producer), streaming)``."""
+
+    async def step(ctx: Ctx, protocol: Any) -> None:
+        made = PushProducer(ctx.trace, producer)
+        ctx.call(label, protocol.transport.registerProducer, made, streaming)
+
+    return step
+
+
+async def _lost(ctx: Ctx, protocol: Any) -> None:
+    await lost(ctx, protocol)
+
+
+async def _read_lost(ctx: Ctx, protocol: Any) -> None:
+    await ctx.wait(protocol.read_lost, "readConnectionLost")
+
+
+async def _addresses(ctx: Ctx, protocol: Any) -> None:
+    addresses(ctx, protocol)
+
+
+#: Wait for connectionLost (recorded).
+LOST: Step = _lost
+#: Wait for readConnectionLost (recorded).
+READ_LOST: Step = _read_lost
+#: Record getHost()/getPeer().
+ADDRESSES: Step = _addresses
+#: Close the subchannel (recorded).
+CLOSE: Step = call("loseConnection", "loseConnection")
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One scenario of the common shape: ``a`` opens subchannel ``name`` (factory options
+    ``a_options``), ``b`` accepts it (``b_options``); each then runs its steps in order."""
+
+    name: str
+    doc: str
+    a: tuple[Step, ...]
+    b: tuple[Step, ...]
+    subchannel: str = "chat"
+    a_options: Mapping[str, Any] = field(default_factory=dict)
+    b_options: Mapping[str, Any] = field(default_factory=dict)
+
+    async def run_a(self, ctx: Ctx) -> None:
+        protocol = await opened(ctx, self.subchannel, **self.a_options)
+        await _run(ctx, protocol, self.a)
+
+    async def run_b(self, ctx: Ctx) -> None:
+        protocol = await accepted(ctx, self.subchannel, **self.b_options)
+        await _run(ctx, protocol, self.b)
+
+
+async def _run(ctx: Ctx, protocol: Any, steps: Sequence[Step]) -> None:
+    """The one runner: ``steps`` on ``protocol``, none if the subchannel never came."""
+    if protocol is None:
+        return
+    for step in steps:
+        await step(ctx, protocol)
+
+
+async def _write_sequences(ctx: Ctx, protocol: Any) -> None:
+    t = protocol.transport
+    ctx.call("writeSequence", t.writeSequence, [b"ab", b"cd", b""])
+    ctx.call("writeSequence", t.writeSequence, iter([b"ef"]))
+
+
+async def _disconnecting(ctx: Ctx, protocol: Any) -> None:
+    ctx.trace.add("disconnecting", getattr(protocol.transport, "disconnecting", None))
+
+
+async def _received_while_paused(ctx: Ctx, protocol: Any) -> None:
+    ctx.trace.add("received while paused", len(protocol.received))
+
+
+async def _settle_close(ctx: Ctx, protocol: Any) -> None:
+    await ctx.settle(protocol.lost, 1.0)  # b's CLOSE, if it sent one, travels the link
+
+
+async def _connect_result(ctx: Ctx, protocol: Any) -> None:
+    ctx.trace.add("connect result is the protocol", protocol is protocol.factory.protocols[0])
+
+
+async def _echo_back(ctx: Ctx, protocol: Any) -> None:
+    ctx.call("write", protocol.transport.write, bytes(protocol.received))
+
+
+BULK_TOTAL = 4 << 20
+BULK_CHUNK = 1 << 16
+
+
+async def _send_bulk(ctx: Ctx, protocol: Any) -> None:
+    chunk = b"\x5a" * BULK_CHUNK
+    for _ in range(BULK_TOTAL // BULK_CHUNK):
+        protocol.transport.write(chunk)
+
+
+async def _pull_five_then_close(ctx: Ctx, protocol: Any) -> None:
+    chunks = [f"pull-{i};".encode() for i in range(5)]
+    producer = PullProducer(
+        ctx.trace, "pull", protocol.transport, chunks, then=protocol.transport.loseConnection
+    )
+    ctx.call("registerProducer", protocol.transport.registerProducer, producer, False)
+    await ctx.wait(producer.done, "all chunks produced")
+
+
+async def _write_lost(ctx: Ctx, protocol: Any) -> None:
+    await ctx.wait(protocol.write_lost, "writeConnectionLost")
+
+
+def _write(data: bytes) -> Callable[[Any], object]:
+    return lambda p: p.transport.write(data)
+
+
+def _answer_and_close(p: Any) -> None:
+    p.transport.write(b"world")
+    p.transport.loseConnection()
+    p.transport.write(b"too late")
+
+
+def _request(p: Any) -> None:
+    p.transport.write(b"request")
+    p.transport.loseWriteConnection()
+
+
+def _respond(p: Any) -> None:
+    p.transport.write(b"response")
+    p.transport.loseWriteConnection()
+
+
+BOUNDARY_SIZES = (1, 1000, 65519, 65520, 1 << 20)
+UNICODE_NAME = "ünïcödé/名前 x"
+
+EXCHANGES: tuple[Exchange, ...] = (
+    # endpoints and ports
+    Exchange(
+        "echo",
+        "a opens a subchannel, b echoes; addresses, payloads, close by a",
+        a=(
+            ADDRESSES,
+            _connect_result,
+            barrier("addressed"),
+            call("write", "write", b"hello"),
+            receive(5, "echo"),
+            CLOSE,
+            LOST,
+        ),
+        b=(ADDRESSES, barrier("addressed"), receive(5, "hello"), _echo_back, LOST),
+    ),
+    Exchange(
+        "unicode-name",
+        "a non-ASCII subprotocol name reaches the peer intact",
+        a=(ADDRESSES, LOST),
+        b=(ADDRESSES, CLOSE, LOST),
+        subchannel=UNICODE_NAME,
+    ),
+    # writing
+    Exchange(
+        "write-sequence",
+        "writeSequence() is one record: one dataReceived at the peer",
+        a=(_write_sequences, LOST),
+        b=(receive(6, "data"), CLOSE, LOST),
+    ),
+    Exchange(
+        "message-boundaries",
+        "each write() arrives as one dataReceived(), up to 1 MiB",
+        a=(write(*(bytes([65 + i]) * size for i, size in enumerate(BOUNDARY_SIZES))), LOST),
+        b=(receive(sum(BOUNDARY_SIZES), "all data"), CLOSE, LOST),
+    ),
+    Exchange(
+        "empty-write",
+        "write(b'') then write(b'x'): what the peer receives",
+        a=(call("write", "write", b""), call("write", "write", b"x"), LOST),
+        b=(receive(1, "x"), pause(0.2), CLOSE, LOST),
+    ),
+    Exchange(
+        "write-non-bytes",
+        "write('text') is refused",
+        a=(call("write(str)", "write", "text"), call("write", "write", b"bytes"), LOST),
+        b=(receive(5, "bytes"), CLOSE, LOST),
+    ),
+    Exchange(
+        "bulk-both-ways",
+        "4 MiB each way in 64 KiB writes, at once",
+        a=(_send_bulk, receive(BULK_TOTAL, "bulk", 30), barrier("received"), CLOSE, LOST),
+        b=(_send_bulk, receive(BULK_TOTAL, "bulk", 30), barrier("received"), LOST),
+        a_options={"summarize": True},
+        b_options={"summarize": True},
+    ),
+    # closing
+    Exchange(
+        "close-by-opener",
+        "a loseConnection(): both get connectionLost (reason types)",
+        a=(call("write", "write", b"bye"), CLOSE, _disconnecting, LOST),
+        b=(LOST,),
+    ),
+    Exchange(
+        "close-by-accepter",
+        "b loseConnection() on the subchannel a opened",
+        a=(LOST,),
+        b=(CLOSE, LOST),
+    ),
+    Exchange(
+        "close-twice",
+        "loseConnection() twice before the peer answers, and once after",
+        a=(
+            CLOSE,
+            call("loseConnection again", "loseConnection"),
+            LOST,
+            call("loseConnection after close", "loseConnection"),
+        ),
+        b=(LOST, call("loseConnection after close", "loseConnection")),
+    ),
+    Exchange(
+        "write-after-close",
+        "write() after loseConnection(), and after connectionLost",
+        a=(
+            CLOSE,
+            call("write while closing", "write", b"late"),
+            LOST,
+            call("write after close", "write", b"later"),
+        ),
+        b=(LOST, call("write after close", "write", b"later")),
+    ),
+    Exchange(
+        "half-close",
+        "half-closeable protocols: a closes its write side first, then b",
+        a=(
+            call("write", "write", b"request"),
+            call("loseWriteConnection", "loseWriteConnection"),
+            call("write after loseWriteConnection", "write", b"x"),
+            READ_LOST,
+            pending(0.5),
+        ),
+        b=(
+            READ_LOST,
+            call("write", "write", b"response"),
+            call("loseWriteConnection", "loseWriteConnection"),
+            pending(0.5),
+        ),
+        a_options={"half_close": True},
+        b_options={"half_close": True},
+    ),
+    Exchange(
+        "half-close-misuse",
+        "loseConnection on a half-closeable protocol, and vice versa",
+        a=(
+            barrier("b tried"),
+            CLOSE,
+            call("loseWriteConnection", "loseWriteConnection"),
+            call("loseWriteConnection again", "loseWriteConnection"),
+            READ_LOST,
+            call("loseConnection after both", "loseConnection"),
+            call("loseWriteConnection after both", "loseWriteConnection"),
+            pending(0.5),
+        ),
+        b=(call("loseWriteConnection", "loseWriteConnection"), barrier("b tried"), LOST),
+        a_options={"half_close": True},
+    ),
+    # producers and flow control
+    Exchange(
+        "push-producer",
+        "a registers a full IPushProducer and writes; b closes; what is called on the producer",
+        a=(
+            register("registerProducer", "push"),
+            write(*(f"chunk-{i}".encode() for i in range(3))),
+            LOST,
+            pause(0.2),
+            call("unregisterProducer after close", "unregisterProducer"),
+        ),
+        b=(receive(21, "chunks"), CLOSE, LOST),
+    ),
+    Exchange(
+        "pull-producer",
+        "an IPullProducer writes five chunks, unregisters and closes",
+        a=(_pull_five_then_close, LOST),
+        b=(LOST,),
+    ),
+    Exchange(
+        "register-producer-twice",
+        "a second registerProducer() raises; unregister without one",
+        a=(
+            register("registerProducer", "one"),
+            register("registerProducer again", "2"),
+            call("unregisterProducer", "unregisterProducer"),
+            call("unregisterProducer again", "unregisterProducer"),
+            CLOSE,
+            LOST,
+        ),
+        b=(LOST,),
+    ),
+    Exchange(
+        "register-producer-after-close",
+        "registerProducer() on a closed subchannel",
+        a=(CLOSE, LOST, register("registerProducer", "late"), pause(0.3)),
+        b=(LOST,),
+    ),
+    Exchange(
+        "pause-reading",
+        "b pauses its subchannel's reading, a writes, b resumes",
+        a=(barrier("paused"), write(*(f"msg-{i}".encode() for i in range(3))), LOST),
+        b=(
+            call("pauseProducing", "pauseProducing"),
+            barrier("paused"),
+            pause(0.5),
+            _received_while_paused,
+            call("resumeProducing", "resumeProducing"),
+            receive(15, "all messages"),
+            CLOSE,
+            LOST,
+        ),
+    ),
+    Exchange(
+        "stop-producing",
+        "b calls stopProducing() on its subchannel transport, a writes on",
+        a=(
+            barrier("stopped"),
+            _settle_close,
+            call("write", "write", b"after"),
+            barrier("written"),
+            pause(0.3),
+            CLOSE,
+            LOST,
+        ),
+        b=(
+            call("stopProducing", "stopProducing"),
+            barrier("stopped"),
+            barrier("written"),
+            pending(1.0),
+        ),
+    ),
+    # applications calling back into the transport from inside its callbacks
+    Exchange(
+        "reentrant-calls",
+        "protocols write and close from inside connectionMade/dataReceived/connectionLost",
+        a=(LOST,),
+        b=(LOST,),
+        a_options={"reactions": {"connectionMade": _write(b"hello")}},
+        b_options={
+            "reactions": {
+                "dataReceived": _answer_and_close,
+                "connectionLost": lambda p: p.transport.loseConnection(),
+            }
+        },
+    ),
+    Exchange(
+        "reentrant-half-close",
+        "half-closeable protocols that answer and half-close from inside readConnectionLost",
+        a=(READ_LOST, pending(0.5)),
+        b=(_write_lost, pending(0.5)),
+        a_options={"half_close": True, "reactions": {"connectionMade": _request}},
+        b_options={"half_close": True, "reactions": {"readConnectionLost": _respond}},
+    ),
+)
+
+for _exchange in EXCHANGES:
+    SCENARIOS[_exchange.name] = Scenario(
+        _exchange.name, _exchange.doc, _exchange.run_a, _exchange.run_b
+    )
