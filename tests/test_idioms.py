@@ -51,16 +51,6 @@ PACKAGE_DIR = SRC_DIR / "txdilation"
 #: The one module allowed to keep Deferreds in a list: the waiting idiom itself.
 WAITING_MODULE = PACKAGE_DIR / "wire" / "waiting.py"
 
-#: Lists of Deferreds not converted yet, by (file name, attribute): each must still exist (a
-#: converted one is removed from here), none may be added.
-KNOWN_LISTS: frozenset[tuple[str, str]] = frozenset(
-    {
-        # the hole-punch dialer's verdict waiters, by address family: selection/ is being
-        # split by another change; convert to Waiters once it lands
-        ("punch_dial.py", "_waiting"),
-    }
-)
-
 
 def _source_files() -> Iterator[Path]:
     yield from sorted(PACKAGE_DIR.rglob("*.py"))
@@ -257,24 +247,17 @@ class IdiomTests(SynchronousTestCase):
     """The package keeps one idiom per job."""
 
     def test_waiters_go_through_wire_waiting(self) -> None:
-        """No module but wire/waiting.py keeps a list of Deferreds (beyond KNOWN_LISTS, each
-        of which must still exist)."""
-        found, known_seen = [], set()
-        for path in _source_files():
-            if path == WAITING_MODULE:
-                continue
-            for line, name in lists_of_deferreds(path.read_text(encoding="utf-8")):
-                if (path.name, name) in KNOWN_LISTS:
-                    known_seen.add((path.name, name))
-                else:
-                    found.append(f"{_relative(path)}:{line}: {name}")
+        """No module but wire/waiting.py keeps a list of Deferreds."""
+        found = [
+            f"{_relative(path)}:{line}: {name}"
+            for path in _source_files()
+            if path != WAITING_MODULE
+            for line, name in lists_of_deferreds(path.read_text(encoding="utf-8"))
+        ]
         self.assertEqual(
             found,
             [],
             "lists of waiting Deferreds: use txdilation.wire.waiting (OneShot, Waiters)",
-        )
-        self.assertEqual(
-            sorted(KNOWN_LISTS - known_seen), [], "converted: remove them from KNOWN_LISTS"
         )
 
     def _builders(self) -> list[tuple[Path, int, str, str, list[str]]]:

@@ -39,6 +39,7 @@ from zope.interface import implementer
 
 from txdilation.selection.punch import sockets_reusable
 from txdilation.selection.punch_schedule import PROBE_WAIT, Verdict
+from txdilation.wire.waiting import Waiters
 
 __all__ = ["ExpiryProbe", "PunchEndpoint", "punched_endpoint"]
 
@@ -279,7 +280,7 @@ class ExpiryProbe:
         self._ttl = ttl
         self._wait = wait
         self._known: dict[socket.AddressFamily, Verdict] = {}
-        self._waiting: dict[socket.AddressFamily, list[Deferred[Verdict]]] = {}
+        self._waiting: dict[socket.AddressFamily, Waiters[Verdict]] = {}
         self._running: dict[socket.AddressFamily, Callable[[], None]] = {}
 
     def known(self, host: str) -> Verdict | None:
@@ -307,13 +308,7 @@ class ExpiryProbe:
         if family in self._known:
             return succeed(self._known[family])
 
-        def forget(d: Deferred[Verdict]) -> None:
-            waiting = self._waiting.get(family, [])
-            if d in waiting:
-                waiting.remove(d)
-
-        d: Deferred[Verdict] = Deferred(forget)
-        self._waiting.setdefault(family, []).append(d)
+        d = self._waiting.setdefault(family, Waiters()).wait()
         self.start(host, port, local)
         return d
 
@@ -362,5 +357,6 @@ class ExpiryProbe:
         self._running.pop(family, None)
         self._known[family] = verdict
         _log.debug("low-TTL SYN probe: {verdict}", verdict=verdict.value)
-        for d in self._waiting.pop(family, []):
-            d.callback(verdict)
+        waiting = self._waiting.pop(family, None)
+        if waiting is not None:
+            waiting.fire(verdict)
