@@ -26,7 +26,8 @@ from zope.interface import implementer
 import txdilation
 from tests.support.harness import LOOPBACK, RealServersMixin
 from txdilation.session.config import build_config
-from txdilation.session.service import Session, session_machine
+from txdilation.session.service import Session
+from txdilation.session.service_lifecycle import session_machine
 from txdilation.session.status import EventLog, StatusWriter
 from txdilation.testing import missing_transitions
 
