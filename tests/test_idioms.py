@@ -11,7 +11,8 @@ names the file and line. The checks themselves are tested on small snippets: eac
   through ``wire.waiting`` (``OneShot``, ``Waiters``);
 - machines: every ``TypeMachineBuilder(Inputs, Core)`` names its input protocol ``*Events``
   and its core ``*Core``, and its builder calls ``wire.machines.complete()`` before
-  ``build()``; every machine built so has a transition for every (state, input) pair;
+  ``build()``; every machine built so has a transition for every (state, input) pair; every
+  builder is in a ``*_lifecycle.py`` module that binds exactly one module-level ``*_machine``;
 - tests (tests/support/hygiene.py): every test has a docstring, and none reaches into a
   private attribute of the package beyond an allow-list that gives each one's reason;
 - loggers: every ``Logger`` is ``Logger()`` (named after its module) or uses a ``*NAMESPACE``
@@ -573,3 +574,85 @@ class SharedWaitsTests(SynchronousTestCase):
         self.assertNoResult(slept)
         clock.advance(0.1)
         self.successResultOf(slept)
+
+
+# --- one name and one place for machines ---------------------------------------------------------
+
+
+def machine_module_problems(filename: str, source: str) -> list[str]:
+    """What is wrong with where a module's machine lives: a module that calls
+    ``TypeMachineBuilder(`` must be named ``*_lifecycle.py`` and bind exactly one module-level
+    ``*_machine`` (assigned, not imported). A module without such a call has no problem."""
+    tree = ast.parse(source)
+    builders = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and _callee(node) == "TypeMachineBuilder"
+    ]
+    if not builders:
+        return []
+    problems = []
+    if not filename.endswith("_lifecycle.py"):
+        problems.append(f"{builders[0]}: TypeMachineBuilder outside a *_lifecycle.py module")
+    bound = []
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign):
+            targets = statement.targets
+        elif isinstance(statement, ast.AnnAssign):
+            targets = [statement.target]
+        else:
+            continue
+        for target in targets:
+            for node in ast.walk(target):
+                if isinstance(node, ast.Name) and len(node.id) > 8 and node.id.endswith("_machine"):
+                    bound.append(node.id)
+    if len(bound) != 1:
+        problems.append(f"module-level *_machine names: {sorted(bound)} (one expected)")
+    return problems
+
+
+class MachineModuleCheckTests(SynchronousTestCase):
+    """The machine-module check finds a misplaced builder and a wrong count of machines."""
+
+    def test_finds_misplaced_machines(self) -> None:
+        """A builder outside ``*_lifecycle.py``, none or two module-level ``*_machine`` names
+        (an import or a function does not count) are found; one machine in a lifecycle module,
+        or no builder at all, is fine."""
+        build = (
+            "def _build():\n    b = TypeMachineBuilder(FooEvents, FooCore)\n    return b.build()\n"
+        )
+        one = build + "foo_machine = _build()\n"
+        self.assertEqual(machine_module_problems("foo_lifecycle.py", one), [])
+        self.assertEqual(machine_module_problems("foo.py", "x = 1\n"), [])
+        self.assertEqual(
+            machine_module_problems("foo.py", one),
+            ["2: TypeMachineBuilder outside a *_lifecycle.py module"],
+        )
+        self.assertEqual(
+            machine_module_problems("foo_lifecycle.py", one + "bar_machine: Any = _build()\n"),
+            ["module-level *_machine names: ['bar_machine', 'foo_machine'] (one expected)"],
+        )
+        imported = "from x import foo_machine\n" + build + "def _build_machine(): pass\n"
+        self.assertEqual(
+            machine_module_problems("foo_lifecycle.py", imported),
+            ["module-level *_machine names: [] (one expected)"],
+        )
+
+
+class MachineModuleTests(SynchronousTestCase):
+    """One name and one place for every Automat machine."""
+
+    def test_machines_live_in_lifecycle_modules(self) -> None:
+        """Every module of the package that calls ``TypeMachineBuilder(`` is a
+        ``*_lifecycle.py`` module that binds exactly one module-level ``*_machine``."""
+        checked, problems = 0, []
+        for path in _source_files():
+            source = path.read_text(encoding="utf-8")
+            if "TypeMachineBuilder(" in source:
+                checked += 1
+            problems += [
+                f"{_relative(path)}:{problem}"
+                for problem in machine_module_problems(path.name, source)
+            ]
+        self.assertGreaterEqual(checked, 8, "the check no longer finds the machines")
+        self.assertEqual(problems, [], "a machine goes in its own *_lifecycle.py module")

@@ -20,7 +20,8 @@ from twisted.trial.unittest import SynchronousTestCase, TestCase
 from tests.selection.test_connector import FakeCandidate, RecordingOwner, make
 from txdilation.link.connection import DilatedConnectionProtocol, l2_machine
 from txdilation.mailbox.manager_lifecycle import manager_machine
-from txdilation.selection.connector import Connector, ConnectorSettings, connector_machine
+from txdilation.selection.connector import Connector, ConnectorSettings
+from txdilation.selection.connector_lifecycle import connector_machine
 from txdilation.settings import NetworkSettings
 from txdilation.testing import missing_transitions
 from txdilation.wire.reasons import Cause, LinkLoss

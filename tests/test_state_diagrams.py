@@ -457,3 +457,21 @@ class RepositoryTests(SynchronousTestCase):
         self.assertEqual(status, 1)
         for line in expected:
             self.assertIn(line, report)
+
+    def test_named_diagrams_exist(self) -> None:
+        """Every ``state-diagrams/<name>.dot`` or ``.svg`` named in the docs, the READMEs or the
+        package's source is a committed diagram (a machine that moves renames its diagram)."""
+        named = re.compile(r"state-diagrams/([\w.-]+\.(?:dot|svg))\b")
+        texts = [REPO_ROOT / "README.md", DIAGRAMS / "README.md"]
+        texts += sorted((REPO_ROOT / "docs").glob("*.md"))
+        texts += sorted((REPO_ROOT / "docs").glob("*/*.md"))
+        texts += sorted((REPO_ROOT / "src" / "txdilation").rglob("*.py"))
+        dangling = [
+            f"{path.relative_to(REPO_ROOT)}: state-diagrams/{name}"
+            for path in texts
+            if path.exists()
+            for name in named.findall(path.read_text(encoding="utf-8"))
+            if not (DIAGRAMS / name).exists()
+        ]
+        self.assertGreater(len(texts), 10)
+        self.assertEqual(dangling, [], "rename the reference after its diagram")

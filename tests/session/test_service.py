@@ -27,7 +27,8 @@ import txdilation
 from tests.support.harness import LOOPBACK, RealServersMixin
 from tests.support.waits import sleep
 from txdilation.session.config import build_config
-from txdilation.session.service import Session, session_machine
+from txdilation.session.service import Session
+from txdilation.session.service_lifecycle import session_machine
 from txdilation.session.status import EventLog, StatusWriter
 from txdilation.testing import missing_transitions
 

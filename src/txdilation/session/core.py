@@ -1,11 +1,11 @@
 """What the session's lifecycle machine works on: :class:`SessionCore`.
 
-Layer: session. The machine (``session_machine``), the :class:`~.service.Session` facade and
-the lifecycle's invariants are in :mod:`.service`; this module holds the behaviours they call:
-the start (create and dilate the wormhole, or with a pairing file :func:`.paired.startup`;
-listen; set or allocate the code), the stop (stop accepting, the grace period counted down in
-``draining`` events, cut what is left, close the wormhole within ``close_timeout``) and the
-end (``on_ended``, then exactly one ``closed`` event).
+Layer: session. The machine (``session_machine``) is in :mod:`.service_lifecycle`, the
+:class:`~.service.Session` facade and the lifecycle's invariants in :mod:`.service`; this module
+holds the behaviours they call: the start (create and dilate the wormhole, or with a pairing
+file :func:`.paired.startup`; listen; set or allocate the code), the stop (stop accepting, the
+grace period counted down in ``draining`` events, cut what is left, close the wormhole within
+``close_timeout``) and the end (``on_ended``, then exactly one ``closed`` event).
 
 Invariants: the core never calls the machine from outside a behaviour but through
 :attr:`SessionCore.inputs` (every input returns None, so one made from inside a behaviour is

@@ -2,8 +2,8 @@
 
 A :class:`Session` creates one wormhole with ``dilation=True``, dilates it at once, starts the
 :class:`Forwarder`, sets or allocates the code and reports what happens as status events;
-:class:`SessionService` wraps it for ``twistd``. Lifecycle: ``session_machine`` over a
-:class:`.core.SessionCore` (state-diagrams/service.svg).
+:class:`SessionService` wraps it for ``twistd``. Lifecycle: ``session_machine`` in
+:mod:`.service_lifecycle` over a :class:`.core.SessionCore` (state-diagrams/service_lifecycle.svg).
 
 Invariants: a stop stops accepting at once, drains for ``drain_timeout``, cuts the rest
 (reported, never silently) and closes the wormhole within ``close_timeout``; ``stop()`` and
@@ -17,107 +17,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from automat import TypeMachine, TypeMachineBuilder
 from twisted.application.service import Service
 from twisted.internet.defer import Deferred
-from twisted.logger import ILogObserver, Logger
+from twisted.logger import ILogObserver
 
 from txdilation.session.config import SessionConfig
 from txdilation.session.core import SessionCore, SessionEvents
 from txdilation.session.forwarding import Forwarder
 from txdilation.session.observe import LinkState
+from txdilation.session.service_lifecycle import session_machine
 from txdilation.session.status import StatusWriter
-from txdilation.session.statuslog import NAMESPACE, StatusLog
+from txdilation.session.statuslog import StatusLog
 from txdilation.settings import Settings
-from txdilation.wire.machines import complete
 
-__all__ = ["Session", "SessionService", "session_machine"]
-
-#: the session's lines are "[txdilation.session] ..." (users and docs/plugin.md read them)
-_log = Logger(namespace=NAMESPACE)
-
-
-def _build_session_machine() -> TypeMachine[SessionEvents, SessionCore]:
-    b = TypeMachineBuilder(SessionEvents, SessionCore)
-    idle = b.state("idle")
-    running = b.state("running")
-    draining = b.state("draining")
-    closing = b.state("closing")
-    stopped = b.state("stopped")
-    I = SessionEvents  # noqa: E741 (a short alias keeps the transition table readable)
-
-    @idle.upon(I.start).to(running)
-    def begin(inputs: SessionEvents, core: SessionCore) -> None:
-        core.inputs = inputs
-        core.begin()
-
-    @idle.upon(I.stop).to(stopped)
-    @idle.upon(I.stop_now).to(stopped)
-    @stopped.upon(I.stop).loop()
-    @stopped.upon(I.stop_now).loop()
-    def already_stopped(inputs: SessionEvents, core: SessionCore, reason: str) -> None:
-        core.release_waiters()
-
-    @running.upon(I.stop).to(draining)
-    def drain(inputs: SessionEvents, core: SessionCore, reason: str) -> None:
-        core.stop_accepting(reason, core.config.drain_timeout)
-        core.wait_for_drain()
-
-    @running.upon(I.stop_now).to(closing)
-    def stop_at_once(inputs: SessionEvents, core: SessionCore, reason: str) -> None:
-        core.stop_accepting(reason, 0)
-        core.cut_and_close(f"stopped at once ({reason})")
-
-    @draining.upon(I.stop_now).to(closing)
-    def force(inputs: SessionEvents, core: SessionCore, reason: str) -> None:
-        core.writer.emit("stopping", reason=reason, open=core.forwarder.live, forced=True)
-        core.cut_and_close(f"the stop was forced ({reason})")
-
-    @running.upon(I.failed).to(closing)
-    def fail(
-        inputs: SessionEvents, core: SessionCore, message: str, where: str, advice: str
-    ) -> None:
-        core.writer.emit("error", message=message, where=where, fatal=True, advice=advice)
-        core.outcome = "failed"
-        core.stop_accepting("", 0)
-        core.cut_and_close("the session failed")
-
-    @running.upon(I.peer_left).to(closing)
-    def peer_closed(inputs: SessionEvents, core: SessionCore) -> None:
-        core.outcome = "peer-closed"
-        core.stop_accepting("peer-closed", 0)
-        core.cut_and_close("the peer stopped with it open")
-
-    @draining.upon(I.stop).loop()
-    @closing.upon(I.stop).loop()
-    @closing.upon(I.stop_now).loop()
-    def wait(inputs: SessionEvents, core: SessionCore, reason: str) -> None:
-        pass  # the waiter is registered; finish() releases it
-
-    @draining.upon(I.drained).to(closing)
-    def close(inputs: SessionEvents, core: SessionCore) -> None:
-        core.cut_and_close(f"the {core.config.drain_timeout:g} s grace period ended")
-
-    @closing.upon(I.closed).to(stopped)
-    def finish(inputs: SessionEvents, core: SessionCore, mood: str) -> None:
-        core.finish(mood)
-
-    @idle.upon(I.failed).loop()
-    @draining.upon(I.failed).loop()
-    @closing.upon(I.failed).loop()
-    @stopped.upon(I.failed).loop()
-    def log_failure(
-        inputs: SessionEvents, core: SessionCore, message: str, where: str, advice: str
-    ) -> None:
-        _log.info("after the stop began ({where}): {message}", where=where, message=message)
-
-    # documented no-ops: a second start; the peer leaving or drain/close results in states
-    # where the session is not running or already ending
-    complete(b, (idle, running, draining, closing, stopped))
-    return b.build()
-
-
-session_machine = _build_session_machine()
+__all__ = ["Session", "SessionService"]
 
 
 class Session:
