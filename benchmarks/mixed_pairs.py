@@ -75,7 +75,7 @@ def role_choices(count: int = ROLE_CHOICES) -> dict[str, Any]:
     txdilation: ``wormhole._dilation.manager`` is stock's)."""
     from wormhole._dilation.manager import make_side as stock_side
 
-    from txdilation.mailbox.messages import make_side as our_side
+    from txdilation.mailbox.dilate_messages import make_side as our_side
 
     led = sum(our_side() > stock_side() for _ in range(count))
     return {"kind": "roles", "choices": count, "txdilation_leads": led}

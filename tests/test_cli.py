@@ -27,6 +27,8 @@ import twisted
 import txdilation
 from tests.support.harness import REPO_ROOT, RealServersMixin
 from txdilation import cli, logs
+from txdilation.reporting.status_events import EventLog, StatusWriter
+from txdilation.session.command_line import SessionOptions
 from txdilation.session.config import (
     DILATION_SETTINGS,
     ConfigError,
@@ -35,9 +37,7 @@ from txdilation.session.config import (
     load_toml,
     merge,
 )
-from txdilation.session.options import SessionOptions
 from txdilation.session.process import prepare
-from txdilation.session.status import EventLog, StatusWriter
 from txdilation.values import parse_size
 
 

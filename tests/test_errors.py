@@ -33,12 +33,12 @@ NOT_IMPORTED = ("txdilation.__main__", "txdilation._dropin_site")
 #: bases callers may catch these by today (and stock-compatible callers): each must stay
 KEPT_BASES: dict[str, tuple[type[BaseException], ...]] = {
     "txdilation.values.BadValue": (ValueError,),
-    "txdilation.session.errors.ConfigError": (ValueError,),
-    "txdilation.session.errors.CannotStart": (ValueError,),
-    "txdilation.session.options.StartRefused": (usage.UsageError,),
-    "txdilation.mailbox.messages.MalformedDilationMessage": (ValueError,),
+    "txdilation.session.session_errors.ConfigError": (ValueError,),
+    "txdilation.session.session_errors.CannotStart": (ValueError,),
+    "txdilation.session.command_line.StartRefused": (usage.UsageError,),
+    "txdilation.mailbox.dilate_messages.MalformedDilationMessage": (ValueError,),
     "txdilation.pairing.hello.BadHello": (ValueError,),
-    "txdilation.pairing.messages.BadPairingMessage": (ValueError,),
+    "txdilation.pairing.pairing_messages.BadPairingMessage": (ValueError,),
     "txdilation.pairing.meeting.StockMismatch": (RuntimeError,),
     "txdilation.selection.hints.HintError": (ValueError,),
     "txdilation.portmap.natpmp.NatPmpError": (ValueError,),
@@ -46,7 +46,7 @@ KEPT_BASES: dict[str, tuple[type[BaseException], ...]] = {
     "txdilation.portmap.ssdp.SsdpError": (ValueError,),
     "txdilation.portmap.igd.IgdError": (ValueError,),
     "txdilation.link.websocket.WebSocketHandshakeError": (ConnectError,),
-    "txdilation.wire.errors.WormholeClosedError": (WormholeClosed,),
+    "txdilation.wire.dilation_errors.WormholeClosedError": (WormholeClosed,),
 }
 
 #: the exceptions stock's ``wormhole._dilation`` modules define, by module: the drop-in's
@@ -134,7 +134,7 @@ class FamilyTreeTests(SynchronousTestCase):
         """Stock's names for a DILATE-n message of an unknown type and a record of an unknown
         kind are the errors txdilation raises for them."""
         from txdilation._stock.manager import UnknownDilationMessageType, UnknownMessageType
-        from txdilation.mailbox.messages import parse_dilation_message
+        from txdilation.mailbox.dilate_messages import parse_dilation_message
         from txdilation.wire.records import parse_record
 
         with self.assertRaises(UnknownDilationMessageType):
@@ -157,7 +157,7 @@ class CatchByFamilyTests(SynchronousTestCase):
 
     def test_protocol_violation(self) -> None:
         """A malformed record, DILATE-n message or hint from a peer is a ProtocolViolation."""
-        from txdilation.mailbox.messages import parse_dilation_message
+        from txdilation.mailbox.dilate_messages import parse_dilation_message
         from txdilation.selection.hints import parse_hint
         from txdilation.wire.records import parse_record
 

@@ -49,8 +49,8 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from txdilation.mailbox.manager import Manager
+from txdilation.path.selected_link import SelectedLink
 from txdilation.selection.connector import Connector
-from txdilation.selection.selected import SelectedLink
 from txdilation.semantics import TWISTED
 from txdilation.settings import Limits, NetworkSettings, ReconnectPolicy, Settings
 from txdilation.wire.contracts import IDilatedConnection

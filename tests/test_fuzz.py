@@ -71,11 +71,11 @@ from txdilation.link.framer import (
 )
 from txdilation.link.noise import NoiseSession
 from txdilation.mailbox.manager import Manager
+from txdilation.path.selected_link import SelectedLink
 from txdilation.selection.hints import DirectTCPV1Hint, RelayV1Hint
-from txdilation.selection.selected import SelectedLink
 from txdilation.settings import NetworkSettings, Settings
 from txdilation.testing.fakes import FakeDilatedConnection, FakePushProducer, record_sink
-from txdilation.wire.errors import (
+from txdilation.wire.dilation_errors import (
     AlreadyClosedError,
     FramingError,
     HalfCloseUsedOnNonHalfCloseable,

@@ -1,6 +1,6 @@
 """Tests of what a session says in its log: txdilation.logs (levels, chatter, the journal and
-JSON observers, twistd's --logfile rules), txdilation.session.statuslog (one readable line per
-status event) and txdilation.session.advice (fatal errors in words, with advice).
+JSON observers, twistd's --logfile rules), txdilation.reporting.status_log (one readable line per
+status event) and txdilation.reporting.advice (fatal errors in words, with advice).
 
 Real observers write to real streams (``io.StringIO``); log events come from real
 ``twisted.logger.Logger`` calls and the real ``Factory.doStart``."""
@@ -23,10 +23,10 @@ from twisted.trial.unittest import SynchronousTestCase
 from wormhole.errors import LonelyError, ServerConnectionError, WrongPasswordError
 
 from txdilation import logs
-from txdilation.session.advice import explain
-from txdilation.session.status import KINDS, StatusWriter
-from txdilation.session.statuslog import StatusLog, describe_for_log
-from txdilation.wire.errors import OldPeerCannotDilateError, WormholeClosedError
+from txdilation.reporting.advice import explain
+from txdilation.reporting.status_events import KINDS, StatusWriter
+from txdilation.reporting.status_log import StatusLog, describe_for_log
+from txdilation.wire.dilation_errors import OldPeerCannotDilateError, WormholeClosedError
 
 
 def _configured(test: SynchronousTestCase, level: str | None) -> None:
@@ -343,7 +343,7 @@ class AdviceTests(SynchronousTestCase):
         pairing (it is healthy)."""
         from twisted.internet.error import ConnectionRefusedError
 
-        from txdilation.pairing.errors import PairingInUse
+        from txdilation.pairing.pairing_errors import PairingInUse
 
         refused = explain(ServerConnectionError("ws://x/v1", ConnectionRefusedError()))
         self.assertFalse(refused.message.endswith("."), refused.message)

@@ -32,7 +32,7 @@ from twisted.trial.unittest import TestCase
 from tests.support.harness import LOOPBACK, RealServersMixin
 from tests.support.hogs import start_hogs
 from tests.support.waits import sleep
-from txdilation.demo.traffic import Exchange, ExchangeFactory
+from txdilation.demo.exchange import Exchange, ExchangeFactory
 from txdilation.session.child import SessionProcess, run_command, spawn_session
 
 MiB = 2**20

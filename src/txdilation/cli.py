@@ -33,7 +33,7 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="print the versions and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        from txdilation.session.options import version_text
+        from txdilation.session.command_line import version_text
 
         print(version_text())
         parser.exit(0)

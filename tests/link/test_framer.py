@@ -23,7 +23,7 @@ from txdilation.link.framer import (
     max_frame_size_for_record,
     relay_handshake_line,
 )
-from txdilation.wire.errors import FramingError
+from txdilation.wire.dilation_errors import FramingError
 from txdilation.wire.keys import derive_relay_token
 from txdilation.wire.roles import Role
 

@@ -24,7 +24,7 @@ from txdilation.link.noise import (
     VIEW_THRESHOLD,
     NoiseSession,
 )
-from txdilation.wire.errors import NoiseError
+from txdilation.wire.dilation_errors import NoiseError
 from txdilation.wire.roles import Role
 
 KEY = bytes(range(32))

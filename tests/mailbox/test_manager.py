@@ -29,18 +29,18 @@ from zope.interface.verify import verifyObject
 
 from tests.support.waits import sleep
 from txdilation._stock.manager import Dilator
+from txdilation.mailbox.dilate_messages import choose_version
 from txdilation.mailbox.manager import Manager
 from txdilation.mailbox.manager_lifecycle import (
     GENERATION_RETRY_MAX,
     GENERATION_RETRY_WITH_PEER,
     MAX_EARLY_HINTS,
 )
-from txdilation.mailbox.messages import choose_version
-from txdilation.selection.liveness import SILENCE, normalize_ping_interval
+from txdilation.path.liveness import SILENCE, normalize_ping_interval
 from txdilation.semantics import STOCK, TWISTED, Semantics
 from txdilation.settings import NetworkSettings, Settings
 from txdilation.testing.fakes import FakeDilatedConnection
-from txdilation.wire.errors import CanOnlyDilateOnceError, OldPeerCannotDilateError
+from txdilation.wire.dilation_errors import CanOnlyDilateOnceError, OldPeerCannotDilateError
 from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import Ping, Pong
 
@@ -291,7 +291,7 @@ class LivenessTests(DilatedPairBase):
         """Leader and Follower both ping every ping_interval (an int is accepted) and
         measure the round trip from the Pong: a time that passed while the test waited (when
         the first Pong comes depends on the machine's load, not asserted here; the schedule of
-        pings is tests/selection/test_liveness.py's, on a Clock)."""
+        pings is tests/path/test_liveness.py's, on a Clock)."""
         started = reactor.seconds()
         _pipes, dilators, _apis = yield self.dilate_pair(ping_interval=1)
         while any(d._manager.last_rtt is None for d in dilators):
@@ -306,7 +306,7 @@ class LivenessTests(DilatedPairBase):
         """A link that silently stops delivering (both ends stop reading, nothing is closed)
         is given up by its own liveness, which allows it at most 2 x ping_interval of silence
         (when that fires on the real reactor depends on the machine's load: the bound itself
-        is tests/selection/test_liveness.py's, on a Clock; the detection time is
+        is tests/path/test_liveness.py's, on a Clock; the detection time is
         benchmarks/recovery.py's figure); a new generation is made, and a subchannel opened
         before carries data again."""
         interval = 0.4

@@ -10,9 +10,9 @@ from twisted.trial.unittest import SynchronousTestCase
 from wormhole._status import ConnectedPeer, StoppedPeer
 
 from txdilation.mailbox.absence import PeerAbsence
+from txdilation.mailbox.dilate_messages import Outbox
 from txdilation.mailbox.manager_core import Generation, ManagerCore
-from txdilation.mailbox.messages import Outbox
-from txdilation.mailbox.status import StatusReporter
+from txdilation.mailbox.status_reporter import StatusReporter
 from txdilation.selection.connector_settings import ConnectorSettings
 from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer

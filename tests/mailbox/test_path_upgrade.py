@@ -14,11 +14,11 @@ from twisted.trial.unittest import SynchronousTestCase
 from wormhole._status import ConnectedPeer, DilationStatus
 
 from tests.mailbox.test_manager import MailboxPipe, clock_manager
+from txdilation.mailbox.dilate_messages import EXTENSIONS, PATH_UPGRADE
 from txdilation.mailbox.manager import Manager
 from txdilation.mailbox.manager_lifecycle import LEAVE_TIMEOUT
-from txdilation.mailbox.messages import EXTENSIONS, PATH_UPGRADE
 from txdilation.mailbox.selection_reports import PROVEN_BACKOFF
-from txdilation.selection.selected import RETIRE_GRACE
+from txdilation.path.selected_link import RETIRE_GRACE
 from txdilation.testing.fakes import FakeDilatedConnection
 from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import Ack, Data, Open

@@ -26,12 +26,12 @@ from wormhole._status import (
 from tests.support.waits import sleep
 from txdilation._stock import manager as stock_manager
 from txdilation._stock.manager import Dilator
+from txdilation.mailbox.dilate_messages import CLOSING, EXTENSIONS, LINK_LOST
 from txdilation.mailbox.manager import Manager
-from txdilation.mailbox.messages import CLOSING, EXTENSIONS, LINK_LOST
 from txdilation.semantics import STOCK, TWISTED, Semantics
 from txdilation.settings import ReconnectPolicy, Settings
 from txdilation.testing.fakes import FakeDilatedConnection
-from txdilation.wire.errors import WormholeClosedError
+from txdilation.wire.dilation_errors import WormholeClosedError
 from txdilation.wire.reasons import Cause, LinkLoss
 
 from .test_manager import (
@@ -140,7 +140,7 @@ class LinkLostTests(DilatedPairBase):
     def test_follower_notices_first(self) -> Any:
         """Leader ping_interval 60 s, Follower 0.4 s, link black-holed: the Follower gives
         the link up (its liveness allows at most 2 x 0.4 s of silence; when that fires on the
-        real reactor depends on the load: the bound is tests/selection/test_liveness.py's, on
+        real reactor depends on the load: the bound is tests/path/test_liveness.py's, on
         a Clock) and says 'link-lost'; the Leader drops the connection at once and a new
         generation carries the subchannel on, long before the Leader's own liveness (90 s)
         would have noticed."""

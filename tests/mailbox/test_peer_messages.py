@@ -9,10 +9,10 @@ from typing import Any
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.mailbox.test_manager_core import core
+from txdilation.mailbox.dilate_messages import ConnectionHints, Please
 from txdilation.mailbox.losses import LossRecorder
-from txdilation.mailbox.messages import ConnectionHints, Please
 from txdilation.mailbox.peer_messages import PeerMessages
-from txdilation.wire.errors import OldPeerCannotDilateError
+from txdilation.wire.dilation_errors import OldPeerCannotDilateError
 from txdilation.wire.roles import FOLLOWER, LEADER
 
 

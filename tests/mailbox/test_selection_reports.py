@@ -12,7 +12,7 @@ from tests.mailbox.test_manager_core import core
 from tests.mailbox.test_peer_messages import Inputs
 from txdilation.mailbox.losses import LossRecorder
 from txdilation.mailbox.selection_reports import PROVEN_BACKOFF, ConnectorReports, LinkReports
-from txdilation.selection.liveness import PingTracker
+from txdilation.path.liveness import PingTracker
 from txdilation.testing.fakes import FakeDilatedConnection
 from txdilation.wire.reasons import Cause, LinkLoss
 

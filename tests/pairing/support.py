@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from txdilation.pairing import ratchet
-from txdilation.pairing.keys import new_private, public_of
+from txdilation.pairing.identity_keys import new_private, public_of
 from txdilation.pairing.record import Identity, PairingRecord
 
 

@@ -9,7 +9,7 @@ import os
 from twisted.trial.unittest import SynchronousTestCase
 
 from txdilation.pairing.handshake import HandshakeFailed, Initiator, prologue, respond
-from txdilation.pairing.keys import new_private, public_of
+from txdilation.pairing.identity_keys import new_private, public_of
 
 PSK, RECEIPT = os.urandom(32), os.urandom(32)
 BOUND = prologue("0" * 16, (b"a" * 16, b"b" * 16), ("1" * 16, "2" * 16), 1)

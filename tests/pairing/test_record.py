@@ -10,7 +10,7 @@ from twisted.trial.unittest import SynchronousTestCase
 
 from tests.pairing.support import records
 from txdilation.pairing import ratchet
-from txdilation.pairing.errors import (
+from txdilation.pairing.pairing_errors import (
     CorruptPairingFile,
     NotAPairingFile,
     PairingFileError,

@@ -12,8 +12,8 @@ from pathlib import Path
 from twisted.trial.unittest import SynchronousTestCase
 
 from tests.pairing.support import records
-from txdilation.pairing.errors import PairingFileError, PairingInUse, UnsafePairingFile
 from txdilation.pairing.keeper import RecordKeeper
+from txdilation.pairing.pairing_errors import PairingFileError, PairingInUse, UnsafePairingFile
 from txdilation.pairing.spent import is_spent, spend, spent_path
 from txdilation.pairing.store import MAX_FILE_SIZE, PairingStore, forget
 

@@ -1,5 +1,5 @@
 """Tests of the session settings: TOML files, the command-line options, their merge, and the
-``NAME=ENDPOINT`` forwarding specs (txdilation.session.config, .options, .endpoints)."""
+``NAME=ENDPOINT`` forwarding specs (txdilation.session.config, .command_line, .forwarding_specs)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from twisted.internet.address import IPv4Address, IPv6Address, UNIXAddress
 from twisted.python import usage
 from twisted.trial.unittest import SynchronousTestCase
 
+from txdilation.session.command_line import SessionOptions
 from txdilation.session.config import (
     DEFAULT_APPID,
     DEFAULT_MAILBOX,
@@ -17,15 +18,14 @@ from txdilation.session.config import (
     load_toml,
     merge,
 )
-from txdilation.session.endpoints import (
+from txdilation.session.forwarding_specs import (
     ForwardSpec,
     describe_address,
     parse_forward,
     validate_client,
     validate_server,
 )
-from txdilation.session.errors import ConfigError
-from txdilation.session.options import SessionOptions
+from txdilation.session.session_errors import ConfigError
 
 TOML = """
 mailbox = "ws://127.0.0.1:4000/v1"

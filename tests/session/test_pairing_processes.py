@@ -19,7 +19,7 @@ from tests.support.harness import LOOPBACK, _spawn_peer
 from tests.support.waits import sleep
 from txdilation.pairing.store import PairingStore
 from txdilation.session.child import SessionProcess, run_command, spawn_session
-from txdilation.session.paired import FAULT_VARIABLE
+from txdilation.session.paired_session import FAULT_VARIABLE
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ from tests.session.test_service import HalfCloseEcho
 from tests.support.harness import LOOPBACK, REPO_ROOT, RealServersMixin, _spawn_peer
 from tests.support.peer_scenarios import HalfCloseEchoClient, payload
 from tests.support.waits import sleep
-from txdilation.demo.traffic import Exchange, ExchangeFactory
+from txdilation.demo.exchange import Exchange, ExchangeFactory
 from txdilation.session.child import SessionProcess, spawn_session, twistd_command
 
 MiB = 2**20

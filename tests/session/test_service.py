@@ -26,10 +26,10 @@ from zope.interface import implementer
 import txdilation
 from tests.support.harness import LOOPBACK, RealServersMixin
 from tests.support.waits import sleep
+from txdilation.reporting.status_events import EventLog, StatusWriter
 from txdilation.session.config import build_config
 from txdilation.session.service import Session
 from txdilation.session.service_lifecycle import session_machine
-from txdilation.session.status import EventLog, StatusWriter
 from txdilation.testing import missing_transitions
 
 

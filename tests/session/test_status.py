@@ -1,6 +1,6 @@
 """Tests of session status events: the JSON-lines writer, the translation of magic-wormhole's
 status objects into events, and the human view of ``txdilation run``
-(txdilation.session.status, .observe, .liveline)."""
+(txdilation.reporting.status_events, txdilation.session.observe, .liveline)."""
 
 from __future__ import annotations
 
@@ -23,10 +23,10 @@ from wormhole._status import (
     WormholeStatus,
 )
 
+from txdilation.reporting.status_events import KINDS, StatusWriter, open_status_writer
+from txdilation.reporting.status_log import describe_for_log
 from txdilation.session.liveline import LiveStatusLine, describe_event, format_bytes
 from txdilation.session.observe import LinkObserver, path_of
-from txdilation.session.status import KINDS, StatusWriter, open_status_writer
-from txdilation.session.statuslog import describe_for_log
 
 
 class BrokenStream(io.StringIO):
@@ -328,7 +328,7 @@ class StopLinesTests(SynchronousTestCase):
         says 'interrupted', the log 'stopping (SIGINT)'), with the grace period and that a
         second signal cuts at once; the countdown, a forced stop, each cut (with the bytes each
         way and why) and the final count of cuts are lines too."""
-        from txdilation.session.statuslog import describe_for_log
+        from txdilation.reporting.status_log import describe_for_log
 
         stopping = {"kind": "stopping", "reason": "SIGINT", "open": 2, "grace_s": 30.0}
         self.assertEqual(

@@ -34,9 +34,9 @@ import txdilation
 from tests.session.test_service import Client, HalfCloseEcho
 from tests.support.harness import LOOPBACK, REPO_ROOT, RealServersMixin
 from tests.support.waits import sleep
+from txdilation.reporting.status_events import EventLog, StatusWriter
 from txdilation.session.child import SessionProcess
 from txdilation.session.config import build_config
-from txdilation.session.status import EventLog, StatusWriter
 
 UNIT = REPO_ROOT / "docs" / "txdilation.service"
 PAIRED_UNIT = REPO_ROOT / "docs" / "txdilation-paired.service"

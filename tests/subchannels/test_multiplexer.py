@@ -32,7 +32,11 @@ from txdilation.subchannels.subchannel import SubchannelAddress
 from txdilation.telemetry import Telemetry, TrafficStats
 from txdilation.testing.fakes import FakePushProducer, RecordLink, record_sink
 from txdilation.wire.contracts import IMultiplexer
-from txdilation.wire.errors import AlreadyClosedError, OldPeerCannotDilateError, WormholeClosedError
+from txdilation.wire.dilation_errors import (
+    AlreadyClosedError,
+    OldPeerCannotDilateError,
+    WormholeClosedError,
+)
 from txdilation.wire.limits import RECORD_OVERHEAD
 from txdilation.wire.records import Ack, Close, Data, Open
 from txdilation.wire.roles import FOLLOWER, LEADER

@@ -25,7 +25,7 @@ from txdilation.subchannels.subchannel import SubChannel, SubchannelAddress, _Wo
 from txdilation.subchannels.subchannel_lifecycle import subchannel_machine
 from txdilation.testing import missing_transitions
 from txdilation.testing.fakes import FakePushProducer
-from txdilation.wire.errors import (
+from txdilation.wire.dilation_errors import (
     AlreadyClosedError,
     HalfCloseUsedOnNonHalfCloseable,
     NormalCloseUsedOnHalfCloseable,

@@ -28,7 +28,7 @@ from txdilation.subchannels.subchannel_lifecycle import (
 )
 from txdilation.testing import missing_transitions
 from txdilation.testing.fakes import FakePushProducer
-from txdilation.wire.errors import (
+from txdilation.wire.dilation_errors import (
     AlreadyClosedError,
     HalfCloseUsedOnNonHalfCloseable,
     NormalCloseUsedOnHalfCloseable,

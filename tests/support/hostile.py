@@ -41,7 +41,7 @@ from tests.support.harness import loopback_env, restore_env
 from txdilation._stock.manager import Dilator
 from txdilation.link.framer import Frame, Framer, PrologueReceived
 from txdilation.link.noise import NoiseSession
-from txdilation.wire.errors import DilationProtocolError
+from txdilation.wire.dilation_errors import DilationProtocolError
 from txdilation.wire.keys import derive_dilation_key
 from txdilation.wire.records import KCM, Ping, Pong, Record, encode_record, parse_record
 from txdilation.wire.roles import FOLLOWER, LEADER, Role

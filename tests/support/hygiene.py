@@ -160,7 +160,7 @@ ALLOWED_REACH_INS: dict[tuple[str, str], str] = {
     ("tests/selection/test_connector_upgrade.py", "_core"): _CONNECTOR,
     ("tests/selection/test_connector_upgrade.py", "_advertiser"): _CONNECTOR,
     ("tests/selection/test_connector_upgrade.py", "_dialer"): _CONNECTOR,
-    ("tests/selection/test_dead_path.py", "_watchers"): "one watcher per clock, gone when unused",
+    ("tests/path/test_dead_path.py", "_watchers"): "one watcher per clock, gone when unused",
     ("tests/selection/test_listen_port.py", "_advertiser"): _CONNECTOR,
     ("tests/selection/test_listener.py", "_core"): _CONNECTOR,
     ("tests/selection/test_listener.py", "_advertiser"): _CONNECTOR,

@@ -23,7 +23,7 @@ from tests.subchannels.test_subchannel import HalfProtocol, RecordingProtocol
 from txdilation.semantics import STOCK, TWISTED
 from txdilation.testing.memory import MemoryDilationPair
 from txdilation.wire.contracts import IDilatedConnection
-from txdilation.wire.errors import WormholeClosedError
+from txdilation.wire.dilation_errors import WormholeClosedError
 
 
 def received(protocol: RecordingProtocol) -> bytes:

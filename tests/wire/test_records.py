@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 from wormhole._dilation import connection as stock
 
-from txdilation.wire.errors import RecordError
+from txdilation.wire.dilation_errors import RecordError
 from txdilation.wire.records import (
     KCM,
     Ack,

@@ -9,7 +9,7 @@ from txdilation.durable.inbound import (
     Delivery,
     Inbound,
 )
-from txdilation.wire.errors import (
+from txdilation.wire.dilation_errors import (
     CloseForMissingSubchannelError,
     DataForMissingSubchannelError,
     DuplicateOpenError,

@@ -22,10 +22,7 @@ from wormhole._status import DilationStatus, WormholeStatus
 
 from txdilation.mailbox import dilator as _core_dilator
 from txdilation.mailbox import manager as _core_manager
-from txdilation.mailbox.dilated import DilatedWormhole
-from txdilation.mailbox.manager import DILATION_VERSIONS
-from txdilation.mailbox.manager_lifecycle import CLOSE_TIMEOUT
-from txdilation.mailbox.messages import (
+from txdilation.mailbox.dilate_messages import (
     CLOSING,
     EXTENSIONS,
     LINK_LOST,
@@ -33,12 +30,15 @@ from txdilation.mailbox.messages import (
     choose_version,
     make_side,
 )
+from txdilation.mailbox.dilated import DilatedWormhole
+from txdilation.mailbox.manager import DILATION_VERSIONS
+from txdilation.mailbox.manager_lifecycle import CLOSE_TIMEOUT
+from txdilation.path.netwatch import address_is_local
 from txdilation.selection.connector import Connector
-from txdilation.selection.netwatch import address_is_local
 from txdilation.selection.relays import RelayLocation
 from txdilation.semantics import Semantics
 from txdilation.settings import Settings
-from txdilation.wire.errors import (
+from txdilation.wire.dilation_errors import (
     CanOnlyDilateOnceError,
     OldPeerCannotDilateError,
     RecordError,

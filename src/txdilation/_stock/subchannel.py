@@ -6,7 +6,7 @@ or check ``isinstance`` against them, and get the very classes ``connector_for``
 from __future__ import annotations
 
 from txdilation.errors import ProtocolViolation
-from txdilation.subchannels.endpoints import (
+from txdilation.subchannels.app_endpoints import (
     SubchannelConnectorEndpoint,
     SubchannelListenerEndpoint,
     SubchannelListeningPort,

@@ -1,7 +1,7 @@
 """``txdilation demo``: two session processes forward a local service, with link cuts.
 
 :mod:`.runner` runs it (:func:`run_demo`: the servers, the sessions, the cuts, the summary);
-:mod:`.traffic` is its traffic protocol (deterministic data out, SHA-256 of what comes in),
+:mod:`.exchange` is its traffic protocol (deterministic data out, SHA-256 of what comes in),
 shared with the tests.
 """
 

@@ -11,7 +11,7 @@ both sessions stopped cleanly (a final ``closed`` event).
 SIGINT or SIGTERM: one line says what was interrupted, the sessions and servers are stopped,
 exit 130 or 143; a second signal kills the sessions at once. The sessions watch their parent, so
 they stop by themselves if the demo dies without a word. The traffic protocol is in
-:mod:`.traffic`.
+:mod:`.exchange`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from txdilation import _early_signals
-from txdilation.demo.traffic import Exchange, ExchangeFactory
-from txdilation.session.statuslog import format_bytes
+from txdilation.demo.exchange import Exchange, ExchangeFactory
+from txdilation.reporting.status_log import format_bytes
 
 __all__ = ["APPID", "run_demo"]
 

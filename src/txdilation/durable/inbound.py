@@ -25,7 +25,7 @@ from txdilation.durable.acks import ACK_DELAY, ACK_THRESHOLD_BYTES, DelayedAck
 from txdilation.durable.inbound_lifecycle import InboundCore, inbound_machine
 from txdilation.durable.routes import ATTACHED, DISCARDING, PENDING, Delivery, Holdings, Route
 from txdilation.wire.contracts import IDilatedConnection
-from txdilation.wire.errors import (
+from txdilation.wire.dilation_errors import (
     CloseForMissingSubchannelError,
     DataForMissingSubchannelError,
     DilationProtocolError,

@@ -2,7 +2,7 @@
 
 Outbound notes each write to the link here, once (the highest seqnum written, and when), as it
 writes to the connection itself: the link is not on the write path. This is the one record of
-when a write left: the link's dead-path detector (``selection.dead_path``) owns the log and
+when a write left: the link's dead-path detector (``path.dead_path``) owns the log and
 reads the time of the oldest write not yet acknowledged (when to probe) and of the newest one
 an ACK retired (a round trip); Outbound's in-flight window (``durable.window``) takes the time
 :meth:`SentLog.sent` stamped as its sample's start. An Outbound given no link's log keeps one

@@ -9,23 +9,23 @@ program that takes an endpoint string can use Dilation without code (docs/endpoi
 This package re-exports what programs and the parsers in
 ``twisted/plugins/txdilation_endpoints.py`` use: :mod:`.listening` (the server endpoint),
 :mod:`.connecting` (the client endpoint), :mod:`.strings` (strings, failures in words),
-:mod:`.settings` (the keys, checked), :mod:`.shared` and :mod:`.registry` (one shared wormhole
-per code, closed when unused). Endpoints share TWISTED semantics and log as a session does.
+:mod:`.endpoint_settings` (the keys, checked), :mod:`.shared` and :mod:`.registry` (one shared
+wormhole per code, closed when unused). Endpoints share TWISTED semantics and log as a session does.
 """
 
 from __future__ import annotations
 
 from txdilation.endpoints.connecting import DilationClientEndpoint
-from txdilation.endpoints.listening import (
-    DilationAddress,
-    DilationListeningPort,
-    DilationServerEndpoint,
-)
-from txdilation.endpoints.settings import (
+from txdilation.endpoints.endpoint_settings import (
     DEFAULT_APPID,
     DEFAULT_CLIENT_TIMEOUT,
     EndpointSettings,
     parse_settings,
+)
+from txdilation.endpoints.listening import (
+    DilationAddress,
+    DilationListeningPort,
+    DilationServerEndpoint,
 )
 from txdilation.endpoints.shared import NAMESPACE
 from txdilation.endpoints.strings import EXIT_USAGE, in_words, settings_from_string

@@ -18,11 +18,11 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from txdilation.endpoints.endpoint_settings import EndpointSettings
 from txdilation.endpoints.registry import acquire
-from txdilation.endpoints.settings import EndpointSettings
 from txdilation.endpoints.shared import NAMESPACE, SharedWormhole
-from txdilation.session.advice import unwrap
-from txdilation.wire.errors import WormholeClosedError
+from txdilation.reporting.advice import unwrap
+from txdilation.wire.dilation_errors import WormholeClosedError
 from txdilation.wire.waiting import pass_to
 
 _log = Logger(namespace=NAMESPACE)

@@ -2,8 +2,8 @@
 
 Layer: application edge. :func:`acquire` returns the one
 :class:`~txdilation.endpoints.shared.SharedWormhole` per (reactor, mailbox, appid, code or code
-file), creating it on first use (a :class:`~txdilation.endpoints.paired.SharedPairing` when a
-pairing file is named).
+file), creating it on first use (a :class:`~txdilation.endpoints.shared_pairing.SharedPairing` when
+a pairing file is named).
 
 Invariants: its dilation settings are those of the first endpoint (a later one that disagrees is
 a ``ValueError``); a wormhole that ended (closed, failed, the peer left) is forgotten (it calls
@@ -19,9 +19,9 @@ from typing import Any
 
 from twisted.internet.defer import Deferred, DeferredList
 
-from txdilation.endpoints.paired import SharedPairing
-from txdilation.endpoints.settings import EndpointSettings
+from txdilation.endpoints.endpoint_settings import EndpointSettings
 from txdilation.endpoints.shared import SharedWormhole
+from txdilation.endpoints.shared_pairing import SharedPairing
 
 __all__ = ["acquire"]
 

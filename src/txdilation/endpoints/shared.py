@@ -24,10 +24,10 @@ from twisted.internet.defer import CancelledError, Deferred, succeed
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txdilation.endpoints.settings import EndpointSettings
-from txdilation.session.advice import explain, unwrap
-from txdilation.session.status import StatusWriter, open_status_writer
-from txdilation.session.statuslog import StatusLog
+from txdilation.endpoints.endpoint_settings import EndpointSettings
+from txdilation.reporting.advice import explain, unwrap
+from txdilation.reporting.status_events import StatusWriter, open_status_writer
+from txdilation.reporting.status_log import StatusLog
 from txdilation.wire.waiting import OneShot, pass_to
 
 __all__ = ["CLOSE_TIMEOUT", "NAMESPACE", "SharedWormhole", "in_twistd"]
@@ -91,7 +91,7 @@ class SharedWormhole:
 
     def _open(self) -> Deferred[str]:
         """Create the wormhole, dilate it, set or allocate the code; the Deferred fires with
-        the code (:mod:`.paired` opens a paired wormhole instead)."""
+        the code (:mod:`.shared_pairing` opens a paired wormhole instead)."""
         import wormhole
 
         import txdilation

@@ -15,9 +15,9 @@ from typing import Any
 from twisted.internet.defer import TimeoutError
 from twisted.python.failure import Failure
 
-from txdilation.endpoints.settings import EndpointSettings, parse_settings
+from txdilation.endpoints.endpoint_settings import EndpointSettings, parse_settings
 from txdilation.endpoints.shared import in_twistd
-from txdilation.session.advice import explain, unwrap
+from txdilation.reporting.advice import explain, unwrap
 from txdilation.session.config import DEFAULT_MAILBOX, MAILBOX_VARIABLE
 
 __all__ = ["EXIT_USAGE", "in_words", "settings_from_string"]

@@ -37,7 +37,7 @@ from txdilation.link.framer import (
 )
 from txdilation.link.noise import NoiseSession
 from txdilation.wire.contracts import ICandidateOwner, IDilatedConnection, IRecordSink
-from txdilation.wire.errors import DilationProtocolError, FramingError
+from txdilation.wire.dilation_errors import DilationProtocolError, FramingError
 from txdilation.wire.limits import DEFAULT_HANDSHAKE_TIMEOUT
 from txdilation.wire.machines import inert
 from txdilation.wire.reasons import Cause, LinkLoss

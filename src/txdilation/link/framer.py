@@ -10,7 +10,7 @@ Invariants: a wrong relay answer or prologue byte is refused at once (a bounded 
 error); a frame over the limit read at parse time (:meth:`Framer.set_max_frame_size`) is
 refused from its header, before anything is buffered; chunks are kept as received and a frame
 inside one is a zero-copy view (only frames spanning reads are assembled, never resized after);
-after a :class:`~txdilation.wire.errors.FramingError` every call raises again. In full:
+after a :class:`~txdilation.wire.dilation_errors.FramingError` every call raises again. In full:
 docs/module-notes.md.
 """
 
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NoReturn
 
-from txdilation.wire.errors import FramingError
+from txdilation.wire.dilation_errors import FramingError
 from txdilation.wire.limits import DEFAULT_MAX_RECORD_SIZE
 from txdilation.wire.roles import Role
 

@@ -6,7 +6,7 @@ cut into 65519-byte pieces, each its own transport message, concatenated into on
 payload. noiseprotocol runs the handshake only; the transport is ``cryptography``'s
 ChaCha20-Poly1305 with Noise's nonces, byte for byte what noiseprotocol would send.
 
-Invariants: every failure raises :class:`~txdilation.wire.errors.NoiseError` (never the
+Invariants: every failure raises :class:`~txdilation.wire.dilation_errors.NoiseError` (never the
 library's exceptions), and the session is dead after one; the last nonce is never used; one AEAD
 object per direction; :meth:`NoiseSession.decrypt_view` decrypts large payloads into one kept
 buffer (valid until its next call; above :data:`SCRATCH_LIMIT` a buffer of their own). In full:
@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
 from noise import exceptions as noise_exceptions
 from noise.connection import NoiseConnection
 
-from txdilation.wire.errors import NoiseError
+from txdilation.wire.dilation_errors import NoiseError
 from txdilation.wire.roles import Role
 
 NOISE_PROTOCOL_NAME = b"Noise_NNpsk0_25519_ChaChaPoly_BLAKE2s"

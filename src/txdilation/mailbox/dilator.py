@@ -35,15 +35,15 @@ from wormhole._status import (
 from zope.interface import implementer
 
 from txdilation._version import IMPLEMENTATION, __version__
+from txdilation.mailbox.dilate_messages import make_side
 from txdilation.mailbox.dilated import DilatedWormhole
 from txdilation.mailbox.manager import DILATION_VERSIONS, Manager
-from txdilation.mailbox.messages import make_side
-from txdilation.selection.liveness import normalize_ping_interval
+from txdilation.path.liveness import normalize_ping_interval
 from txdilation.selection.punch import public_addresses
 from txdilation.selection.relays import RelayLocation
 from txdilation.settings import Settings
 from txdilation.wire.contracts import IDilationReactor
-from txdilation.wire.errors import CanOnlyDilateOnceError
+from txdilation.wire.dilation_errors import CanOnlyDilateOnceError
 from txdilation.wire.keys import derive_dilation_key
 
 __all__ = ["Dilator", "contain_fault"]

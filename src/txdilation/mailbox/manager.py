@@ -4,7 +4,7 @@ It decides the role from the two ``please`` sides, runs one Connector per genera
 the link the Connector selects, and starts a new generation when that link is lost, following
 stock's rules for ``reconnect``/``reconnecting``. The machine is ``mailbox.manager_lifecycle``
 (state-diagrams/manager_lifecycle.svg); the peer's messages are ``mailbox.peer_messages``, the
-links' reports ``mailbox.selection_reports``, the selected link ``selection.selected``.
+links' reports ``mailbox.selection_reports``, the selected link ``path.selected_link``.
 
 Invariants: DILATE-n phases are numbered from 0 without gaps (one ``Outbox``); the Follower
 never sends ``reconnect`` and answers each one with exactly one ``reconnecting``; nothing the
@@ -28,35 +28,35 @@ from wormhole._interfaces import ISend
 from wormhole._status import DilationStatus, WormholeStatus
 
 from txdilation.mailbox.absence import PeerAbsence
-from txdilation.mailbox.dilated import DilatedWormhole
-from txdilation.mailbox.losses import LossRecorder
-from txdilation.mailbox.manager_core import ManagerCore, ManagerEvents
-from txdilation.mailbox.manager_lifecycle import manager_machine
-from txdilation.mailbox.mapping import MappingReporter, free_port, port_mapper_for
-from txdilation.mailbox.messages import (
+from txdilation.mailbox.dilate_messages import (
     CLOSING,
     PATH_UPGRADE,
     Outbox,
     choose_version,
     dispatch,
 )
+from txdilation.mailbox.dilated import DilatedWormhole
+from txdilation.mailbox.losses import LossRecorder
+from txdilation.mailbox.manager_core import ManagerCore, ManagerEvents
+from txdilation.mailbox.manager_lifecycle import manager_machine
 from txdilation.mailbox.peer_messages import PeerMessages
+from txdilation.mailbox.port_mapping import MappingReporter, free_port, port_mapper_for
 from txdilation.mailbox.selection_reports import ConnectorReports, LinkReports
 from txdilation.mailbox.standby import StandbyKeeper
-from txdilation.mailbox.status import StatusReporter, mailbox_up
+from txdilation.mailbox.status_reporter import StatusReporter, mailbox_up
+from txdilation.path import netwatch
+from txdilation.path.liveness import PingTracker
+from txdilation.path.selected_link import SelectedLink
 from txdilation.portmap.mapping import PortMapping
-from txdilation.selection import netwatch
 from txdilation.selection.connector import Connector, ConnectorSettings
 from txdilation.selection.connector_settings import Purpose
 from txdilation.selection.hints import Hint
-from txdilation.selection.liveness import PingTracker
 from txdilation.selection.relays import RelayLocation, parse_relay_location
-from txdilation.selection.selected import SelectedLink
 from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.telemetry import Telemetry
 from txdilation.wire.contracts import IDilationReactor
-from txdilation.wire.errors import OldPeerCannotDilateError
+from txdilation.wire.dilation_errors import OldPeerCannotDilateError
 from txdilation.wire.roles import FOLLOWER, Role
 
 __all__ = ["DILATION_VERSIONS", "DilatedWormhole", "Manager"]
@@ -285,7 +285,7 @@ class Manager:
             self.events.start()
 
     def network_changed(self) -> None:
-        """The host's addresses or routes changed (``selection.netwatch``): the selected link
+        """The host's addresses or routes changed (``path.netwatch``): the selected link
         is dropped if its address is gone, else probed now; a generation still connecting
         publishes hints for new addresses; the edge may reconnect the mailbox
         (``_network_changed_edge``)."""

@@ -24,13 +24,13 @@ from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
 from txdilation.mailbox.absence import PeerAbsence
-from txdilation.mailbox.messages import PATH_UPGRADE, STANDBY, Outbox
+from txdilation.mailbox.dilate_messages import PATH_UPGRADE, STANDBY, Outbox
 from txdilation.mailbox.standby import StandbyKeeper
-from txdilation.mailbox.status import StatusReporter
+from txdilation.mailbox.status_reporter import StatusReporter
+from txdilation.path.selected_link import SelectedLink
 from txdilation.selection.connector import Connector, ConnectorSettings
 from txdilation.selection.connector_settings import Purpose
 from txdilation.selection.hints import Hint, RelayV1Hint
-from txdilation.selection.selected import SelectedLink
 from txdilation.settings import Settings
 from txdilation.subchannels.multiplexer import Multiplexer
 from txdilation.telemetry import Telemetry

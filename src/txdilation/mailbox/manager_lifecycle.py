@@ -21,6 +21,7 @@ from typing import Any
 from automat import TypeMachineBuilder
 from twisted.logger import Logger
 
+from txdilation.mailbox.dilate_messages import LINK_LOST, build_please
 from txdilation.mailbox.manager_core import (
     GENERATION_RETRY,
     GENERATION_RETRY_MAX,
@@ -29,10 +30,9 @@ from txdilation.mailbox.manager_core import (
     ManagerCore,
     ManagerEvents,
 )
-from txdilation.mailbox.messages import LINK_LOST, build_please
+from txdilation.path.liveness import SILENCE
+from txdilation.path.selected_link import SelectedLink
 from txdilation.selection.hints import Hint
-from txdilation.selection.liveness import SILENCE
-from txdilation.selection.selected import SelectedLink
 from txdilation.wire.machines import complete
 from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.roles import FOLLOWER, LEADER

@@ -1,6 +1,6 @@
 """L1: the peer's DILATE-n messages, checked against our role and fed to the Manager's machine.
 
-:class:`PeerMessages` is the ``MessageHandlers`` that ``mailbox.messages.dispatch`` calls for
+:class:`PeerMessages` is the ``MessageHandlers`` that ``mailbox.dilate_messages.dispatch`` calls for
 each message the Manager receives. txdilation's extensions, sent only to a peer whose
 ``please`` listed them (docs/reliability.md): ``closing`` (the peer's application closed its
 wormhole: no reconnection) and ``link-lost`` (a Follower's report that a generation's link is
@@ -18,10 +18,10 @@ from collections.abc import Callable
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
+from txdilation.mailbox.dilate_messages import ConnectionHints, Please
 from txdilation.mailbox.losses import LossRecorder
 from txdilation.mailbox.manager_core import ManagerCore, ManagerEvents
-from txdilation.mailbox.messages import ConnectionHints, Please
-from txdilation.wire.errors import OldPeerCannotDilateError
+from txdilation.wire.dilation_errors import OldPeerCannotDilateError
 from txdilation.wire.roles import FOLLOWER, LEADER
 
 __all__ = ["PeerMessages"]

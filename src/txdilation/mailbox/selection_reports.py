@@ -22,12 +22,12 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.logger import Logger
 from wormhole._status import DilationHint
 
+from txdilation.mailbox.dilate_messages import PATH_UPGRADE, hint_type_counts
 from txdilation.mailbox.losses import LossRecorder
 from txdilation.mailbox.manager_core import ManagerCore, ManagerEvents
-from txdilation.mailbox.messages import PATH_UPGRADE, hint_type_counts
-from txdilation.selection.liveness import SILENCE, PingTracker
+from txdilation.path.liveness import SILENCE, PingTracker
+from txdilation.path.selected_link import SelectedLink
 from txdilation.selection.relays import RelayUsed
-from txdilation.selection.selected import SelectedLink
 from txdilation.wire.contracts import IDilatedConnection
 from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.roles import LEADER

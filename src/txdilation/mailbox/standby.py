@@ -21,9 +21,9 @@ from collections.abc import Callable
 from twisted.internet.interfaces import IDelayedCall, IReactorTime
 from twisted.logger import Logger
 
+from txdilation.path.selected_link import SelectedLink
 from txdilation.selection.connector import Connector
 from txdilation.selection.hints import Hint, RelayV1Hint
-from txdilation.selection.selected import SelectedLink
 
 __all__ = ["MAKE_TIMEOUT", "RETRY_DELAYS", "StandbyKeeper"]
 

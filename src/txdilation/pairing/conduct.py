@@ -9,7 +9,8 @@ incarnation, the rendezvous of each generation held, and a meeting wherever it f
 
 Invariants: every change of the record is saved (atomically, durably) before anything that
 depends on it is sent; a meeting that ends is closed exactly once, and when it ended because
-the peer restarted its open subchannels get :class:`~txdilation.pairing.errors.PeerRestarted`.
+the peer restarted its open subchannels get
+:class:`~txdilation.pairing.pairing_errors.PeerRestarted`.
 """
 
 from __future__ import annotations
@@ -24,13 +25,11 @@ from twisted.python.failure import Failure
 
 from txdilation.pairing import derive
 from txdilation.pairing.downtime import Downtime
-from txdilation.pairing.endpoints import MeetingBoard
-from txdilation.pairing.errors import PairingError, PeerCannotPair, PeerRestarted
 from txdilation.pairing.first import check_code, first_record
 from txdilation.pairing.handshake import Place
 from txdilation.pairing.hello import Hello, new_nonce
+from txdilation.pairing.identity_keys import new_private, public_of
 from txdilation.pairing.keeper import RecordKeeper
-from txdilation.pairing.keys import new_private, public_of
 from txdilation.pairing.lobbies import Lobbies
 from txdilation.pairing.lobby import LobbyTrouble
 from txdilation.pairing.meeting import (
@@ -41,8 +40,10 @@ from txdilation.pairing.meeting import (
     dilator,
     open_derived,
 )
-from txdilation.pairing.messages import Check, Here, Introduce, Met, PairingMessage, Stored
-from txdilation.pairing.options import PairingOptions, default_name
+from txdilation.pairing.paired_endpoints import MeetingBoard
+from txdilation.pairing.pairing_errors import PairingError, PeerCannotPair, PeerRestarted
+from txdilation.pairing.pairing_messages import Check, Here, Introduce, Met, PairingMessage, Stored
+from txdilation.pairing.pairing_options import PairingOptions, default_name
 from txdilation.pairing.plan import PeerProcess, Planner
 from txdilation.pairing.record import Generation, Identity, PairingRecord
 from txdilation.pairing.rendezvous import Rendezvous
@@ -58,7 +59,7 @@ NOT_PAIRING = (
 
 
 class ConductorEvents(Protocol):
-    """The paired machine's events the conductor feeds (see :mod:`.paired`)."""
+    """The paired machine's events the conductor feeds (see :mod:`.paired_wormhole`)."""
 
     def paired(self) -> None: ...
     def meeting_dilated(self) -> None: ...

@@ -12,11 +12,11 @@ Invariant: the code itself is never written anywhere (:mod:`.spent` keeps a slow
 from __future__ import annotations
 
 from txdilation.pairing import derive, ratchet
-from txdilation.pairing.errors import PairingError
 from txdilation.pairing.keeper import RecordKeeper
 from txdilation.pairing.meeting import Meeting
-from txdilation.pairing.messages import Introduce
-from txdilation.pairing.options import PairingOptions
+from txdilation.pairing.pairing_errors import PairingError
+from txdilation.pairing.pairing_messages import Introduce
+from txdilation.pairing.pairing_options import PairingOptions
 from txdilation.pairing.record import Identity, PairingRecord
 from txdilation.pairing.spent import is_spent, spend
 

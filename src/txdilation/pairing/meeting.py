@@ -25,7 +25,7 @@ from twisted.python.failure import Failure
 from wormhole._status import ConnectedPeer, DilationStatus, ReconnectingPeer, StoppedPeer
 
 from txdilation.errors import PairingFailure
-from txdilation.pairing.messages import (
+from txdilation.pairing.pairing_messages import (
     ANNOUNCEMENT,
     BadPairingMessage,
     PairingMessage,

@@ -1,4 +1,4 @@
-"""Pairing facade: the lifecycle of :class:`~txdilation.pairing.paired.PairedWormhole`, the
+"""Pairing facade: the lifecycle of :class:`~txdilation.pairing.paired_wormhole.PairedWormhole`, the
 module-level Automat machine ``paired_machine`` over a :class:`PairedCore`
 (state-diagrams/paired_lifecycle.svg).
 
@@ -23,7 +23,7 @@ from automat import TypeMachine, TypeMachineBuilder
 from twisted.python.failure import Failure
 
 from txdilation.pairing.conduct import Conductor
-from txdilation.pairing.errors import PairingError
+from txdilation.pairing.pairing_errors import PairingError
 from txdilation.wire.machines import complete
 from txdilation.wire.waiting import Waiters
 

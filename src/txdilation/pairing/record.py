@@ -10,8 +10,8 @@ corruption and edits, not a forger (file permissions: :mod:`.store`); version 1 
 refused (pair again).
 
 Invariants: ``decode(encode(r)) == r``; :func:`decode` raises only
-:class:`~txdilation.pairing.errors.PairingFileError` subclasses, each with a one-line message;
-a pending generation is the current one plus one; at most two receipts, newest first.
+:class:`~txdilation.pairing.pairing_errors.PairingFileError` subclasses, each with a one-line
+message; a pending generation is the current one plus one; at most two receipts, newest first.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from txdilation.pairing.derive import ID_LENGTH, SECRET_LENGTH, file_key, fingerprint
-from txdilation.pairing.errors import (
+from txdilation.pairing.pairing_errors import (
     CorruptPairingFile,
     NotAPairingFile,
     UnsupportedPairingVersion,

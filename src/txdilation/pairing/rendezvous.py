@@ -4,9 +4,10 @@ Layer: pairing glue (its decisions are :mod:`.plan`'s and :mod:`.handshake`'s; t
 its host's, the conductor). One :class:`Rendezvous` per paired process: the side with the lower
 static public key offers a Noise handshake to each peer process it hears, the other answers.
 A message from an unknown, newer peer process is a restart or a copy of the peer's file: asked
-through the live meeting (:class:`~.messages.Check`), an answer (:class:`~.messages.Here`)
-proves an impostor, silence within :data:`CHECK_TIMEOUT` a restart; a copy of this side's own
-file is reported and the secret stepped on. In full: docs/module-notes.md.
+through the live meeting (:class:`~.pairing_messages.Check`), an answer
+(:class:`~.pairing_messages.Here`) proves an impostor, silence within :data:`CHECK_TIMEOUT` a
+restart; a copy of this side's own file is reported and the secret stepped on. In full:
+docs/module-notes.md.
 
 Invariants: at most :data:`MAX_OFFERS` offers outstanding; each offer is answered at most once;
 a process proven an impostor never gets a meeting.
@@ -23,7 +24,7 @@ from txdilation.pairing import derive
 from txdilation.pairing.backoff import Backoff
 from txdilation.pairing.handshake import HandshakeFailed, Initiator, Place, prologue, respond
 from txdilation.pairing.hello import Hello
-from txdilation.pairing.messages import Check
+from txdilation.pairing.pairing_messages import Check
 from txdilation.pairing.plan import Heard, PeerProcess, Planner
 from txdilation.pairing.ratchet import acceptable_receipts
 from txdilation.pairing.record import Generation, PairingRecord

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from typing import IO
 
-from txdilation.pairing.errors import PairingFileError
-from txdilation.pairing.keys import key_fingerprint, public_of
+from txdilation.pairing.identity_keys import key_fingerprint, public_of
+from txdilation.pairing.pairing_errors import PairingFileError
 from txdilation.pairing.record import PairingRecord
 from txdilation.pairing.store import PairingStore
 from txdilation.pairing.store import forget as forget_file

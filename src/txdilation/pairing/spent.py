@@ -7,7 +7,7 @@ leaves it, so the settings' old code (or someone who learned it) cannot pair thi
 ``--pair-again`` makes a new pairing with a spent code on purpose.
 
 Invariants: :func:`is_spent` never raises for a missing file (nothing spent); a damaged file is
-a :class:`~txdilation.pairing.errors.PairingFileError` with one line.
+a :class:`~txdilation.pairing.pairing_errors.PairingFileError` with one line.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Final
 
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
-from txdilation.pairing.errors import PairingFileError
+from txdilation.pairing.pairing_errors import PairingFileError
 from txdilation.pairing.store import MAX_FILE_SIZE, fsync_directory, open_checked
 
 __all__ = ["is_spent", "spend", "spent_path"]

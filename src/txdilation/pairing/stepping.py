@@ -3,9 +3,9 @@
 Layer: pairing glue (the pure steps are :mod:`.ratchet`'s, saved by the
 :class:`~.keeper.RecordKeeper` before anything that depends on them is sent). One
 :class:`Stepper` per conductor follows its current meeting: the receipt kept and told
-(:class:`~.messages.Met`), confirmed by the peer's ``Met``, the next generation staged once
-dilated and confirmed and committed by the peer's :class:`~.messages.Stored` (either side may
-start a step); :meth:`Stepper.evict` asks for one more step when an impostor was found. The
+(:class:`~.pairing_messages.Met`), confirmed by the peer's ``Met``, the next generation staged once
+dilated and confirmed and committed by the peer's :class:`~.pairing_messages.Stored` (either side
+may start a step); :meth:`Stepper.evict` asks for one more step when an impostor was found. The
 steps: docs/module-notes.md.
 
 Invariants: one step at a time; a meeting steps once by itself (the code meeting only to
@@ -20,10 +20,10 @@ from typing import Any
 from twisted.python.failure import Failure
 
 from txdilation.pairing import derive
-from txdilation.pairing.errors import PairingError
 from txdilation.pairing.keeper import RecordKeeper
 from txdilation.pairing.meeting import Meeting
-from txdilation.pairing.messages import Met, Stored
+from txdilation.pairing.pairing_errors import PairingError
+from txdilation.pairing.pairing_messages import Met, Stored
 from txdilation.pairing.record import Generation
 
 __all__ = ["Stepper"]

@@ -10,7 +10,8 @@ codes stay: :mod:`.spent`). In full: docs/module-notes.md.
 
 Invariants: nothing here ever writes a secret to a file others may read; a crash leaves the
 old file or the new one, never a mix; every refusal is a
-:class:`~txdilation.pairing.errors.PairingFileError` with a one-line message naming the path.
+:class:`~txdilation.pairing.pairing_errors.PairingFileError` with a one-line message naming the
+path.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import stat
 from pathlib import Path
 from typing import IO, Final
 
-from txdilation.pairing.errors import PairingFileError, PairingInUse, UnsafePairingFile
+from txdilation.pairing.pairing_errors import PairingFileError, PairingInUse, UnsafePairingFile
 from txdilation.pairing.record import PairingRecord, decode, encode
 
 __all__ = [

@@ -28,7 +28,7 @@ from twisted.internet.error import ProcessDone, ProcessExitedAlready, ProcessTer
 from twisted.internet.protocol import ProcessProtocol
 from twisted.python.failure import Failure
 
-from txdilation.session.status import EventLog, StatusEvent
+from txdilation.reporting.status_events import EventLog, StatusEvent
 
 __all__ = ["CLEAN_EXITS", "SessionProcess", "run_command", "spawn_session", "twistd_command"]
 

@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 from txdilation.selection.hints import HintError
 from txdilation.selection.relays import parse_relay_location
 from txdilation.session.dilation_keys import DILATION_SETTINGS, DILATION_TYPES, dilation_settings
-from txdilation.session.endpoints import ForwardSpec, validate_client, validate_server
-from txdilation.session.errors import ConfigError
+from txdilation.session.forwarding_specs import ForwardSpec, validate_client, validate_server
+from txdilation.session.session_errors import ConfigError
 from txdilation.values import (
     BadValue,
     check_code,

@@ -3,8 +3,8 @@
 Layer: session. The machine (``session_machine``) is in :mod:`.service_lifecycle`, the
 :class:`~.service.Session` facade and the lifecycle's invariants in :mod:`.service`; this module
 holds the behaviours they call: the start (create and dilate the wormhole, or with a pairing
-file :func:`.paired.startup`; listen; set or allocate the code), the stop (stop accepting, the
-grace period counted down in ``draining`` events, cut what is left, close the wormhole within
+file :func:`.paired_session.startup`; listen; set or allocate the code), the stop (stop accepting,
+the grace period counted down in ``draining`` events, cut what is left, close the wormhole within
 ``close_timeout``) and the end (``on_ended``, then exactly one ``closed`` event).
 
 Invariants: the core never calls the machine from outside a behaviour but through
@@ -25,16 +25,16 @@ from twisted.internet.defer import CancelledError, Deferred
 from twisted.python.failure import Failure
 from wormhole.errors import LonelyError, ServerError, WrongPasswordError
 
+from txdilation.reporting.advice import explain, unwrap
+from txdilation.reporting.status_events import StatusWriter
 from txdilation.selection.addresses import unreachable_listener
-from txdilation.session import paired
-from txdilation.session.advice import explain, unwrap
+from txdilation.session import paired_session as paired
 from txdilation.session.config import SessionConfig
 from txdilation.session.forwarding import Forwarder
 from txdilation.session.library import Dilated, library_settings
 from txdilation.session.observe import LinkObserver
-from txdilation.session.status import StatusWriter
 from txdilation.settings import Settings
-from txdilation.wire.errors import WormholeClosedError
+from txdilation.wire.dilation_errors import WormholeClosedError
 from txdilation.wire.waiting import OneShot, Waiters
 
 __all__ = ["SessionCore", "SessionEvents"]

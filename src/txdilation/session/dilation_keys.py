@@ -5,7 +5,7 @@ option, named as a ``txdilation.settings.Settings`` field and also a ``TXDILATIO
 
 Invariants: :func:`dilation_settings` parses each given value with ``txdilation.values`` and has
 the library's own ``Settings`` accept it, so a value the library would refuse is refused (a
-:class:`~txdilation.session.errors.ConfigError` naming the key) before anything starts.
+:class:`~txdilation.session.session_errors.ConfigError` naming the key) before anything starts.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from txdilation.session.errors import ConfigError
+from txdilation.session.session_errors import ConfigError
 from txdilation.settings import Settings
 from txdilation.values import (
     BadValue,

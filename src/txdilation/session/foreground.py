@@ -1,7 +1,7 @@
 """``txdilation run``: one session in the foreground, with a live status line.
 
 Layer: process entry point. The options are exactly those of ``twistd dilation``
-(:class:`~txdilation.session.options.SessionOptions`); the session runs on the global reactor
+(:class:`~txdilation.session.command_line.SessionOptions`); the session runs on the global reactor
 until SIGINT/SIGTERM (a clean stop with its grace period, then exit 130/143 as shells expect
 of an interrupted command; a second signal cuts at once), the peer closing its wormhole (exit
 0) or a fatal error (exit 1); usage errors exit 2, with one line on stderr (``txdilation run:
@@ -23,7 +23,7 @@ from twisted.logger import LogLevel, globalLogBeginner, textFileLogObserver
 from twisted.python import usage
 
 from txdilation import _early_signals
-from txdilation.session.options import SessionOptions, StartRefused
+from txdilation.session.command_line import SessionOptions, StartRefused
 
 __all__ = ["EXIT_USAGE", "begin_logging", "refusal", "run", "usage_error"]
 
@@ -68,9 +68,9 @@ def run(argv: Sequence[str], *, stderr: IO[str] | None = None) -> int:
     begin_logging(err, explicit=config.log_level is not None)
     from twisted.internet import reactor
 
+    from txdilation.reporting.status_events import open_status_writer
     from txdilation.session.liveline import LiveStatusLine
     from txdilation.session.service import Session
-    from txdilation.session.status import open_status_writer
 
     outcomes: list[str] = []
     signals: list[Signals] = []

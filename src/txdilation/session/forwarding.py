@@ -25,14 +25,14 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.logger import Logger
 from twisted.python.failure import Failure
 
-from txdilation.session.endpoints import (
+from txdilation.reporting.status_events import StatusWriter
+from txdilation.session.forwarding_specs import (
     ForwardSpec,
     client_endpoint,
     describe_address,
     server_endpoint,
 )
 from txdilation.session.splice import Splice
-from txdilation.session.status import StatusWriter
 from txdilation.wire.waiting import Waiters
 
 __all__ = ["Forwarder"]

@@ -1,7 +1,7 @@
 """What the session asks of the library: its semantics, its settings, a dilated wormhole.
 
 Layer: session (imported by :mod:`.core`, which dilates an ordinary wormhole, and by
-:mod:`.paired`, which starts a ``PairedWormhole`` instead; neither start knows the other).
+:mod:`.paired_session`, which starts a ``PairedWormhole`` instead; neither start knows the other).
 Importing this module does not import ``wormhole``.
 
 Invariants: the session chooses its semantics explicitly (:data:`SEMANTICS`, Twisted's: the

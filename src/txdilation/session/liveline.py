@@ -17,9 +17,9 @@ from typing import IO, Any
 
 from twisted.internet.task import LoopingCall
 
+from txdilation.reporting.status_events import StatusEvent
+from txdilation.reporting.status_log import describe_for_log, describe_stopping, format_bytes
 from txdilation.session.service import Session
-from txdilation.session.status import StatusEvent
-from txdilation.session.statuslog import describe_for_log, describe_stopping, format_bytes
 
 __all__ = ["LiveStatusLine", "describe_event", "format_bytes"]
 

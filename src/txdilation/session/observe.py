@@ -30,7 +30,7 @@ from wormhole._status import (
     WormholeStatus,
 )
 
-from txdilation.session.status import StatusWriter
+from txdilation.reporting.status_events import StatusWriter
 
 __all__ = ["LinkObserver", "LinkState", "path_of"]
 

@@ -21,13 +21,13 @@ from twisted.application.service import Service
 from twisted.internet.defer import Deferred
 from twisted.logger import ILogObserver
 
+from txdilation.reporting.status_events import StatusWriter
+from txdilation.reporting.status_log import StatusLog
 from txdilation.session.config import SessionConfig
 from txdilation.session.core import SessionCore, SessionEvents
 from txdilation.session.forwarding import Forwarder
 from txdilation.session.observe import LinkState
 from txdilation.session.service_lifecycle import session_machine
-from txdilation.session.status import StatusWriter
-from txdilation.session.statuslog import StatusLog
 from txdilation.settings import Settings
 
 __all__ = ["Session", "SessionService"]

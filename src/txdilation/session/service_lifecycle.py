@@ -15,8 +15,8 @@ from __future__ import annotations
 from automat import TypeMachine, TypeMachineBuilder
 from twisted.logger import Logger
 
+from txdilation.reporting.status_log import NAMESPACE
 from txdilation.session.core import SessionCore, SessionEvents
-from txdilation.session.statuslog import NAMESPACE
 from txdilation.wire.machines import complete
 
 __all__ = ["session_machine"]

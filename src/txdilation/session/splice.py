@@ -24,7 +24,7 @@ from twisted.internet.protocol import Protocol, connectionDone
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
-from txdilation.pairing.errors import PeerRestarted
+from txdilation.pairing.pairing_errors import PeerRestarted
 
 __all__ = ["ChannelEnd", "LocalEnd", "Splice"]
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from twisted.python import usage
 
-from txdilation.session.options import SessionOptions
+from txdilation.session.command_line import SessionOptions
 
 if TYPE_CHECKING:  # pragma: no cover (.service imports wormhole: only after prepare())
     from txdilation.session.service import SessionService
@@ -59,8 +59,8 @@ def makeService(options: Options) -> SessionService:
     config = options.config
     assert config is not None  # postOptions set it
     prepare(config)  # before anything imports wormhole
+    from txdilation.reporting.status_events import open_status_writer
     from txdilation.session.service import Session, SessionService
-    from txdilation.session.status import open_status_writer
 
     writer = open_status_writer(reactor, config.status)
     session = Session(config, reactor, writer, on_ended=lambda o: end_process(reactor, o))

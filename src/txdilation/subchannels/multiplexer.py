@@ -3,7 +3,7 @@
 :class:`Multiplexer` wires :class:`~txdilation.durable.outbound.Outbound`,
 :class:`~txdilation.durable.inbound.Inbound` and the subchannels, takes the selected link's
 records (``IRecordReceiver``) and hands out the application's endpoints
-(``txdilation.subchannels.endpoints``).
+(``txdilation.subchannels.app_endpoints``).
 
 Invariants: scids are Leader odd, Follower even, never 0 or reused; ``connect()``,
 ``listen()`` and ``when_dilated()`` wait for dilation (a
@@ -33,7 +33,7 @@ from zope.interface import implementer
 from txdilation.durable.inbound import ACK_THRESHOLD_BYTES, Inbound
 from txdilation.durable.outbound import Outbound
 from txdilation.semantics import STOCK, Semantics
-from txdilation.subchannels.endpoints import (
+from txdilation.subchannels.app_endpoints import (
     SubchannelConnectorEndpoint,
     SubchannelListenerEndpoint,
     SubchannelListeningPort,
@@ -42,7 +42,7 @@ from txdilation.subchannels.subchannel import SubChannel, SubchannelAddress, _Wo
 from txdilation.subchannels.unanswered import Closes
 from txdilation.telemetry import Telemetry, TrafficStats
 from txdilation.wire.contracts import IDilatedConnection, IMultiplexer, ISentLog
-from txdilation.wire.errors import WormholeClosedError
+from txdilation.wire.dilation_errors import WormholeClosedError
 from txdilation.wire.limits import (
     DEFAULT_MAX_BUFFERED_INBOUND_BYTES,
     DEFAULT_MAX_PENDING_OPEN_BYTES,

@@ -51,7 +51,7 @@ from txdilation.subchannels.subchannel_lifecycle import (
     subchannel_machine,
 )
 from txdilation.subchannels.unanswered import Closes
-from txdilation.wire.errors import (
+from txdilation.wire.dilation_errors import (
     AlreadyClosedError,
     HalfCloseUsedOnNonHalfCloseable,
     NormalCloseUsedOnHalfCloseable,

@@ -28,7 +28,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txdilation.semantics import STOCK, Semantics
-from txdilation.wire.errors import (
+from txdilation.wire.dilation_errors import (
     AlreadyClosedError,
     HalfCloseUsedOnNonHalfCloseable,
     NormalCloseUsedOnHalfCloseable,

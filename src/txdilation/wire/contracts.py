@@ -3,7 +3,7 @@
 Who provides what: :class:`IDilatedConnection`, one L2 connection
 (``link.connection.DilatedConnectionProtocol``); :class:`ICandidateOwner`, the L3 race that
 owns candidates (``selection.connector.Connector``); :class:`IRecordSink`, the L3 selected link
-that dispatches received records (``selection.selected.SelectedLink``); :class:`ISentLog`, one
+that dispatches received records (``path.selected_link.SelectedLink``); :class:`ISentLog`, one
 link's sequenced writes until its ACKs retire them (``durable.sent_log.SentLog``);
 :class:`IRecordReceiver` / :class:`IMultiplexer`, L4 and L5 as the L1 Manager drives them
 (``subchannels.multiplexer.Multiplexer``). The layers: docs/architecture.md.

@@ -43,10 +43,10 @@ class Cause(enum.Enum):
     """Not selected within the handshake timeout (the Connector's setting)."""
 
     SILENT = "silent"
-    """The selected link: nothing heard for 1.5 ping intervals (``selection.liveness``)."""
+    """The selected link: nothing heard for 1.5 ping intervals (``path.liveness``)."""
 
     PROBE_UNANSWERED = "probe_unanswered"
-    """The selected link: a probe went unanswered (``selection.dead_path``)."""
+    """The selected link: a probe went unanswered (``path.dead_path``)."""
 
     NETWORK_CHANGE = "network_change"
     """The selected link: our address went away, or a probe sent because our addresses or

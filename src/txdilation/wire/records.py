@@ -8,7 +8,7 @@ its 9-byte header (no concatenation out, one copy in).
 
 Invariants: :func:`encode_record` and :func:`parse_record` are pure and exact inverses on
 valid input (``parse_record(encode_record(r)) == r``); any malformed plaintext (empty, unknown
-tag, wrong length, bad UTF-8) raises :class:`~txdilation.wire.errors.RecordError`, never
+tag, wrong length, bad UTF-8) raises :class:`~txdilation.wire.dilation_errors.RecordError`, never
 ``IndexError`` or ``struct.error``.
 """
 
@@ -18,7 +18,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from txdilation.wire.errors import RecordError
+from txdilation.wire.dilation_errors import RecordError
 
 T_KCM = b"\x00"
 T_PING = b"\x01"

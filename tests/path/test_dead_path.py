@@ -1,4 +1,4 @@
-"""Tests for txdilation.selection.dead_path: the RTO, probes, verdicts (Clock-driven) and the
+"""Tests for txdilation.path.dead_path: the RTO, probes, verdicts (Clock-driven) and the
 kernel's word (tcp_info, on a real loopback socket)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from twisted.internet.task import Clock
 from twisted.trial import unittest
 
-from txdilation.selection.dead_path import (
+from txdilation.path.dead_path import (
     INITIAL_RTO,
     MAX_RTO,
     MIN_RTO,
@@ -183,8 +183,8 @@ class LossReasonTests(unittest.SynchronousTestCase):
         """Each loss as it is made where a link dies keeps its log text and maps, by its cause
         alone, onto the telemetry's reason."""
         from txdilation.mailbox.manager_lifecycle import FOLLOWER_REPORT, LEADER_REPORT
-        from txdilation.selection.dead_path import unanswered
-        from txdilation.selection.liveness import SILENCE
+        from txdilation.path.dead_path import unanswered
+        from txdilation.path.liveness import SILENCE
         from txdilation.telemetry import LOST_REASONS
         from txdilation.telemetry.causes import LOST_REASON
 
@@ -219,7 +219,7 @@ class NetwatchTests(unittest.SynchronousTestCase):
 
     def test_address_is_local(self) -> None:
         """Loopback is local, TEST-NET is not, an unparsable address counts as local."""
-        from txdilation.selection.netwatch import address_is_local
+        from txdilation.path.netwatch import address_is_local
 
         self.assertTrue(address_is_local("127.0.0.1"))
         self.assertFalse(address_is_local("192.0.2.77"))  # TEST-NET-1: never ours
@@ -227,7 +227,7 @@ class NetwatchTests(unittest.SynchronousTestCase):
 
     def test_subscribe_on_a_clock(self) -> None:
         """Subscribing starts a watcher per clock; unsubscribing (twice is fine) removes it."""
-        from txdilation.selection import netwatch
+        from txdilation.path import netwatch
 
         clock = Clock()
         unsubscribe = netwatch.subscribe(clock, lambda: None)

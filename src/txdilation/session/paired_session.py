@@ -4,10 +4,10 @@ Layer: session (the application on top of :mod:`txdilation.pairing`). :func:`che
 refuses, while the options are parsed and before anything is sent, a pairing file that cannot
 be used and settings that contradict it (one line each); :func:`check_not_in_use`, last, one
 that another process holds. :func:`startup` starts a :class:`StartingSession` with a
-:class:`~txdilation.pairing.paired.PairedWormhole` in place of the wormhole: the forwards are
-served in every meeting, its events become status events, and each meeting feeds a fresh
-:class:`~txdilation.session.observe.LinkObserver`. ``TXDILATION_PAIRING_FAULT`` (a test aid,
-read here at the session's edge) names a ratchet point where the process kills itself
+:class:`~txdilation.pairing.paired_wormhole.PairedWormhole` in place of the wormhole: the forwards
+are served in every meeting, its events become status events, and each meeting feeds a fresh
+:class:`~txdilation.session.observe.LinkObserver`. ``TXDILATION_PAIRING_FAULT`` (a test aid, read
+here at the session's edge) names a ratchet point where the process kills itself
 (``txdilation.pairing.keeper.FAULTS``). The refusals: docs/module-notes.md.
 """
 
@@ -20,14 +20,14 @@ from typing import Protocol as TypingProtocol
 
 from twisted.python.failure import Failure
 
-from txdilation.pairing.errors import PairingFileError, PairingInUse
-from txdilation.pairing.options import PairingOptions
+from txdilation.pairing.pairing_errors import PairingFileError, PairingInUse
+from txdilation.pairing.pairing_options import PairingOptions
 from txdilation.pairing.spent import is_spent
 from txdilation.pairing.store import PairingStore, check_directory
+from txdilation.reporting.status_events import StatusWriter
 from txdilation.session.config import SessionConfig
-from txdilation.session.errors import CannotStart, ConfigError
 from txdilation.session.library import SEMANTICS, Dilated, library_settings
-from txdilation.session.status import StatusWriter
+from txdilation.session.session_errors import CannotStart, ConfigError
 from txdilation.settings import Settings
 
 if TYPE_CHECKING:  # pragma: no cover (.observe imports wormhole)
@@ -160,7 +160,7 @@ def check_not_in_use(config: SessionConfig) -> None:
 
 async def startup(core: StartingSession) -> None:
     """The session's start with a pairing (see the module docstring)."""
-    from txdilation.pairing.paired import PairedWormhole
+    from txdilation.pairing.paired_wormhole import PairedWormhole
     from txdilation.session.observe import LinkObserver
 
     config = core.config

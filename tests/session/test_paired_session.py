@@ -23,11 +23,11 @@ from tests.pairing.support import records
 from tests.support.harness import LOOPBACK, REPO_ROOT
 from tests.test_cli import run_cli
 from txdilation.pairing import ratchet
-from txdilation.pairing.keys import key_fingerprint
+from txdilation.pairing.identity_keys import key_fingerprint
 from txdilation.pairing.record import encode
 from txdilation.pairing.spent import spend
 from txdilation.pairing.store import PairingStore
-from txdilation.session.options import SessionOptions
+from txdilation.session.command_line import SessionOptions
 
 MAILBOX = "ws://127.0.0.1:4000/v1"
 

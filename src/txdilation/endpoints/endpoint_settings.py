@@ -16,7 +16,7 @@ from typing import Final
 from txdilation.selection.hints import HintError
 from txdilation.selection.relays import parse_relay_location
 from txdilation.session.config import DEFAULT_MAILBOX, check_mailbox_url
-from txdilation.session.errors import ConfigError
+from txdilation.session.session_errors import ConfigError
 from txdilation.values import check_code, parse_seconds, parse_switch
 
 __all__ = ["DEFAULT_APPID", "DEFAULT_CLIENT_TIMEOUT", "EndpointSettings", "parse_settings"]
@@ -164,7 +164,7 @@ def _check_pairing(path: str) -> None:
 
     :raises ValueError: in one line, naming the file.
     """
-    from txdilation.pairing.errors import PairingFileError
+    from txdilation.pairing.pairing_errors import PairingFileError
     from txdilation.pairing.store import PairingStore
 
     store = PairingStore(path)

@@ -1,7 +1,7 @@
 """Status events as log lines: what happened to a session, readable in twistd's log or a journal.
 
 Layer: session observability. A :class:`StatusLog` observes a
-:class:`~txdilation.session.status.StatusWriter` and emits every status event on
+:class:`~txdilation.reporting.status_events.StatusWriter` and emits every status event on
 ``twisted.logger`` (namespace ``txdilation.session``) as ONE readable line, the event itself
 under the key ``status``; levels: ``error`` for fatal errors, ``warn`` for other errors and
 warnings, ``debug`` for ``rtt`` samples, ``info`` else. Examples: docs/module-notes.md.
@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from twisted.logger import Logger, LogLevel
 
-from txdilation.session.status import StatusEvent
+from txdilation.reporting.status_events import StatusEvent
 
 __all__ = ["NAMESPACE", "StatusLog", "describe_for_log", "describe_stopping", "format_bytes"]
 

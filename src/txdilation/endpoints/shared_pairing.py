@@ -2,10 +2,10 @@
 
 Layer: application edge (over :mod:`txdilation.pairing`). A :class:`SharedPairing` is the
 :class:`~txdilation.endpoints.shared.SharedWormhole` of endpoints naming a pairing file: a
-:class:`~txdilation.pairing.paired.PairedWormhole` stands in for the wormhole and its dilation,
-so a listening port serves every meeting (it comes back by itself after a restart of either
-side) and a client's ``connect()`` uses the current one. The first time (no file yet) the code
-is allocated or given as for any ``dilation:`` endpoint (``code-file`` too); afterwards no code
+:class:`~txdilation.pairing.paired_wormhole.PairedWormhole` stands in for the wormhole and its
+dilation, so a listening port serves every meeting (it comes back by itself after a restart of
+either side) and a client's ``connect()`` uses the current one. The first time (no file yet) the
+code is allocated or given as for any ``dilation:`` endpoint (``code-file`` too); afterwards no code
 is used (one in the string is ignored, and the log says so).
 
 Invariants: as :class:`~txdilation.endpoints.shared.SharedWormhole`'s; ``code_known`` fires with
@@ -23,7 +23,7 @@ from twisted.logger import Logger
 from twisted.python.failure import Failure
 
 from txdilation.endpoints.shared import NAMESPACE, SharedWormhole, _write_code
-from txdilation.session.status import KINDS
+from txdilation.reporting.status_events import KINDS
 
 __all__ = ["SharedPairing"]
 
@@ -34,8 +34,8 @@ class SharedPairing(SharedWormhole):
     """See the module docstring."""
 
     def _open(self) -> Deferred[str]:
-        from txdilation.pairing.options import PairingOptions
-        from txdilation.pairing.paired import PairedWormhole
+        from txdilation.pairing.paired_wormhole import PairedWormhole
+        from txdilation.pairing.pairing_options import PairingOptions
         from txdilation.pairing.store import PairingStore
         from txdilation.session.observe import LinkObserver
 

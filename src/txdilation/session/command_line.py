@@ -34,8 +34,8 @@ from txdilation.session.config import (
     load_toml,
     merge,
 )
-from txdilation.session.endpoints import parse_forward
-from txdilation.session.errors import CannotStart, ConfigError
+from txdilation.session.forwarding_specs import parse_forward
+from txdilation.session.session_errors import CannotStart, ConfigError
 from txdilation.values import BadValue, is_wildcard, parse_seconds
 
 __all__ = ["SessionOptions", "StartRefused", "version_text"]
@@ -228,7 +228,7 @@ class SessionOptions(usage.Options):
             if self["pair-again"]:
                 self.config = replace(self.config, pair_again=True)
             if self.config.pairing is not None:
-                from txdilation.session.paired import check_pairing
+                from txdilation.session.paired_session import check_pairing
 
                 check_pairing(self.config, code_given=bool(self["code"] or self["allocate-code"]))
         except ConfigError as e:
@@ -250,7 +250,7 @@ class SessionOptions(usage.Options):
         for option, path in (("--status", self.config.status), ("--events", self.config.events)):
             _check_writable(option, path)
         if self.config.pairing is not None:  # last: a usage error is said first
-            from txdilation.session.paired import check_not_in_use
+            from txdilation.session.paired_session import check_not_in_use
 
             try:
                 check_not_in_use(self.config)

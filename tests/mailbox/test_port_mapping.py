@@ -1,4 +1,4 @@
-"""The MappingReporter (txdilation.mailbox.mapping): telemetry records, the status nudge, and
+"""The MappingReporter (txdilation.mailbox.port_mapping): telemetry records, the status nudge, and
 which links came in through the port mapping."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from txdilation.mailbox.mapping import MappingReporter
+from txdilation.mailbox.port_mapping import MappingReporter
 from txdilation.portmap.mapping import MappingProtocol, PortMapping
 from txdilation.telemetry import Telemetry
 

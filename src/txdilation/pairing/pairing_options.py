@@ -22,7 +22,7 @@ def default_name() -> str:
 
 @dataclass(frozen=True, slots=True)
 class PairingOptions:
-    """The settings of a :class:`~txdilation.pairing.paired.PairedWormhole`.
+    """The settings of a :class:`~txdilation.pairing.paired_wormhole.PairedWormhole`.
 
     :ivar path: the pairing file.
     :ivar appid: the app id of the code meeting (later meetings use the file's).

@@ -1,4 +1,5 @@
-"""Tests for txdilation.mailbox.status: the DilationStatus on_status_update sees, on a Clock."""
+"""Tests for txdilation.mailbox.status_reporter: the DilationStatus on_status_update sees, on a
+Clock."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from wormhole._status import (
 )
 
 from txdilation import __version__
-from txdilation.mailbox.status import StatusReporter, TxdilationStatus, mailbox_up
+from txdilation.mailbox.status_reporter import StatusReporter, TxdilationStatus, mailbox_up
 
 
 class StatusReporterTests(SynchronousTestCase):

@@ -10,7 +10,7 @@ Invariants: ``when_dilated()`` fires when a meeting is dilated (at once while on
 fails with the fatal error or once closed; a fatal error is reported once (``on_failed``);
 ``close()`` may be called any number of times and each Deferred fires once everything is
 closed; a meeting that ends because the peer restarted ends its open subchannels with
-:class:`~txdilation.pairing.errors.PeerRestarted`.
+:class:`~txdilation.pairing.pairing_errors.PeerRestarted`.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from twisted.internet.defer import Deferred, fail, succeed
 from twisted.python.failure import Failure
 
 from txdilation.pairing.conduct import Conductor
-from txdilation.pairing.endpoints import PairedConnectorEndpoint, PairedListenerEndpoint
 from txdilation.pairing.keeper import RecordKeeper
 from txdilation.pairing.meeting import StatusCallbacks
-from txdilation.pairing.options import PairingOptions
+from txdilation.pairing.paired_endpoints import PairedConnectorEndpoint, PairedListenerEndpoint
 from txdilation.pairing.paired_lifecycle import PairedCore, PairedEvents, paired_machine
+from txdilation.pairing.pairing_options import PairingOptions
 from txdilation.pairing.record import PairingRecord
 from txdilation.pairing.store import PairingStore
 
@@ -127,7 +127,7 @@ class PairedWormhole:
 
     def listener_for(self, subprotocol: str) -> PairedListenerEndpoint:
         """An endpoint whose ``listen(factory)`` serves subchannels ``subprotocol`` in every
-        meeting (see :mod:`.endpoints`)."""
+        meeting (see :mod:`.paired_endpoints`)."""
         return PairedListenerEndpoint(self._conductor.board, subprotocol, self.peer)
 
     def connector_for(self, subprotocol: str) -> PairedConnectorEndpoint:

@@ -1,11 +1,11 @@
-"""Tests for txdilation.wire.errors: the exception families callers catch by."""
+"""Tests for txdilation.wire.dilation_errors: the exception families callers catch by."""
 
 from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 from wormhole.errors import WormholeClosed
 
-from txdilation.wire import errors
+from txdilation.wire import dilation_errors as errors
 
 
 class ErrorFamilyTests(SynchronousTestCase):

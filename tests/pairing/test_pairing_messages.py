@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from twisted.trial.unittest import SynchronousTestCase
 
-from txdilation.pairing.keys import new_private, public_of
-from txdilation.pairing.messages import (
+from txdilation.pairing.identity_keys import new_private, public_of
+from txdilation.pairing.pairing_messages import (
     ANNOUNCEMENT,
     BadPairingMessage,
     Check,

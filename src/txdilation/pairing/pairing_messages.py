@@ -19,7 +19,7 @@ from typing import Any, Final
 from txdilation.errors import ProtocolViolation
 from txdilation.pairing.derive import ID_LENGTH
 from txdilation.pairing.hello import is_nonce
-from txdilation.pairing.keys import check_public
+from txdilation.pairing.identity_keys import check_public
 
 __all__ = [
     "ANNOUNCEMENT",

@@ -22,7 +22,7 @@ from tests.session.test_service import Client, HalfCloseEcho
 from tests.support.harness import RealServersMixin
 from tests.support.waits import sleep, wait_until
 from txdilation.pairing import ratchet
-from txdilation.pairing.options import PairingOptions
+from txdilation.pairing.pairing_options import PairingOptions
 from txdilation.pairing.record import PairingRecord
 from txdilation.pairing.store import PairingStore
 
@@ -34,7 +34,7 @@ class Side:
     """One PairedWormhole and what it reported."""
 
     def __init__(self, test: Any, path: Path, *, cleanup: bool = True, **options: Any) -> None:
-        from txdilation.pairing.paired import PairedWormhole
+        from txdilation.pairing.paired_wormhole import PairedWormhole
 
         self.events: list[tuple[str, dict[str, Any]]] = []
         self.failures: list[Any] = []

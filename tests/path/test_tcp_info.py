@@ -1,4 +1,4 @@
-"""Tests for txdilation.selection.tcp_info: the kernel's word on a TCP peer (Linux TCP_INFO)."""
+"""Tests for txdilation.path.tcp_info: the kernel's word on a TCP peer (Linux TCP_INFO)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import struct
 
 from twisted.trial import unittest
 
-from txdilation.selection.tcp_info import peer_tcp_alive, read_tcp_info
+from txdilation.path.tcp_info import peer_tcp_alive, read_tcp_info
 
 
 class TcpInfoTests(unittest.SynchronousTestCase):

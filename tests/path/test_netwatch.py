@@ -1,5 +1,5 @@
 """
-``selection.netwatch``: rtnetlink datagrams are read without a third-party parser, and a real
+``path.netwatch``: rtnetlink datagrams are read without a third-party parser, and a real
 watcher reports a change of the host's addresses (inside a network namespace of the test's own).
 """
 
@@ -11,7 +11,7 @@ import textwrap
 from twisted.trial import unittest
 
 from tests.support.netns import Network, require_namespaces
-from txdilation.selection.netwatch import message_types
+from txdilation.path.netwatch import message_types
 
 _HEADER = struct.Struct("=IHHII")
 
@@ -41,7 +41,7 @@ _WATCH = textwrap.dedent(
     """
     import subprocess, sys
     from twisted.internet import reactor
-    from txdilation.selection import netwatch
+    from txdilation.path import netwatch
 
     changes = []
     netwatch.subscribe(reactor, lambda: changes.append(1))

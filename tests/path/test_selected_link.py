@@ -1,4 +1,4 @@
-"""The selected link (txdilation.selection.selected) alone, on a Clock over a fake connection:
+"""The selected link (txdilation.path.selected_link) alone, on a Clock over a fake connection:
 the record dispatch, PING/PONG, liveness, dead-path detection, network changes, and its end."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from zope.interface import implementer
 from zope.interface.verify import verifyObject
 
 from txdilation.durable.outbound import Outbound
-from txdilation.selection.liveness import PingTracker
-from txdilation.selection.selected import MOVED, STANDBY_PING_INTERVAL, SelectedLink
+from txdilation.path.liveness import PingTracker
+from txdilation.path.selected_link import MOVED, STANDBY_PING_INTERVAL, SelectedLink
 from txdilation.testing.fakes import FakeDilatedConnection
 from txdilation.wire.contracts import IDilatedConnection, IRecordReceiver, IRecordSink, ISentLog
 from txdilation.wire.reasons import Cause, LinkLoss

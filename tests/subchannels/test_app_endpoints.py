@@ -1,4 +1,4 @@
-"""Tests for txdilation.subchannels.endpoints: the endpoints and the listening port, over a
+"""Tests for txdilation.subchannels.app_endpoints: the endpoints and the listening port, over a
 fake SubchannelSource (tests/subchannels/test_multiplexer.py runs them over the real one)."""
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from twisted.internet.protocol import Factory, Protocol
 from twisted.trial.unittest import SynchronousTestCase
 from zope.interface.verify import verifyObject
 
-from txdilation.subchannels.endpoints import (
+from txdilation.subchannels.app_endpoints import (
     SubchannelConnectorEndpoint,
     SubchannelListenerEndpoint,
     SubchannelListeningPort,
 )
-from txdilation.wire.errors import WormholeClosedError
+from txdilation.wire.dilation_errors import WormholeClosedError
 
 
 class Source:

@@ -20,7 +20,7 @@ from twisted.internet.endpoints import clientFromString, serverFromString
 from twisted.internet.interfaces import IAddress, IStreamClientEndpoint, IStreamServerEndpoint
 from twisted.internet.testing import MemoryReactor
 
-from txdilation.session.errors import ConfigError
+from txdilation.session.session_errors import ConfigError
 
 __all__ = [
     "MAX_NAME_LENGTH",

@@ -6,7 +6,7 @@ detector, which reads the ``sent_log`` L4 notes its writes in (SelectedLink is n
 write path).
 
 Invariants: every record is dispatched once, by type (OPEN, DATA, CLOSE, ACK and PING to L4,
-PONG to the :class:`~txdilation.selection.liveness.PingTracker`, others dropped); nothing
+PONG to the :class:`~txdilation.path.liveness.PingTracker`, others dropped); nothing
 blocks or queues; the owner hears ``link_silent`` and ``link_lost`` once each, then nothing;
 a dead path aborts the connection at once, and so does a network change that took its local
 address (any other is probed); a retired link dispatches what
@@ -24,10 +24,10 @@ from twisted.logger import Logger
 from zope.interface import implementer
 
 from txdilation.durable.sent_log import SentLog
-from txdilation.selection.dead_path import DeadPathDetector
-from txdilation.selection.liveness import Liveness, PingTracker
-from txdilation.selection.netwatch import address_is_local
-from txdilation.selection.tcp_info import peer_tcp_alive
+from txdilation.path.dead_path import DeadPathDetector
+from txdilation.path.liveness import Liveness, PingTracker
+from txdilation.path.netwatch import address_is_local
+from txdilation.path.tcp_info import peer_tcp_alive
 from txdilation.wire.contracts import IDilatedConnection, IRecordReceiver, IRecordSink
 from txdilation.wire.reasons import Cause, LinkLoss
 from txdilation.wire.records import Ack, Close, Data, Open, Ping, Pong, Record

@@ -1,4 +1,5 @@
-"""DILATE-n message codec (txdilation.mailbox.messages): parsing, building, hostile bodies."""
+"""DILATE-n message codec (txdilation.mailbox.dilate_messages): parsing, building, hostile
+bodies."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from twisted.trial.unittest import SynchronousTestCase
 
-from txdilation.mailbox.manager import Manager
-from txdilation.mailbox.messages import (
+from txdilation.mailbox.dilate_messages import (
     EXTENSIONS,
     SIDE_PREFIX,
     Closing,
@@ -25,6 +25,7 @@ from txdilation.mailbox.messages import (
     make_side,
     parse_dilation_message,
 )
+from txdilation.mailbox.manager import Manager
 
 from .test_manager import MailboxPipe, clock_manager
 

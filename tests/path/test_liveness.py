@@ -1,4 +1,4 @@
-"""txdilation.selection.liveness on a Clock: when Liveness pings and when it gives up."""
+"""txdilation.path.liveness on a Clock: when Liveness pings and when it gives up."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from twisted.internet.task import Clock
 from twisted.trial.unittest import SynchronousTestCase
 
-from txdilation.selection.liveness import Liveness
+from txdilation.path.liveness import Liveness
 
 
 def run_timers(clock: Clock, until: float) -> None:

@@ -1,0 +1,1 @@
+"""L3: the selected path while it carries records: dispatch, liveness, the dead-path verdict."""

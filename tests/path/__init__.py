@@ -1,0 +1,1 @@
+"""Tests of ``txdilation.path`` (one file per module)."""
