@@ -133,3 +133,23 @@ class ModuleDocstringTests(unittest.SynchronousTestCase):
                 if lines > MAX_MODULE_DOCSTRING_LINES:
                     too_long[path.relative_to(package).as_posix()] = lines
         self.assertEqual(too_long, {}, "module docstrings: layer and invariants; essays to docs/")
+
+
+#: folders whose module names are not ours to choose (stock's, for the drop-in)
+FOREIGN_NAMES = {"_stock", "_dropin_site"}
+
+
+class ModuleNameTests(unittest.SynchronousTestCase):
+    """A module's file name says what it holds: no two modules of ``src/txdilation`` share one."""
+
+    def test_basenames_unique(self) -> None:
+        """Every module's basename (``__init__.py`` aside) is unique across the package, but in
+        the folders in FOREIGN_NAMES (stock's module names)."""
+        package = REPO_ROOT / "src" / "txdilation"
+        where: dict[str, list[str]] = {}
+        for path in sorted(package.rglob("*.py")):
+            relative = path.relative_to(package)
+            if path.name != "__init__.py" and relative.parts[0] not in FOREIGN_NAMES:
+                where.setdefault(path.name, []).append(relative.as_posix())
+        repeated = {name: paths for name, paths in where.items() if len(paths) > 1}
+        self.assertEqual(repeated, {}, "module names repeated: name each for what it holds")
