@@ -1,3 +1,3 @@
-"""L3: one generation's race of hints (the Connector), the hints themselves, each attempt's
-outcome, and the selected link while it carries records (dispatch, liveness, RTT).
+"""L3: the race for a path: one generation's hints dialled, listened for and punched, each
+attempt's outcome, and the Connector that selects one link (then handed to ``path/``).
 """
