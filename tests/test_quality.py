@@ -14,6 +14,7 @@ import importlib.util
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from twisted.trial import unittest
 
@@ -153,3 +154,52 @@ class ModuleNameTests(unittest.SynchronousTestCase):
                 where.setdefault(path.name, []).append(relative.as_posix())
         repeated = {name: paths for name, paths in where.items() if len(paths) > 1}
         self.assertEqual(repeated, {}, "module names repeated: name each for what it holds")
+
+
+def _folder_lines() -> dict[str, str]:
+    """docs/architecture.md's tree: each folder of src/txdilation and its one line."""
+    tree = (REPO_ROOT / "docs" / "architecture.md").read_text()
+    return dict(re.findall(r"(?m)^  ([a-z_]+)/ +(.+)$", tree))
+
+
+def _one_line(text: str) -> str:
+    """A folder's line as compared: inline literals in single backticks, no final period,
+    the first letter in lower case."""
+    text = " ".join(text.replace("``", "`").split()).rstrip(".")
+    return text[:1].lower() + text[1:]
+
+
+class FolderTests(unittest.SynchronousTestCase):
+    """Each folder of ``src/txdilation`` says its one job in one line, in its ``__init__.py``
+    and in docs/architecture.md's tree, and its ``__init__.py`` only re-exports."""
+
+    def packages(self) -> list[Path]:
+        package = REPO_ROOT / "src" / "txdilation"
+        return sorted(p.parent for p in package.glob("*/__init__.py"))
+
+    def test_one_line_matches_the_tree(self) -> None:
+        """The first line of each folder's ``__init__`` docstring is its line in the tree."""
+        lines = _folder_lines()
+        mismatched = {}
+        for folder in self.packages():
+            doc = ast.get_docstring(ast.parse((folder / "__init__.py").read_text())) or ""
+            first = doc.split("\n")[0]
+            if _one_line(first) != _one_line(lines.get(folder.name, "(not in the tree)")):
+                mismatched[folder.name] = (first, lines.get(folder.name))
+        self.assertEqual(mismatched, {}, "docstring's first line != docs/architecture.md's tree")
+
+    def test_init_only_reexports(self) -> None:
+        """An ``__init__.py`` holds a docstring, imports, ``__all__`` and at most a lazy
+        module ``__getattr__``: no logic."""
+        logic = {}
+        for folder in self.packages():
+            tree = ast.parse((folder / "__init__.py").read_text())
+            for node in tree.body[1:]:
+                allowed = isinstance(node, (ast.Import, ast.ImportFrom)) or (
+                    isinstance(node, ast.Assign)
+                    and [getattr(t, "id", None) for t in node.targets] == ["__all__"]
+                )
+                lazy = isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+                if not (allowed or lazy):
+                    logic.setdefault(folder.name, []).append(node.lineno)
+        self.assertEqual(logic, {}, "logic in __init__.py: move it to a module")

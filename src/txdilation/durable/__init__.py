@@ -1,3 +1,1 @@
-"""L4: sequence numbers, the durable queue of unacknowledged records and its replay,
-cumulative ACKs, duplicate suppression, read pausing and flow control.
-"""
+"""L4: what makes the link durable: seqnums, unacknowledged queue, replay, ACKs, flow control."""

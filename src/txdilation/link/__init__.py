@@ -1,3 +1,1 @@
-"""L2: one candidate TCP connection: relay line, prologue, frames, the Noise session, the
-KCM exchange; the protocol pumping them from ``dataReceived``.
-"""
+"""L2: one candidate TCP connection: relay line, prologue, frames, Noise, the KCM exchange."""

@@ -1,5 +1,4 @@
-"""Pairing: two sides that met once with a wormhole code meet again without one, after any
-restart of either (docs/pairing.md).
+"""Pairing: two sides that met once with a code meet again without one (docs/pairing.md).
 
 Layer: an application of the library (above ``txdilation.dilate``; the session, the endpoints
 and the command build on it). One concern per module: :mod:`.derive` (values derived from the

@@ -1,1 +1,1 @@
-"""Port mapping: ask the home router for a TCP port forward (PCP, NAT-PMP, UPnP IGD)."""
+"""Beside L2: a TCP port forward at the home router (PCP, NAT-PMP, UPnP IGD)."""

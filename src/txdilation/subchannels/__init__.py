@@ -1,3 +1,1 @@
-"""L5: subchannels as Twisted transports, their endpoints and listening ports, and the
-multiplexer that routes records between them and L4.
-"""
+"""L5: subchannels as Twisted transports, their endpoints, the Multiplexer routing records."""

@@ -1,3 +1,1 @@
-"""Shared by every layer: the records and their byte layouts, roles, key derivations,
-limits, the exceptions, and the contracts (interfaces) between layers. Imports nothing above.
-"""
+"""Shared by every layer: records, roles, keys, limits, errors, contracts; imports nothing above."""
