@@ -3,8 +3,8 @@
 Layer: errors, below everything (no import). Every exception txdilation defines derives from
 :class:`TxdilationError` through exactly one family, and keeps the bases a caller may already
 catch it by (``ValueError``, Twisted's ``ConnectError``, ``wormhole.errors.WormholeClosed``,
-stock's names). The concrete exceptions live beside the code that raises them (each layer's
-``errors.py`` or module); ``tests/test_errors.py`` keeps the tree whole.
+stock's names). The concrete exceptions live beside the code that raises them (a layer's
+``*_errors.py`` or the module itself); ``tests/test_errors.py`` keeps the tree whole.
 """
 
 from __future__ import annotations
