@@ -216,9 +216,9 @@ class PunchTests(SynchronousTestCase):
         self.assertEqual(h.dialer.direct_outstanding, 1)
 
     def test_background_keeps_crossing_tries_going(self) -> None:
-        """A punched dial refused just before the generation went on in the background, whose
-        plan relies on crossing SYNs, keeps its retry: its refused tries go on without waiting
-        for the schedule's first try."""
+        """A punched dial refused just before the generation went on in the background (its
+        plan relies on crossing SYNs: low TTLs are excluded here) keeps its retry: its refused
+        tries go on without waiting for the schedule's first try."""
         h = Harness(bind_port=5555)
         h.dialer.use_hints([PUNCHED])
         h.refuse(-1)
