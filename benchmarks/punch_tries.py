@@ -66,7 +66,7 @@ def figures(path: str) -> str:
     rates: list[float] = []
     shared: list[float] = []
     pauses: list[float] = []
-    stayed: list[str] = []
+    never: list[str] = []
     for events in runs(path):
         received = [e["ts"] for e in events if e["event"] == "hints_received"]
         if not received:
@@ -97,7 +97,7 @@ def figures(path: str) -> str:
                 r: round(max((b for a, b in spans[r] if b - a > 0.1), default=0.0), 2)
                 for r in ROLES
             }
-            stayed.append(f"  stayed relayed: last burst ended at {last}")
+            never.append(f"  never direct: last burst of tries ended at (s) {last}")
         if end < 0.3:
             continue
         rates.extend(len(tries[r]) / busy[r] for r in ROLES if busy[r] > 0.05)
@@ -119,7 +119,7 @@ def figures(path: str) -> str:
     if pauses:
         pause = statistics.median(pauses)
         line += f"; Leader's longest pause after the relay selection: median {pause:.3f} s"
-    return "\n".join([line, *stayed])
+    return "\n".join([line, *never])
 
 
 def main(argv: Sequence[str]) -> None:
