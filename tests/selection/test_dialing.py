@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from twisted.internet.address import IPv4Address
-from twisted.internet.error import ConnectionRefusedError
+from twisted.internet.error import ConnectionRefusedError, NoRouteError
 from twisted.internet.protocol import Protocol
 from twisted.internet.testing import MemoryReactorClock, StringTransport
 from twisted.python.failure import Failure
@@ -64,6 +64,11 @@ class Harness:
         """The dial ``index`` (in tcpClients order) is refused."""
         factory = self.reactor.tcpClients[index][2]
         factory.clientConnectionFailed(None, Failure(ConnectionRefusedError()))
+
+    def fail(self, index: int) -> None:
+        """The dial ``index`` (in tcpClients order) fails otherwise (no route)."""
+        factory = self.reactor.tcpClients[index][2]
+        factory.clientConnectionFailed(None, Failure(NoRouteError()))
 
     def connect(self, index: int) -> Dial:
         """The dial ``index`` connects: its protocol is built; returns its record."""
@@ -196,11 +201,12 @@ class PunchTests(SynchronousTestCase):
         self.assertEqual(h.reactor.getDelayedCalls(), [])
 
     def test_background_tries_a_punched_dial_whose_retry_was_due(self) -> None:
-        """A punched dial refused just before the generation went on in the background (its
-        retry was due, and is cancelled) is tried again on the background schedule."""
+        """A punched dial that failed otherwise than by a refusal just before the generation
+        went on in the background (its retry was due, and is cancelled) is tried again on the
+        background schedule."""
         h = Harness(bind_port=5555)
         h.dialer.use_hints([PUNCHED])
-        h.refuse(-1)
+        h.fail(-1)
         self.assertTrue(h.dialer.punch_retries)
         h.dialer.go_on_in_background(RetrySchedule(h.reactor.seconds()))
         self.assertFalse(h.dialer.punch_retries)
@@ -208,6 +214,30 @@ class PunchTests(SynchronousTestCase):
         h.reactor.advance(FIRST_RETRIES[0])
         self.assertEqual(len(h.reactor.tcpClients), tries + 1)
         self.assertEqual(h.dialer.direct_outstanding, 1)
+
+    def test_background_keeps_crossing_tries_going(self) -> None:
+        """A punched dial refused just before the generation went on in the background (its
+        plan relies on crossing SYNs: low TTLs are excluded here) keeps its retry: its refused
+        tries go on without waiting for the schedule's first try."""
+        h = Harness(bind_port=5555)
+        h.dialer.use_hints([PUNCHED])
+        h.refuse(-1)
+        (dial,) = h.dialer.direct_dials
+        assert dial.plan is not None
+        self.assertTrue(dial.plan.crossing_only)
+        h.dialer.go_on_in_background(RetrySchedule(h.reactor.seconds()))
+        self.assertTrue(h.dialer.punch_retries)
+        self.assertEqual(h.dialer.direct_outstanding, 1)
+        tries = len(h.reactor.tcpClients)
+        while h.reactor.seconds() < FIRST_RETRIES[0] / 2:
+            h.reactor.advance(0.005)
+            if len(h.reactor.tcpClients) > tries:
+                tries = len(h.reactor.tcpClients)
+                h.refuse(-1)
+        self.assertGreater(tries, 10)  # well before the schedule's first try
+        h.dialer.cancel_attempts()
+        h.dialer.cancel_timers()
+        self.assertEqual(h.reactor.getDelayedCalls(), [])
 
     def test_background_leaves_a_connected_dial_alone(self) -> None:
         """A direct dial whose connection is open (in its handshake) is not dialled again."""

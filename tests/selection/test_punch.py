@@ -29,7 +29,7 @@ from txdilation.selection.punch import (
     sockets_reusable,
 )
 from txdilation.selection.punch_schedule import CROSSING_SPACING, CROSSING_WINDOW
-from txdilation.selection.upgrade import FIRST_RETRIES, STEADY_RETRY
+from txdilation.selection.upgrade import STEADY_RETRY
 from txdilation.settings import NetworkSettings, Settings
 from txdilation.wire.roles import LEADER
 
@@ -255,14 +255,16 @@ class PunchPolicyTests(SynchronousTestCase):
     def test_refused_punched_dial_bursts_while_relayed(self) -> None:
         """While the link is relayed, a punched hint that only crossing SYNs can get through
         is tried again and again (refused, again within a couple of CROSSING_SPACING) from the
-        schedule's first try until CROSSING_WINDOW after the first dial; later tries are
-        single ones."""
+        relay's selection (the retry due then is kept, not left to the schedule's first try)
+        until CROSSING_WINDOW after the first dial; later tries are single ones."""
         c, _owner, reactor = self.punching_leader(path_upgrade=True)
         c.got_hints([DirectTCPV1Hint("198.51.100.7", 6000, PUNCH_PRIORITY)])
         reactor.tcpClients[-1][2].clientConnectionFailed(None, Failure(ConnectionRefusedError()))
         c.candidate_ready(FakeCandidate("->relay:tcp:127.0.0.1:4001", False))
-        self.assertEqual(c._dialer.punch_retries, set())  # the schedule's now
-        reactor.advance(FIRST_RETRIES[0])
+        (retry,) = c._dialer.punch_retries  # kept through the switch to the relay
+        delay = retry.getTime() - reactor.seconds()
+        self.assertLessEqual(delay, 2 * CROSSING_SPACING)
+        reactor.advance(delay)
         tries = self.refuse_while_retried(c, reactor)
         self.assertGreater(tries, 5 / (2 * CROSSING_SPACING))
         end = reactor.seconds()

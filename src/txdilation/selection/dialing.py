@@ -287,12 +287,19 @@ class Dialer:
 
     def go_on_in_background(self, schedule: RetrySchedule) -> None:
         """The generation selected a relayed link and the peer moves links: no more relay
-        dials; the direct hints are dialed again on ``schedule`` (see the module docstring)."""
+        dials; the direct hints are dialed again on ``schedule`` (see the module docstring).
+        A punched dial refused by the peer's NAT keeps its retry that is due: where its plan
+        relies on crossing SYNs, its tries go on as a burst (``punch_schedule``), since only
+        their rate opens the path."""
         self._background = schedule
         self._relays_started = True  # none deferred will start
         self.deferred_relays.clear()
         self._relay_timer.cancel()
+        now = self._reactor.seconds()
         for dial in self._dials:
+            if dial.plan is not None and dial.retry is not None and dial.plan.refused:
+                dial.plan.burst(now)  # its (crossing) tries go on, without a pause until the
+                continue  # schedule's first try (both peers switch within a relay trip)
             if dial.retry is not None:
                 if dial.retry.active():
                     dial.retry.cancel()
