@@ -18,7 +18,8 @@ from twisted.python.failure import Failure
 from twisted.trial.unittest import SynchronousTestCase, TestCase
 
 from tests.selection.test_connector import FakeCandidate, RecordingOwner, make
-from txdilation.link.connection import DilatedConnectionProtocol, l2_machine
+from txdilation.link.connection import DilatedConnectionProtocol
+from txdilation.link.connection_lifecycle import l2_machine
 from txdilation.mailbox.manager_lifecycle import manager_machine
 from txdilation.selection.connector import Connector, ConnectorSettings
 from txdilation.selection.connector_lifecycle import connector_machine

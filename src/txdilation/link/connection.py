@@ -53,9 +53,6 @@ from txdilation.wire.roles import Role
 __all__ = [
     "TCP_BUFFER_SIZE",
     "DilatedConnectionProtocol",
-    "L2Core",
-    "L2Events",
-    "l2_machine",
     "transport_loss",
 ]
 

@@ -28,7 +28,7 @@ from wormhole.errors import LonelyError, ServerError, WrongPasswordError
 from txdilation.reporting.advice import explain, unwrap
 from txdilation.reporting.status_events import StatusWriter
 from txdilation.selection.addresses import unreachable_listener
-from txdilation.session import paired_session as paired
+from txdilation.session import paired_session
 from txdilation.session.config import SessionConfig
 from txdilation.session.forwarding import Forwarder
 from txdilation.session.library import Dilated, library_settings
@@ -104,7 +104,7 @@ class SessionCore:
 
     def begin(self) -> None:
         config = self.config
-        appid, mailbox = paired.kept_server(config)
+        appid, mailbox = paired_session.kept_server(config)
         self.writer.emit(
             "starting",
             appid=appid,
@@ -129,7 +129,7 @@ class SessionCore:
     async def _startup(self) -> None:
         config = self.config
         if config.pairing is not None:  # a PairedWormhole instead
-            await paired.startup(self)
+            await paired_session.startup(self)
             return
 
         import wormhole
